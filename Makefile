@@ -1,0 +1,63 @@
+# alpha_rl — `make train` and `make test` are the whole set-up: each creates .venv (and reinstalls
+# it when pyproject.toml changes) before it runs. `make help` lists every target.
+#
+# NOVENV=1 uses the python3 on PATH as it is (no .venv, nothing installed): for machines whose
+# environment is prepared another way, such as the offline GPU host (`source .gpukit/env.sh`).
+
+PYTHON ?= python3
+VENV   := .venv
+ARCHS  ?= 90
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+ARGS   ?=
+EXTRAS ?= dev
+
+ifeq ($(NOVENV),1)
+  PY    := $(PYTHON)
+  STAMP :=
+else
+  PY    := $(VENV)/bin/python
+  STAMP := $(VENV)/.installed
+endif
+
+export MLFLOW_DISABLE_TELEMETRY := true
+export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+.DEFAULT_GOAL := help
+.PHONY: help train test test-gpu cubins lint clean venv
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: ARCHS=\"$(ARCHS)\" (cubin arches), ARGS=\"...\" (Hydra overrides for train), NOVENV=1"
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing alpha_rl[$(EXTRAS)] into $(VENV) ..."
+	@if $(VENV)/bin/python -m pip install -q --disable-pip-version-check uv 2>/dev/null; then \
+	  $(VENV)/bin/uv pip install -q --python $(VENV)/bin/python -e '.[$(EXTRAS)]'; \
+	else \
+	  echo "uv is not installable here; using pip (slower)"; \
+	  $(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'; \
+	fi
+	@touch $@
+
+venv: $(STAMP) ## create or refresh .venv only
+
+train: $(STAMP) ## run the default experiment (Hydra overrides in ARGS="...")
+	$(PY) -m alpha_rl.train $(ARGS)
+
+test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
+	$(PY) -m pytest -m "not gpu" -q $(ARGS)
+
+test-gpu: $(STAMP) ## run the GPU tests (needs a CUDA GPU, pycuda and `make cubins`)
+	$(PY) -m pytest -m gpu -q $(ARGS)
+
+cubins: $(STAMP) ## compile cuda/*.cu into build/cubins/sm_<arch>/ (incremental; ARCHS="90 100")
+	$(PY) -m alpha_rl.build.cli $(foreach a,$(ARCHS),--arch $(a)) --jobs $(JOBS)
+
+lint: $(STAMP) ## ruff check and format check
+	$(PY) -m ruff check src tests
+	$(PY) -m ruff format --check src tests
+
+clean: ## remove built cubins and caches (keeps .venv and tracking data)
+	rm -rf build .pytest_cache .ruff_cache
+	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +

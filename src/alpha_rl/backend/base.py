@@ -1,0 +1,60 @@
+"""The small array interface both backends share: alloc, zeros, upload, download, fill."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+DeviceArray = Any  # numpy.ndarray on the numpy backend, pycuda GPUArray on the cuda backend
+
+
+class Backend(ABC):
+    """Owns device memory (and, for cuda, the process's CUDA context)."""
+
+    name: str
+
+    @abstractmethod
+    def alloc(self, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
+        """Uninitialised device array (its contents are unspecified)."""
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
+        """Device array of zeros."""
+        arr = self.alloc(shape, dtype)
+        self.fill(arr, 0)
+        return arr
+
+    @abstractmethod
+    def upload(self, host: np.ndarray) -> DeviceArray:
+        """Copy a host array to a new device array (later host changes do not affect it)."""
+
+    @abstractmethod
+    def download(self, arr: DeviceArray) -> np.ndarray:
+        """Copy a device array to a new host ndarray."""
+
+    @abstractmethod
+    def fill(self, arr: DeviceArray, value: float | int) -> None:
+        """Set every element of a device array to `value`."""
+
+    @abstractmethod
+    def is_array(self, obj: object) -> bool:
+        """Whether `obj` is a device array of this backend."""
+
+    def synchronize(self) -> None:
+        """Wait until all queued device work is done (no-op on numpy)."""
+        return None
+
+    def close(self) -> None:
+        """Release device memory and contexts (idempotent)."""
+        return None
+
+    def describe(self) -> dict[str, str]:
+        """Facts worth recording with a run (backend, device name, ...)."""
+        return {"backend": self.name}
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,160 @@
+"""The cuda backend: GPUArrays in the device's primary context, cubins loaded through PyCUDA.
+
+PyCUDA is imported here and in `alpha_rl.kernels` only, and only when a cuda backend is created,
+so the package imports and runs on machines without a GPU or without pycuda installed.
+
+One CUDA context per process: the backend retains the device's primary context (the one the
+driver API, cuda-bindings and other libraries share), pushes it, and on `close()` frees every
+array it allocated, pops and releases the context. A second open backend in the same process is
+refused; jobs of a Hydra multirun that run in one process open and close one each in turn.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from alpha_rl.backend.base import Backend
+from alpha_rl.errors import BackendError
+
+_open_backend: CudaBackend | None = None
+
+
+def import_pycuda():
+    """pycuda.driver, initialised; BackendError with what to do when it cannot be used."""
+    try:
+        import pycuda.driver as drv
+    except ImportError as exc:
+        raise BackendError(
+            "pycuda is not installed (it needs a CUDA driver to build): "
+            "pip install -e '.[gpu]' on a GPU machine, or use backend=numpy"
+        ) from exc
+    try:
+        drv.init()
+    except drv.Error as exc:
+        raise BackendError(
+            f"the CUDA driver did not initialise ({exc}); use backend=numpy"
+        ) from exc
+    return drv
+
+
+class CudaBackend(Backend):
+    """Device arrays are pycuda GPUArrays on GPU `device`."""
+
+    name = "cuda"
+
+    def __init__(self, device: int = 0) -> None:
+        global _open_backend
+        if _open_backend is not None:
+            raise BackendError(
+                "a cuda backend is already open in this process (one CUDA context per process); "
+                "close it before opening another"
+            )
+        drv = import_pycuda()
+        count = drv.Device.count()
+        if not 0 <= device < count:
+            raise BackendError(f"CUDA device {device} requested, {count} present")
+        self._drv = drv
+        self._device = drv.Device(device)
+        self._ctx = self._device.retain_primary_context()
+        self._ctx.push()
+        import pycuda.gpuarray as gpuarray
+
+        self._gpuarray = gpuarray
+        self._arrays: list[weakref.ref] = []
+        self._modules: list[Any] = []
+        self._closed = False
+        major, minor = self._device.compute_capability()
+        self.arch = f"{major}{minor}"
+        _open_backend = self
+        atexit.register(self.close)
+
+    # --- arrays ---
+    def _track(self, arr: Any) -> Any:
+        self._arrays.append(weakref.ref(arr))
+        if len(self._arrays) > 4096:
+            self._arrays = [r for r in self._arrays if r() is not None]
+        return arr
+
+    def alloc(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+        return self._track(self._gpuarray.empty(shape, dtype=np.dtype(dtype)))
+
+    def upload(self, host: np.ndarray) -> Any:
+        return self._track(self._gpuarray.to_gpu(np.ascontiguousarray(host)))
+
+    def download(self, arr: Any) -> np.ndarray:
+        return arr.get()
+
+    def fill(self, arr: Any, value: float | int) -> None:
+        if arr.size == 0:
+            return
+        pattern = np.array([value], dtype=arr.dtype).view(np.uint8)
+        if arr.dtype.itemsize == 4:
+            self._drv.memset_d32(arr.gpudata, int(pattern.view(np.uint32)[0]), arr.size)
+        elif arr.dtype.itemsize == 2:
+            self._drv.memset_d16(arr.gpudata, int(pattern.view(np.uint16)[0]), arr.size)
+        elif arr.dtype.itemsize == 1:
+            self._drv.memset_d8(arr.gpudata, int(pattern[0]), arr.size)
+        else:  # no 8-byte memset in the driver API: copy a host-filled array
+            self._drv.memcpy_htod(arr.gpudata, np.full(arr.shape, value, dtype=arr.dtype))
+
+    def is_array(self, obj: object) -> bool:
+        return isinstance(obj, self._gpuarray.GPUArray)
+
+    # --- modules ---
+    def load_module(self, path: Path) -> Any:
+        """Load a cubin into this context."""
+        try:
+            module = self._drv.module_from_file(str(path))
+        except self._drv.Error as exc:
+            raise BackendError(f"cannot load {path} on this GPU (sm_{self.arch}): {exc}") from exc
+        self._modules.append(module)
+        return module
+
+    def module_constant_i32(self, module: Any, symbol: str) -> int | None:
+        """Value of a 4-byte `__constant__` of a loaded module, or None when it has none."""
+        try:
+            ptr, size = module.get_global(symbol)
+        except self._drv.LogicError:
+            return None
+        if size != 4:
+            return None
+        out = np.empty(1, dtype=np.int32)
+        self._drv.memcpy_dtoh(out, ptr)
+        return int(out[0])
+
+    # --- lifecycle ---
+    def synchronize(self) -> None:
+        self._drv.Context.synchronize()
+
+    def describe(self) -> dict[str, str]:
+        major, minor = self._device.compute_capability()
+        return {
+            "backend": self.name,
+            "gpu": self._device.name(),
+            "compute_capability": f"{major}.{minor}",
+            "cuda_driver": str(self._drv.get_driver_version()),
+        }
+
+    def close(self) -> None:
+        global _open_backend
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._drv.Context.synchronize()
+            for ref in self._arrays:
+                arr = ref()
+                if arr is not None and hasattr(arr.gpudata, "free"):
+                    arr.gpudata.free()
+            self._arrays.clear()
+            self._modules.clear()
+        finally:
+            self._drv.Context.pop()
+            self._ctx.detach()
+            if _open_backend is self:
+                _open_backend = None

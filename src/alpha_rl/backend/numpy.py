@@ -1,0 +1,37 @@
+"""The numpy backend: device arrays are ndarrays, kernels are their NumPy oracles."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import numpy as np
+
+from alpha_rl.backend.base import Backend
+
+
+class NumpyBackend(Backend):
+    """Runs everything on the host CPU; the reference every cuda result is compared with."""
+
+    name = "numpy"
+
+    def alloc(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
+        return np.zeros(shape, dtype=dtype)
+
+    def upload(self, host: np.ndarray) -> np.ndarray:
+        return np.array(host, copy=True, order="C")
+
+    def download(self, arr: np.ndarray) -> np.ndarray:
+        return np.array(arr, copy=True)
+
+    def fill(self, arr: np.ndarray, value: float | int) -> None:
+        arr.fill(value)
+
+    def is_array(self, obj: object) -> bool:
+        return isinstance(obj, np.ndarray)
+
+    def describe(self) -> dict[str, str]:
+        return {"backend": self.name, "cpu": platform.processor() or platform.machine()}

@@ -1,0 +1,87 @@
+"""The contract check: every kernel's Python declaration against what nvcc compiled.
+
+For each cubin: the kernels it contains equal the kernels its stem declares; each kernel's
+parameter count, sizes and offsets equal the declaration's C-ABI layout; a `__launch_bounds__`
+block shape admits the declared block; and the build-info constants say the cubin was built with
+the ABI version and reward stride its file name claims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from alpha_rl.build import elf
+from alpha_rl.errors import ContractError
+from alpha_rl.kernels.decl import KernelDecl, Stem
+
+ABI_VERSION = 1  # must equal ALPHA_RL_ABI in cuda/common.cuh
+
+
+def _describe(decl: KernelDecl, ordinal: int) -> str:
+    arg = decl.args[ordinal]
+    kind = "pointer" if arg.is_pointer else str(arg.dtype)
+    return f"parameter {ordinal} {arg.name!r} ({kind})"
+
+
+def kernel_problems(decl: KernelDecl, compiled: elf.CompiledKernel) -> list[str]:
+    """Differences between one declaration and its compiled parameter list."""
+    problems = []
+    want = decl.param_layout()
+    if len(want) != len(compiled.params):
+        problems.append(
+            f"{decl.name}: declared {len(want)} parameters "
+            f"({', '.join(a.name for a in decl.args)}), compiled {len(compiled.params)}"
+        )
+    for slot, got in zip(want, compiled.params, strict=False):
+        if (slot.offset, slot.size) != (got.offset, got.size):
+            problems.append(
+                f"{decl.name}: {_describe(decl, slot.ordinal)} declared {slot.size} bytes at "
+                f"offset {slot.offset}, compiled {got.size} bytes at offset {got.offset}"
+            )
+    if compiled.max_threads is not None and decl.launch.block > compiled.max_threads[0]:
+        problems.append(
+            f"{decl.name}: declared block of {decl.launch.block} threads, but the kernel's "
+            f"__launch_bounds__ allows at most {compiled.max_threads[0]}"
+        )
+    return problems
+
+
+def cubin_problems(cubin: Path, stem: Stem, defines: Mapping[str, int]) -> list[str]:
+    """Every disagreement between a stem's declarations and one of its cubins."""
+    compiled = elf.compiled_kernels(cubin)
+    problems = [
+        f"{name}: compiled but not declared in alpha_rl.kernels.{stem.name}"
+        for name in sorted(set(compiled) - set(stem.kernels))
+    ]
+    problems += [
+        f"{name}: declared in alpha_rl.kernels.{stem.name} but not in the cubin"
+        for name in sorted(set(stem.kernels) - set(compiled))
+    ]
+    for name in sorted(set(stem.kernels) & set(compiled)):
+        problems += kernel_problems(stem.kernels[name], compiled[name])
+    abi = elf.constant_i32(cubin, "alpha_rl_abi")
+    if abi != ABI_VERSION:
+        problems.append(f"alpha_rl_abi is {abi}, expected {ABI_VERSION} (include common.cuh)")
+    stride = elf.constant_i32(cubin, "alpha_rl_rc_stride")
+    if stride != defines.get("RC_STRIDE", 0):
+        problems.append(f"alpha_rl_rc_stride is {stride}, expected {defines.get('RC_STRIDE', 0)}")
+    return [f"{cubin.name}: {p}" for p in problems]
+
+
+def check(cubin_dir: Path, arch: str, stems: Mapping[str, Stem]) -> None:
+    """Raise ContractError listing every problem across all declared stems' cubins for `arch`."""
+    from alpha_rl.build.manifest import cubin_relpath
+
+    problems = []
+    for stem in stems.values():
+        for defines in stem.variants():
+            cubin = cubin_dir / cubin_relpath(stem.name, stem.variant_name(defines), arch)
+            if not cubin.is_file():
+                problems.append(f"{cubin}: missing; run `make cubins`")
+                continue
+            problems += cubin_problems(cubin, stem, defines)
+    if problems:
+        raise ContractError(
+            "kernel declarations disagree with the cubins:\n  " + "\n  ".join(problems)
+        )

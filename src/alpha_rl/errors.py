@@ -1,0 +1,33 @@
+"""Errors a user can cause. Each message says what went wrong and what to do about it."""
+
+
+class AlphaRlError(Exception):
+    """Base class of every error alpha_rl raises on purpose."""
+
+
+class ConfigError(AlphaRlError):
+    """A composed configuration is invalid (bad value, missing key, impossible combination)."""
+
+
+class IsvLayoutError(ConfigError):
+    """The composed ISV slot layout is inconsistent (clash, out of range, required slot missing)."""
+
+
+class BackendError(AlphaRlError):
+    """A compute backend cannot be created or used (no GPU, no pycuda, context trouble)."""
+
+
+class CubinError(AlphaRlError):
+    """A cubin is missing, stale, or was built with settings other than the configured ones."""
+
+
+class BuildError(AlphaRlError):
+    """nvcc failed or the build inputs are inconsistent."""
+
+
+class KernelCallError(AlphaRlError):
+    """A kernel was called with arguments that disagree with its declaration."""
+
+
+class ContractError(AlphaRlError):
+    """A kernel's Python declaration disagrees with the parameter list nvcc compiled."""

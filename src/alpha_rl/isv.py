@@ -1,0 +1,247 @@
+"""The ISV: a float32 device vector of named slots (kernel parameters and diagnostics).
+
+Config groups contribute slots under `isv.slots.<group>.<name>: {index, count, init, doc, kind}`;
+Hydra merges them. `layout_from_config` validates the composed layout before any work: every
+name unique, no two slots sharing an index, every slot inside `isv.size`, the slots each enabled
+kernel reads present, and `beta=active` only with `reward=stride7`. Each error names the slots,
+the index and the config groups that declared them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from alpha_rl.backend.base import Backend, DeviceArray
+from alpha_rl.errors import IsvLayoutError
+
+KINDS = ("param", "diag")  # param: read by kernels; diag: written by kernels
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A named run of `count` consecutive floats starting at `index`."""
+
+    name: str
+    group: str
+    index: int
+    count: int
+    init: tuple[float, ...]
+    doc: str
+    kind: str
+    source: str  # the config option that declared it, e.g. "her=on"
+
+    @property
+    def stop(self) -> int:
+        return self.index + self.count
+
+
+def _origin(group: str, choices: Mapping[str, str]) -> str:
+    if choices.get(group):
+        return (
+            f"config group {group!r} ({group}={choices[group]}, conf/{group}/{choices[group]}.yaml)"
+        )
+    return f"isv.slots.{group} (set outside the config groups: an override or an extra config)"
+
+
+def _source(group: str, choices: Mapping[str, str]) -> str:
+    return f"{group}={choices[group]}" if choices.get(group) else f"isv.slots.{group}"
+
+
+def _parse_slot(group: str, name: str, node: object, where: str, source: str) -> Slot:
+    if not isinstance(node, Mapping):
+        raise IsvLayoutError(f"{where}: expected a mapping {{index, init, doc}}, got {node!r}")
+    unknown = set(node) - {"index", "count", "init", "doc", "kind"}
+    if unknown:
+        raise IsvLayoutError(
+            f"{where}: unknown keys {sorted(unknown)}; allowed: index, count, init, doc, kind"
+        )
+    index, count = node.get("index"), node.get("count", 1)
+    for key, value in (("index", index), ("count", count)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise IsvLayoutError(f"{where}.{key}: expected an integer, got {value!r}")
+    if index < 0 or count < 1:
+        raise IsvLayoutError(f"{where}: index must be >= 0 and count >= 1 (got {index}, {count})")
+    init = node.get("init", 0.0)
+    values = tuple(init) if isinstance(init, list | tuple) else (init,) * count
+    if len(values) != count or not all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    ):
+        raise IsvLayoutError(
+            f"{where}.init: expected a finite number or {count} of them, got {init!r}"
+        )
+    kind = node.get("kind", "param")
+    if kind not in KINDS:
+        raise IsvLayoutError(f"{where}.kind: expected one of {KINDS}, got {kind!r}")
+    doc = node.get("doc")
+    if not isinstance(doc, str) or not doc.strip():
+        raise IsvLayoutError(f"{where}.doc: every slot needs a one-line description")
+    init_values = tuple(float(v) for v in values)
+    return Slot(name, group, int(index), int(count), init_values, doc, kind, source)
+
+
+def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
+    """(slot name, the setting that needs it) for every slot an enabled kernel reads or writes."""
+    need = [
+        (name, "the reward kernels")
+        for name in (
+            "reward_weight",
+            "reward_scale",
+            "opp_cost_kappa",
+            "inventory_lambda",
+            "drawdown_rho",
+            "reward_ema_alpha",
+            "reward_component_ema",
+        )
+    ]
+    if cfg.reward.stride == 7:
+        need += [
+            (name, "reward=stride7")
+            for name in ("w_aux_align", "reward_aux_align_ema", "aux_align_scale")
+        ]
+    her = cfg.her
+    if her.enabled and her.backward:
+        need += [
+            (name, "HER backward inject")
+            for name in ("her_threshold", "her_priority_boost", "her_inject_count")
+        ]
+    if her.enabled and her.forward:
+        need += [
+            (name, "HER forward inject")
+            for name in (
+                "her_threshold",
+                "her_priority_boost",
+                "her_forward_lookahead",
+                "her_forward_inject_count",
+            )
+        ]
+    return need
+
+
+@dataclass(frozen=True)
+class IsvLayout:
+    """A validated slot layout."""
+
+    size: int
+    slots: tuple[Slot, ...]  # sorted by index
+
+    def slot(self, name: str) -> Slot:
+        for s in self.slots:
+            if s.name == name:
+                return s
+        raise IsvLayoutError(f"no ISV slot named {name!r}; known: {', '.join(self.names())}")
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.slots]
+
+    def index(self, name: str) -> np.int32:
+        """Slot index as the np.int32 kernels take."""
+        return np.int32(self.slot(name).index)
+
+    def initial_values(self) -> np.ndarray:
+        """The [size] float32 vector with every slot's initial values (zeros elsewhere)."""
+        vec = np.zeros(self.size, dtype=np.float32)
+        for s in self.slots:
+            vec[s.index : s.stop] = s.init
+        return vec
+
+    def table(self) -> str:
+        """A printable table: index, count, name, kind, init, declaring option, doc."""
+        rows = [("index", "n", "name", "kind", "init", "declared by", "doc")]
+        for s in self.slots:
+            init = f"{s.init[0]:g}" if len(set(s.init)) == 1 else " ".join(f"{v:g}" for v in s.init)
+            span = str(s.index) if s.count == 1 else f"{s.index}-{s.stop - 1}"
+            rows.append((span, str(s.count), s.name, s.kind, init, s.source, s.doc))
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r[:6], widths, strict=True)) + "  " + r[6]
+            for r in rows
+        ]
+        used = sum(s.count for s in self.slots)
+        return f"ISV layout: {len(self.slots)} slots, {used} of {self.size} floats\n" + "\n".join(
+            lines
+        )
+
+
+def _collect(cfg: DictConfig, choices: Mapping[str, str]) -> tuple[int, list[Slot]]:
+    isv = cfg.get("isv")
+    if isv is None or "slots" not in isv or "size" not in isv:
+        raise IsvLayoutError(
+            "the config has no isv.size / isv.slots; is conf/isv/base.yaml in the defaults?"
+        )
+    size = isv.size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise IsvLayoutError(f"isv.size: expected a positive integer, got {size!r}")
+    container = OmegaConf.to_container(isv.slots, resolve=True)
+    slots, seen = [], {}
+    for group, members in (container or {}).items():
+        if not isinstance(members, Mapping):
+            raise IsvLayoutError(f"isv.slots.{group}: expected a mapping of slot name -> slot")
+        for name, node in members.items():
+            where = f"isv.slots.{group}.{name}"
+            slot = _parse_slot(group, name, node, where, _source(group, choices))
+            if name in seen:
+                raise IsvLayoutError(
+                    f"ISV slot name {name!r} is declared twice: by "
+                    f"{_origin(seen[name].group, choices)} and by {_origin(group, choices)}; "
+                    "rename one of them"
+                )
+            if slot.stop > size:
+                raise IsvLayoutError(
+                    f"ISV slot {name!r} ({_origin(group, choices)}) occupies "
+                    f"{slot.index}..{slot.stop - 1}, beyond isv.size={size}; "
+                    "move it or raise isv.size"
+                )
+            seen[name] = slot
+            slots.append(slot)
+    return size, slots
+
+
+def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
+    """Validate the composed config's ISV slots; `choices` (Hydra's runtime.choices) names files."""
+    choices = dict(choices or {})
+    if cfg.beta.mode == "active" and cfg.reward.stride != 7:
+        raise IsvLayoutError(
+            "beta=active needs reward=stride7: the β aux-align reward is component 6, which the "
+            f"{cfg.reward.stride}-component layout does not have; "
+            "use reward=stride7 or beta=sentinel"
+        )
+    size, slots = _collect(cfg, choices)
+    slots.sort(key=lambda s: (s.index, s.name))
+    for a, b in itertools.pairwise(slots):
+        if b.index < a.stop:
+            raise IsvLayoutError(
+                f"ISV slot clash at index {b.index}: {a.name!r} (index {a.index}, count {a.count}, "
+                f"declared by {_origin(a.group, choices)}) and {b.name!r} (index {b.index}, "
+                f"declared by {_origin(b.group, choices)}); give one of them a free index"
+            )
+    names = {s.name for s in slots}
+    missing = [(n, why) for n, why in required_slots(cfg) if n not in names]
+    if missing:
+        listed = ", ".join(f"{n!r} (needed by {why})" for n, why in dict(missing).items())
+        raise IsvLayoutError(f"ISV slots missing from the composed config: {listed}")
+    return IsvLayout(size, tuple(slots))
+
+
+class DeviceIsv:
+    """The ISV on a backend: a float32 [size] device array holding the layout's initial values."""
+
+    def __init__(self, layout: IsvLayout, backend: Backend) -> None:
+        self.layout = layout
+        self.backend = backend
+        self.array: DeviceArray = backend.upload(layout.initial_values())
+
+    def read(self) -> np.ndarray:
+        """Copy the whole vector to the host (a device->host sync: call only at log points)."""
+        return self.backend.download(self.array)
+
+    def values(self, name: str) -> np.ndarray:
+        """One slot's current values, read from the device."""
+        slot = self.layout.slot(name)
+        return self.read()[slot.index : slot.stop]

@@ -1,0 +1,209 @@
+"""Kernel declarations: each kernel's argument list, written once.
+
+From a declaration the runtime derives the PyCUDA prepared-call format, the dispatch to the NumPy
+oracle (same names, same order), argument checking for both backends, and the parameter layout
+(count, sizes, offsets) that the contract check compares with what nvcc compiled into the cubin.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+POINTER_SIZE = 8  # bytes of a device pointer on every supported target (64-bit)
+
+# struct/PyCUDA format character per scalar dtype.
+_SCALAR_FORMAT = {
+    np.dtype(np.int8): "b",
+    np.dtype(np.uint8): "B",
+    np.dtype(np.int16): "h",
+    np.dtype(np.uint16): "H",
+    np.dtype(np.int32): "i",
+    np.dtype(np.uint32): "I",
+    np.dtype(np.int64): "q",
+    np.dtype(np.uint64): "Q",
+    np.dtype(np.float32): "f",
+    np.dtype(np.float64): "d",
+}
+
+
+class Role(enum.IntEnum):
+    """What a kernel does with an argument; declarations list them in this order."""
+
+    IN = 0  # pointer, read only
+    OUT = 1  # pointer, written (and possibly read)
+    SCALAR = 2  # passed by value
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel parameter: a device pointer (IN/OUT) or a scalar passed by value."""
+
+    name: str
+    dtype: np.dtype
+    role: Role
+    nullable: bool = False  # pointer may be None (NULL): the kernel must handle it
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.role is not Role.SCALAR
+
+    @property
+    def size(self) -> int:
+        """Size in bytes of the parameter as passed (a pointer or the scalar itself)."""
+        return POINTER_SIZE if self.is_pointer else self.dtype.itemsize
+
+    @property
+    def format_char(self) -> str:
+        return "P" if self.is_pointer else _SCALAR_FORMAT[self.dtype]
+
+
+def In(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:  # noqa: N802
+    """A read-only device array argument (`const T* __restrict__`)."""
+    return Arg(name, np.dtype(dtype), Role.IN, nullable)
+
+
+def Out(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:  # noqa: N802
+    """A device array the kernel writes (it may also read it)."""
+    return Arg(name, np.dtype(dtype), Role.OUT, nullable)
+
+
+def Scalar(name: str, dtype: type | np.dtype) -> Arg:  # noqa: N802
+    """A scalar passed by value; callers may pass Python numbers, which are range-checked."""
+    dt = np.dtype(dtype)
+    if dt not in _SCALAR_FORMAT:
+        raise TypeError(f"unsupported scalar dtype {dt} for argument {name!r}")
+    return Arg(name, dt, Role.SCALAR)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch geometry: `over` names the scalar giving the thread count (None = one block)."""
+
+    block: int
+    over: str | None = None
+
+    def grid(self, scalars: Mapping[str, int]) -> tuple[int, int, int]:
+        """Grid for the given scalar values: ceil(n / block) blocks, or exactly one."""
+        if self.over is None:
+            return (1, 1, 1)
+        return (math.ceil(int(scalars[self.over]) / self.block), 1, 1)
+
+
+def Grid1D(over: str, block: int = 256) -> Launch:  # noqa: N802
+    """One thread per element of `over`, `block` threads a block."""
+    return Launch(block=block, over=over)
+
+
+def OneBlock(block: int) -> Launch:  # noqa: N802
+    """A single block of exactly `block` threads (kernels that reduce over all rows)."""
+    return Launch(block=block, over=None)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A compile-time build axis: a -D define with its allowed values and a file-name label."""
+
+    define: str
+    label: str
+    values: tuple[int, ...]
+
+    def kwarg(self) -> str:
+        """The keyword-only parameter name under which oracles receive the define."""
+        return self.define.lower()
+
+
+# Reward components per sample (DESIGN §4): the experience kernel family is built for each.
+RC_STRIDE = Axis(define="RC_STRIDE", label="rc", values=(6, 7))
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    """Where a parameter sits in the kernel's parameter buffer."""
+
+    ordinal: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class KernelDecl:
+    """A `extern "C" __global__` kernel of `cuda/<stem>.cu` and its argument list."""
+
+    stem: str
+    name: str
+    args: tuple[Arg, ...]
+    launch: Launch
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.args]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{self.name}: duplicate argument names in {names}")
+        roles = [a.role for a in self.args]
+        if roles != sorted(roles):
+            raise TypeError(f"{self.name}: declare inputs, then outputs, then scalars; got {names}")
+        if self.launch.over is not None and self.launch.over not in self.scalar_names:
+            raise TypeError(f"{self.name}: launch over {self.launch.over!r}, not a scalar argument")
+
+    @property
+    def scalar_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if not a.is_pointer)
+
+    def prepared_format(self) -> str:
+        """The PyCUDA `prepare` argument-type string, e.g. 'PPiQ'."""
+        return "".join(a.format_char for a in self.args)
+
+    def param_layout(self) -> tuple[ParamSlot, ...]:
+        """Offsets under the C ABI: each parameter aligned to its own size, in order."""
+        slots, offset = [], 0
+        for ordinal, arg in enumerate(self.args):
+            offset = -(-offset // arg.size) * arg.size
+            slots.append(ParamSlot(ordinal, offset, arg.size))
+            offset += arg.size
+        return tuple(slots)
+
+
+@dataclass
+class Stem:
+    """A kernel family: one `cuda/<stem>.cu`, its build axes, and the kernels it defines."""
+
+    name: str
+    axes: tuple[Axis, ...] = ()
+    kernels: dict[str, KernelDecl] = field(default_factory=dict)
+
+    def kernel(self, name: str, *args: Arg, launch: Launch, doc: str = "") -> KernelDecl:
+        """Declare a kernel of this stem; its C name must start with `<stem>_`."""
+        if not name.startswith(self.name + "_"):
+            raise TypeError(
+                f"kernel {name!r} of stem {self.name!r} must be named {self.name}_<verb>"
+            )
+        decl = KernelDecl(self.name, name, tuple(args), launch, doc)
+        self.kernels[name] = decl
+        return decl
+
+    def variants(self) -> Iterator[dict[str, int]]:
+        """Every combination of axis values this stem is built for ({} when it has no axes)."""
+        for values in itertools.product(*(axis.values for axis in self.axes)):
+            yield {axis.define: v for axis, v in zip(self.axes, values, strict=True)}
+
+    def variant_name(self, defines: Mapping[str, int]) -> str:
+        """File-name label of a variant, e.g. 'rc7' ('' for a stem with no axes)."""
+        return ".".join(f"{axis.label}{defines[axis.define]}" for axis in self.axes)
+
+    def select(self, defines: Mapping[str, int]) -> dict[str, int]:
+        """The subset of `defines` this stem is built with; every axis must be given and valid."""
+        chosen = {}
+        for axis in self.axes:
+            if axis.define not in defines:
+                raise KeyError(f"stem {self.name!r} needs a value for {axis.define}")
+            value = int(defines[axis.define])
+            if value not in axis.values:
+                raise ValueError(f"{axis.define}={value} is not one of {axis.values}")
+            chosen[axis.define] = value
+        return chosen

@@ -1,0 +1,1 @@
+"""NumPy oracles: one module per `cuda/<stem>.cu`, same kernel names and argument order."""

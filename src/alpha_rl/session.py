@@ -1,0 +1,66 @@
+"""A session: the validated ISV layout, the chosen backend, the bound kernels and the device ISV.
+
+Everything that can be refused (ISV clashes, impossible variant combinations, a missing GPU
+with backend=cuda, stale cubins) is checked in `open_session`, before any work is done; the
+backend and its CUDA context are released when the session closes, whatever happened inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from alpha_rl import paths
+from alpha_rl.backend.base import Backend
+from alpha_rl.backend.select import open_backend
+from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.kernels.registry import all_kernels
+from alpha_rl.kernels.runtime import BoundKernel, KernelRuntime
+
+
+@dataclass
+class Session:
+    """What one job runs on."""
+
+    cfg: DictConfig
+    backend: Backend
+    backend_reason: str
+    runtime: KernelRuntime
+    kernels: dict[str, BoundKernel]
+    isv: DeviceIsv
+
+
+def build_defines(cfg: DictConfig) -> dict[str, int]:
+    """The compile-time defines the configured variant needs its cubins built with."""
+    return {"RC_STRIDE": int(cfg.reward.stride)}
+
+
+def cubin_dir(cfg: DictConfig) -> Path:
+    """The configured cubin directory (relative paths are taken from the project root)."""
+    configured = cfg.backend.get("cubin_dir")
+    if not configured:
+        return paths.default_cubin_dir()
+    path = Path(configured)
+    return path if path.is_absolute() else paths.project_root() / path
+
+
+@contextmanager
+def open_session(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> Iterator[Session]:
+    """Validate `cfg`, open its backend, bind every kernel and upload the ISV."""
+    layout = layout_from_config(cfg, choices)
+    defines = build_defines(cfg)
+    cubins = cubin_dir(cfg)
+    backend, reason = open_backend(
+        cfg.backend.name, defines, device=cfg.backend.device, cubin_dir=cubins
+    )
+    try:
+        runtime = KernelRuntime(backend, defines, cubin_dir=cubins)
+        kernels = {decl.name: runtime.bind(decl) for decl in all_kernels()}
+        isv = DeviceIsv(layout, backend)
+        yield Session(cfg, backend, reason, runtime, kernels, isv)
+    finally:
+        backend.close()

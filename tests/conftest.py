@@ -1,0 +1,70 @@
+"""Shared fixtures: composed configs, cubins built into a temp dir, the CUDA backend for GPU tests.
+
+GPU tests (marker `gpu`) are skipped on machines without a usable GPU, except when they were
+asked for (`pytest -m gpu`, or ALPHA_RL_REQUIRE_GPU=1): then a missing GPU, pycuda or cubin is a
+failure, so a GPU run can never pass by skipping everything. Tests that need nvcc skip without it
+locally but fail under CI (CI=true), where nvcc is part of the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from alpha_rl import paths
+
+
+def _gpu_required(config: pytest.Config) -> bool:
+    markexpr = (config.getoption("markexpr") or "").replace(" ", "")
+    return os.environ.get("ALPHA_RL_REQUIRE_GPU") == "1" or markexpr == "gpu"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items or _gpu_required(config):
+        return
+    from alpha_rl.backend.select import probe_gpu
+
+    probe = probe_gpu()
+    if not probe.usable:
+        skip = pytest.mark.skip(reason=f"no usable GPU: {probe.reason}")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def nvcc() -> str:
+    """Path of nvcc; a skip locally when absent, a failure under CI."""
+    found = os.environ.get("NVCC") or shutil.which("nvcc")
+    if not found:
+        if os.environ.get("CI"):
+            pytest.fail("nvcc is not on PATH, but CI machines have it: the cubin tests must run")
+        pytest.skip("nvcc not on PATH")
+    return found
+
+
+@pytest.fixture(scope="session")
+def built_cubins(nvcc: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every declared stem's cubins for sm_90, built from cuda/ into a fresh temp directory."""
+    from alpha_rl.build.cli import build
+
+    out = tmp_path_factory.mktemp("cubins")
+    report = build(paths.cuda_dir(), out, ["90"], jobs=2, log=lambda *_: None)
+    assert not report.failed, report.failed
+    return out
+
+
+@pytest.fixture(scope="session")
+def cuda_backend(request: pytest.FixtureRequest):
+    """The one CUDA backend (context) of the test process, with fresh cubins in build/cubins."""
+    from alpha_rl.backend.cuda import CudaBackend
+    from alpha_rl.build.cli import build
+
+    backend = CudaBackend()
+    report = build(paths.cuda_dir(), paths.default_cubin_dir(), [backend.arch], log=lambda *_: None)
+    assert not report.failed, report.failed
+    yield backend
+    backend.close()

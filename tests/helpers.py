@@ -1,0 +1,15 @@
+"""Helpers shared by the tests."""
+
+from __future__ import annotations
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from alpha_rl import paths
+
+
+def compose_train(overrides: list[str] | None = None) -> tuple[DictConfig, dict[str, str]]:
+    """The real conf/train.yaml composed with `overrides`; returns (cfg, Hydra runtime choices)."""
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        cfg = compose("train", overrides=list(overrides or []), return_hydra_config=True)
+    return cfg, dict(cfg.hydra.runtime.choices)

@@ -1,0 +1,145 @@
+"""ISV layout: composition of every variant, validation errors, the device vector."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import IsvLayoutError
+from alpha_rl.isv import DeviceIsv, layout_from_config
+from tests.helpers import compose_train
+
+HER = ("on", "off", "backward", "forward")
+REWARD = ("stride6", "stride7")
+BETA = ("sentinel", "active")
+
+SEED_SLOTS = {  # the seed plan's indices, kept as defaults (DESIGN §5)
+    "reward_aux_align_ema": 536,
+    "w_aux_align": 537,
+    "her_threshold": 549,
+    "her_priority_boost": 550,
+    "her_inject_count": 551,
+    "her_forward_lookahead": 552,
+}
+
+
+@pytest.mark.parametrize(("her", "reward", "beta"), list(itertools.product(HER, REWARD, BETA)))
+def test_every_variant_composes_or_is_refused_with_reason(her: str, reward: str, beta: str) -> None:
+    cfg, choices = compose_train([f"her={her}", f"reward={reward}", f"beta={beta}"])
+    if beta == "active" and reward == "stride6":
+        with pytest.raises(IsvLayoutError, match="beta=active needs reward=stride7"):
+            layout_from_config(cfg, choices)
+        return
+    layout = layout_from_config(cfg, choices)
+    names = set(layout.names())
+    assert cfg.reward.stride == int(reward[-1])
+    assert ("w_aux_align" in names) == (reward == "stride7")
+    assert ("her_threshold" in names) == (her != "off")
+    assert ("her_inject_count" in names) == (her in ("on", "backward"))
+    assert ("her_forward_lookahead" in names) == (her in ("on", "forward"))
+    assert cfg.her.enabled == (her != "off")
+    assert cfg.her.backward == (her in ("on", "backward"))
+    assert cfg.her.forward == (her in ("on", "forward"))
+    for name, index in SEED_SLOTS.items():
+        if name in names:
+            assert layout.slot(name).index == index
+    scale = layout.slot("aux_align_scale").init[0]
+    assert (scale == 0.0) == (beta == "sentinel")
+
+
+def test_defaults_are_her_on_stride7_beta_sentinel() -> None:
+    cfg, choices = compose_train()
+    assert (choices["her"], choices["reward"], choices["beta"]) == ("on", "stride7", "sentinel")
+    layout = layout_from_config(cfg, choices)
+    assert layout.slot("her_threshold").init == (1.5,)
+    assert layout.slot("her_priority_boost").init == (3.0,)
+    assert layout.slot("her_forward_lookahead").init == (50.0,)
+
+
+def test_slot_init_follows_the_group_setting() -> None:
+    cfg, choices = compose_train(["her.threshold=2.25", "reward.weights=[1,2,3,4,5,6]"])
+    layout = layout_from_config(cfg, choices)
+    vec = layout.initial_values()
+    assert vec[layout.slot("her_threshold").index] == np.float32(2.25)
+    weights = layout.slot("reward_weight")
+    assert vec[weights.index : weights.stop].tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_index_clash_names_both_slots_the_index_and_the_groups() -> None:
+    cfg, choices = compose_train(["+isv.slots.probe.my_probe={index:550,init:0,doc:probe}"])
+    with pytest.raises(IsvLayoutError) as err:
+        layout_from_config(cfg, choices)
+    msg = str(err.value)
+    assert "index 550" in msg
+    assert "'her_priority_boost'" in msg and "'my_probe'" in msg
+    assert "her=on" in msg and "isv.slots.probe" in msg
+
+
+def test_clash_between_two_config_groups_names_both_options() -> None:
+    cfg, choices = compose_train(["beta=sentinel", "isv.slots.beta.aux_align_scale.index=549"])
+    with pytest.raises(IsvLayoutError) as err:
+        layout_from_config(cfg, choices)
+    msg = str(err.value)
+    assert "index 549" in msg and "'aux_align_scale'" in msg and "'her_threshold'" in msg
+    assert "beta=sentinel" in msg and "her=on" in msg
+
+
+def test_overlap_of_a_multi_float_slot_is_a_clash() -> None:
+    cfg, choices = compose_train(
+        ["reward.ema_alpha=0.5", "isv.slots.reward.reward_ema_alpha.index=35"]
+    )
+    with pytest.raises(IsvLayoutError, match="clash at index 35: 'reward_component_ema'"):
+        layout_from_config(cfg, choices)
+
+
+def test_same_name_in_two_groups_is_refused() -> None:
+    cfg, choices = compose_train(["+isv.slots.probe.her_threshold={index:900,init:0,doc:dup}"])
+    with pytest.raises(IsvLayoutError, match="'her_threshold' is declared twice"):
+        layout_from_config(cfg, choices)
+
+
+def test_index_beyond_size_is_refused() -> None:
+    cfg, choices = compose_train(["isv.size=540"])
+    with pytest.raises(IsvLayoutError, match=r"'her_threshold'.*beyond isv.size=540"):
+        layout_from_config(cfg, choices)
+
+
+def test_missing_required_slot_is_named_with_its_reason() -> None:
+    cfg, choices = compose_train(["~isv.slots.her.her_forward_lookahead"])
+    with pytest.raises(IsvLayoutError, match="'her_forward_lookahead' \\(needed by HER forward"):
+        layout_from_config(cfg, choices)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("isv.slots.her.her_threshold.index=-1", "index must be >= 0"),
+        ("isv.slots.her.her_threshold.index=1.5", "index: expected an integer"),
+        ("isv.slots.her.her_threshold.doc=''", "needs a one-line description"),
+        ("+isv.slots.her.her_threshold.kind=weird", "kind: expected one of"),
+        ("+isv.slots.her.her_threshold.colour=red", "unknown keys \\['colour'\\]"),
+        ("reward.weights=[1,2,3]", "init: expected a finite number or 6 of them"),
+    ],
+)
+def test_malformed_slot_names_the_key(override: str, message: str) -> None:
+    cfg, choices = compose_train([override])
+    with pytest.raises(IsvLayoutError, match=message):
+        layout_from_config(cfg, choices)
+
+
+def test_device_isv_holds_the_initial_values_and_table_lists_every_slot() -> None:
+    cfg, choices = compose_train()
+    layout = layout_from_config(cfg, choices)
+    isv = DeviceIsv(layout, NumpyBackend())
+    assert isv.array.dtype == np.float32 and isv.array.shape == (1024,)
+    np.testing.assert_array_equal(isv.read(), layout.initial_values())
+    assert isv.values("her_threshold").tolist() == [1.5]
+    assert layout.index("her_threshold") == np.int32(549)
+    assert isinstance(layout.index("her_threshold"), np.int32)
+    table = layout.table()
+    for slot in layout.slots:
+        assert slot.name in table
+    assert "549" in table and "her=on" in table

@@ -1,0 +1,58 @@
+"""`alpha-rl-train` end to end in a subprocess: compose, validate, report; clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from alpha_rl import paths
+
+
+def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "ALPHA_RL_ROOT": str(paths.project_root()),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "alpha_rl.train", f"hydra.run.dir={tmp_path}/run", *overrides],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_default_experiment_validates_and_prints_the_isv_table(tmp_path: Path) -> None:
+    proc = _train(tmp_path, "backend=numpy")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "ISV layout: 15 slots" in out
+    assert "549    1  her_threshold" in out
+    assert "backend: numpy (backend=numpy)" in out
+    assert "kernels bound: reward_component_ema, rng_fill" in out
+    assert (tmp_path / "run" / ".hydra" / "config.yaml").is_file()
+
+
+def test_variant_overrides_change_the_layout(tmp_path: Path) -> None:
+    proc = _train(tmp_path, "backend=numpy", "her='off'", "reward=stride6")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "her_threshold" not in out and "w_aux_align" not in out
+    assert "stride: 6" in out
+
+
+def test_clash_exits_2_with_the_message_and_no_traceback(tmp_path: Path) -> None:
+    proc = _train(tmp_path, "backend=numpy", "+isv.slots.probe.my_probe={index:549,init:0,doc:x}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "ISV slot clash at index 549" in out and "Traceback" not in out
+
+
+def test_impossible_variant_exits_2(tmp_path: Path) -> None:
+    proc = _train(tmp_path, "backend=numpy", "reward=stride6", "beta=active")
+    assert proc.returncode == 2
+    assert "beta=active needs reward=stride7" in proc.stdout + proc.stderr
