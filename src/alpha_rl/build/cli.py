@@ -17,8 +17,6 @@ from alpha_rl.build import nvcc, sources
 from alpha_rl.errors import AlphaRlError, BuildError
 from alpha_rl.kernels.decl import Stem
 
-DEFAULT_ARCHS = ("90",)  # H100 / H200
-
 
 @dataclass
 class BuildReport:
@@ -92,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes")
     parser.add_argument("--force", action="store_true", help="rebuild even fresh cubins")
     args = parser.parse_args(argv)
-    archs = tuple(args.arch or DEFAULT_ARCHS)
+    archs = tuple(args.arch or nvcc.DEFAULT_ARCHS)
     try:
         cubin_dir = args.out or paths.default_cubin_dir()
         cuda_dir = paths.cuda_dir()

@@ -14,6 +14,8 @@ table and the constant section the symbol points into.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,12 +39,15 @@ class CompiledKernel:
     max_threads: tuple[int, int, int] | None
 
 
-def _elffile(path: Path):
+@contextmanager
+def _elffile(path: Path) -> Iterator:
+    """The cubin as a pyelftools ELFFile, its file closed afterwards."""
     try:
         from elftools.elf.elffile import ELFFile
     except ImportError as exc:  # pragma: no cover - dev extra missing
         raise ContractError("reading cubins needs pyelftools: pip install -e '.[dev]'") from exc
-    return ELFFile(path.open("rb"))
+    with path.open("rb") as stream:
+        yield ELFFile(stream)
 
 
 def _attributes(data: bytes, where: str):
@@ -81,9 +86,8 @@ def _kernel(name: str, data: bytes, where: str) -> CompiledKernel:
 
 def compiled_kernels(cubin: Path) -> dict[str, CompiledKernel]:
     """Kernel name -> its compiled parameter layout, for every kernel in the cubin."""
-    with cubin.open("rb"):
-        elf = _elffile(cubin)
-        kernels = {}
+    kernels = {}
+    with _elffile(cubin) as elf:
         for section in elf.iter_sections():
             if section.name.startswith(_INFO_PREFIX):
                 name = section.name[len(_INFO_PREFIX) :]
@@ -91,19 +95,15 @@ def compiled_kernels(cubin: Path) -> dict[str, CompiledKernel]:
         for section in elf.iter_sections():  # kernels without parameters have no KPARAM records
             if section.name.startswith(".text."):
                 kernels.setdefault(section.name[6:], CompiledKernel(section.name[6:], (), 0, None))
-        elf.stream.close()
     return kernels
 
 
 def constant_i32(cubin: Path, symbol: str) -> int | None:
     """Initial value of a 4-byte `__constant__` symbol, or None when the cubin lacks it."""
-    elf = _elffile(cubin)
-    try:
+    with _elffile(cubin) as elf:
         symtab = elf.get_section_by_name(".symtab")
         for sym in symtab.iter_symbols() if symtab is not None else ():
             if sym.name == symbol and sym["st_size"] == 4:
                 data = elf.get_section(sym["st_shndx"]).data()
                 return struct.unpack_from("<i", data, sym["st_value"])[0]
-        return None
-    finally:
-        elf.stream.close()
+    return None

@@ -143,6 +143,6 @@ def require_fresh(
     target = Target(stem.name, source, arch, tuple(sorted(chosen.items())), rel)
     reason = staleness(target, Manifest.load(cubin_dir), [cuda_dir])
     if reason is not None:
-        archs = "" if arch == "90" else f" ARCHS={arch}"
+        archs = "" if (arch,) == nvcc.DEFAULT_ARCHS else f" ARCHS={arch}"
         raise CubinError(f"{cubin_dir / rel}: {reason}; run `make cubins{archs}` to rebuild it")
     return cubin_dir / rel

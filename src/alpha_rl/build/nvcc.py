@@ -15,6 +15,7 @@ from alpha_rl.errors import BuildError
 # Flags every cubin is compiled with. No fast-math: the NumPy oracles must be able to agree.
 # -lineinfo maps SASS back to source lines for compute-sanitizer and profilers at no run-time cost.
 BASE_FLAGS: tuple[str, ...] = ("-cubin", "-O3", "-std=c++17", "-lineinfo")
+DEFAULT_ARCHS: tuple[str, ...] = ("90",)  # H100 / H200; `make cubins ARCHS="90 100"` adds more
 
 
 def nvcc_path() -> str:
