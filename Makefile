@@ -55,8 +55,8 @@ cubins: $(STAMP) ## compile cuda/*.cu into build/cubins/sm_<arch>/ (incremental;
 	$(PY) -m alpha_rl.build.cli $(foreach a,$(ARCHS),--arch $(a)) --jobs $(JOBS)
 
 lint: $(STAMP) ## ruff check and format check
-	$(PY) -m ruff check src tests
-	$(PY) -m ruff format --check src tests
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
 
 clean: ## remove built cubins and caches (keeps .venv and tracking data)
 	rm -rf build .pytest_cache .ruff_cache
