@@ -60,6 +60,14 @@ def test_variant_define_reaches_the_oracle() -> None:
             "n must be a int32 number",
         ),
         ((None, np.zeros(4, np.float32), 4, 1, 0, 0), "out_u32 may not be None"),
+        (
+            (np.zeros(4, np.uint32), np.zeros(4, np.float32), np.int64(2**40), 1, 0, 0),
+            "does not fit int32",
+        ),
+        (
+            (np.zeros(4, np.uint32), np.zeros(4, np.float32), 4, 1, "0", 0),
+            "stream must be a uint32 number",
+        ),
     ],
 )
 def test_bad_arguments_are_refused_by_name(
@@ -81,3 +89,15 @@ def test_unregistered_declaration_is_refused(runtime: KernelRuntime) -> None:
     )
     with pytest.raises(KernelCallError, match="not a registered kernel"):
         runtime.bind(stray)
+
+
+def test_scalars_reach_the_oracle_as_declared_numpy_types() -> None:
+    seen = {}
+    from alpha_rl.kernels.runtime import BoundKernel
+
+    kernel = BoundKernel(
+        rng.FILL, NumpyBackend(), lambda grid, args, _: seen.update(grid=grid, args=args)
+    )
+    kernel(np.zeros(1, np.uint32), np.zeros(1, np.float32), 600, np.uint32(5), 2, np.int64(3))
+    assert [type(v) for v in seen["args"][2:]] == [np.int32, np.uint64, np.uint32, np.uint64]
+    assert seen["grid"] == (3, 1, 1)

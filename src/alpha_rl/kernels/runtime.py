@@ -4,7 +4,8 @@
 on the cuda backend it loads the stem's fresh cubin for the configured variant (once), checks the
 build-info constants compiled into it, and makes a PyCUDA prepared call; on the numpy backend it
 calls the oracle `alpha_rl.reference.<stem>.<name>` with the same arguments plus the variant's
-defines as keyword arguments. Both check the arguments against the declaration first.
+defines as keyword arguments. Both check the arguments against the declaration first, with
+converters prepared at bind time so the check stays cheap next to the launch itself.
 """
 
 from __future__ import annotations
@@ -24,73 +25,117 @@ from alpha_rl.errors import CubinError, KernelCallError
 from alpha_rl.kernels.decl import Arg, KernelDecl, Stem
 from alpha_rl.kernels.registry import stems
 
+Converter = Callable[[Any], Any]
 
-def coerce_scalar(decl: KernelDecl, arg: Arg, value: Any) -> np.generic:
-    """`value` as a numpy scalar of the declared dtype; out-of-range or wrong kinds are errors."""
-    kind = arg.dtype.kind
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Number):
-        raise KernelCallError(
-            f"{decl.name}: {arg.name} must be a {arg.dtype} number, got {value!r}"
-        )
-    if kind in "iu":
+
+def _scalar_converter(decl: KernelDecl, arg: Arg) -> Converter:
+    """Checks a scalar and returns it as the declared numpy type (fast paths for exact types)."""
+    typ, integral = arg.dtype.type, arg.dtype.kind in "iu"
+    lo, hi = (int(np.iinfo(arg.dtype).min), int(np.iinfo(arg.dtype).max)) if integral else (0, 0)
+
+    def convert(value: Any) -> Any:
+        kind = type(value)
+        if kind is typ:
+            return value
+        if kind is int and integral:
+            if not lo <= value <= hi:
+                raise KernelCallError(
+                    f"{decl.name}: {arg.name}={value} does not fit {arg.dtype} [{lo}, {hi}]"
+                )
+            return typ(value)
+        if kind is bool or kind is np.bool_ or not isinstance(value, numbers.Number):
+            raise KernelCallError(
+                f"{decl.name}: {arg.name} must be a {arg.dtype} number, got {value!r}"
+            )
+        if not integral:
+            return typ(value)
         if not isinstance(value, numbers.Integral):
             raise KernelCallError(f"{decl.name}: {arg.name} must be an integer, got {value!r}")
-        info = np.iinfo(arg.dtype)
-        if not info.min <= int(value) <= info.max:
+        if not lo <= int(value) <= hi:
             raise KernelCallError(
-                f"{decl.name}: {arg.name}={value} does not fit {arg.dtype} [{info.min}, {info.max}]"
+                f"{decl.name}: {arg.name}={value} does not fit {arg.dtype} [{lo}, {hi}]"
             )
-        return arg.dtype.type(int(value))
-    return arg.dtype.type(value)
+        return typ(int(value))
+
+    return convert
 
 
-def check_args(decl: KernelDecl, backend: Backend, args: tuple[Any, ...]) -> list[Any]:
-    """Arguments checked against the declaration; scalars converted to their numpy dtypes."""
-    if len(args) != len(decl.args):
-        names = ", ".join(a.name for a in decl.args)
-        raise KernelCallError(
-            f"{decl.name}({names}) takes {len(decl.args)} arguments, got {len(args)}"
-        )
-    checked = []
-    for arg, value in zip(decl.args, args, strict=True):
-        if not arg.is_pointer:
-            checked.append(coerce_scalar(decl, arg, value))
-        elif value is None:
+def _pointer_converter(
+    decl: KernelDecl, arg: Arg, backend: Backend, raw: Callable[[Any], Any]
+) -> Converter:
+    """Checks a device array (or None where nullable) and returns what the launch passes."""
+    null = raw(None)
+
+    def convert(value: Any) -> Any:
+        if value is None:
             if not arg.nullable:
                 raise KernelCallError(f"{decl.name}: {arg.name} may not be None (NULL)")
-            checked.append(None)
-        elif not backend.is_array(value):
+            return null
+        if not backend.is_array(value):
             raise KernelCallError(
                 f"{decl.name}: {arg.name} must be a {backend.name} device array, "
                 f"got {type(value).__name__}"
             )
-        elif value.dtype != arg.dtype:
+        if value.dtype != arg.dtype:
             raise KernelCallError(f"{decl.name}: {arg.name} must be {arg.dtype}, got {value.dtype}")
-        else:
-            checked.append(value)
-    return checked
+        return raw(value)
+
+    return convert
 
 
 class BoundKernel:
-    """A declared kernel ready to launch on one backend: `kernel(*args, stream=None)`."""
+    """A declared kernel ready to launch on one backend: `kernel(*args, stream=None)`.
 
-    def __init__(self, decl: KernelDecl, backend: Backend, launch: Callable[..., None]):
+    Every argument is checked against the declaration (array kind and dtype, NULL only where
+    declared nullable, scalars range-checked into their numpy dtype) by converters prepared once
+    here, then handed to `launch(grid, values, stream)`: device pointers as `raw(array)` gives
+    them (the array itself for the oracles, its address for PyCUDA).
+    """
+
+    def __init__(
+        self,
+        decl: KernelDecl,
+        backend: Backend,
+        launch: Callable[[tuple[int, int, int], list[Any], Any], None],
+        raw: Callable[[Any], Any] = lambda array: array,
+    ) -> None:
         self.decl = decl
         self._backend = backend
         self._launch = launch
+        self._convert = [
+            _pointer_converter(decl, a, backend, raw)
+            if a.is_pointer
+            else _scalar_converter(decl, a)
+            for a in decl.args
+        ]
+        names = [a.name for a in decl.args]
+        over = decl.launch.over
+        self._over = names.index(over) if over is not None else None
+        self._block = decl.launch.block
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
-        checked = check_args(self.decl, self._backend, args)
-        scalars = {
-            a.name: v for a, v in zip(self.decl.args, checked, strict=True) if not a.is_pointer
-        }
-        grid = self.decl.launch.grid(scalars)
-        if grid[0] == 0:
-            return
-        self._launch(grid, checked, stream)
+        if len(args) != len(self._convert):
+            names = ", ".join(a.name for a in self.decl.args)
+            raise KernelCallError(
+                f"{self.decl.name}({names}) takes {len(self._convert)} arguments, got {len(args)}"
+            )
+        values = [convert(v) for convert, v in zip(self._convert, args, strict=True)]
+        if self._over is None:
+            grid = (1, 1, 1)
+        else:
+            blocks = -(-int(values[self._over]) // self._block)
+            if blocks <= 0:
+                return
+            grid = (blocks, 1, 1)
+        self._launch(grid, values, stream)
 
     def __repr__(self) -> str:
         return f"<{self.decl.name} on {self._backend.name}>"
+
+
+def _device_address(array: Any) -> int:
+    """What a PyCUDA prepared call takes for a pointer parameter: the address, 0 for NULL."""
+    return 0 if array is None else int(array.gpudata)
 
 
 class KernelRuntime:
@@ -111,7 +156,7 @@ class KernelRuntime:
             raise KernelCallError(f"{decl.name} is not a registered kernel of stem {decl.stem!r}")
         if self.backend.name == "numpy":
             return BoundKernel(decl, self.backend, self._oracle_launch(stem, decl))
-        return BoundKernel(decl, self.backend, self._cuda_launch(stem, decl))
+        return BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address)
 
     def _oracle_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
         oracle = getattr(
@@ -133,14 +178,9 @@ class KernelRuntime:
         function = self._module(stem).get_function(decl.name)
         function.prepare(decl.prepared_format())
         block = (decl.launch.block, 1, 1)
-        pointers = [a.is_pointer for a in decl.args]
 
         def launch(grid: tuple, args: list, stream: Any) -> None:
-            raw = [
-                (0 if v is None else int(v.gpudata)) if is_ptr else v
-                for v, is_ptr in zip(args, pointers, strict=True)
-            ]
-            function.prepared_async_call(grid, block, stream, *raw)
+            function.prepared_async_call(grid, block, stream, *args)
 
         return launch
 
