@@ -9,6 +9,10 @@ class ConfigError(AlphaRlError):
     """A composed configuration is invalid (bad value, missing key, impossible combination)."""
 
 
+class MarketDataError(ConfigError):
+    """A market data file or generator setting is unusable (the message names file, row, column)."""
+
+
 class IsvLayoutError(ConfigError):
     """The composed ISV slot layout is inconsistent (clash, out of range, required slot missing)."""
 

@@ -25,6 +25,7 @@ class Stream(enum.IntEnum):
     PER = 2
     MARKET = 3
     INIT = 4
+    ENV = 5
 
 
 def _mulhilo(m: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
