@@ -98,6 +98,8 @@ def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
             "drawdown_rho",
             "reward_ema_alpha",
             "reward_component_ema",
+            "reward_abs_ema",
+            "reward_mag_ratio",
         )
     ]
     if cfg.reward.stride == 7:

@@ -18,13 +18,30 @@ from alpha_rl.kernels.registry import stems
 QUIET = {"log": lambda *_: None}
 
 
+def expected_cubins() -> list[str]:
+    """Every cubin `make cubins` builds for sm_90: each stem once per variant."""
+    return sorted(
+        mf.cubin_relpath(stem.name, stem.variant_name(defines), "90")
+        for stem in stems().values()
+        for defines in stem.variants()
+    )
+
+
 def test_each_stem_is_built_once_per_variant(built_cubins: Path) -> None:
-    names = sorted(p.name for p in (built_cubins / "sm_90").glob("*.cubin"))
-    assert names == ["reward.rc6.cubin", "reward.rc7.cubin", "rng.cubin"]
+    names = sorted(f"sm_90/{p.name}" for p in (built_cubins / "sm_90").glob("*.cubin"))
+    assert names == expected_cubins()
+    assert {"sm_90/reward.rc6.cubin", "sm_90/reward.rc7.cubin", "sm_90/rng.cubin"} <= set(names)
+    assert {"sm_90/experience.rc6.cubin", "sm_90/experience.rc7.cubin"} <= set(names)
     entries = json.loads((built_cubins / "manifest.json").read_text())["cubins"]
     rc7 = entries["sm_90/reward.rc7.cubin"]
     assert rc7["defines"] == {"RC_STRIDE": 7} and "-DRC_STRIDE=7" in rc7["flags"]
-    assert set(rc7["inputs"]) == {"reward.cu", "common.cuh", "isv.cuh", "reward_layout.cuh"}
+    assert set(rc7["inputs"]) == {
+        "reward.cu",
+        "common.cuh",
+        "isv.cuh",
+        "reduce.cuh",
+        "reward_layout.cuh",
+    }
     assert rc7["nvcc_version"] == nvcc_mod.nvcc_version()
 
 
@@ -35,22 +52,22 @@ def tree(nvcc: str, tmp_path: Path) -> tuple[Path, Path]:
     shutil.copytree(paths.cuda_dir(), cuda)
     out = tmp_path / "cubins"
     report = build(cuda, out, ["90"], **QUIET)
-    assert len(report.built) == 3 and not report.failed
+    assert len(report.built) == len(expected_cubins()) and not report.failed
     return cuda, out
 
 
 def test_rebuild_is_incremental(tree: tuple[Path, Path]) -> None:
     cuda, out = tree
     again = build(cuda, out, ["90"], **QUIET)
-    assert again.built == [] and len(again.fresh) == 3
+    assert again.built == [] and len(again.fresh) == len(expected_cubins())
+    entries = mf.Manifest.load(out).cubins
+    users = sorted(rel for rel, e in entries.items() if "reward_layout.cuh" in e["inputs"])
+    assert users == [f"sm_90/{s}.rc{k}.cubin" for s in ("experience", "reward") for k in (6, 7)]
     (cuda / "reward_layout.cuh").write_text(
         (cuda / "reward_layout.cuh").read_text() + "\n// edit\n"
     )
     after_header = build(cuda, out, ["90"], **QUIET)
-    assert sorted(rel for rel, _ in after_header.built) == [
-        "sm_90/reward.rc6.cubin",
-        "sm_90/reward.rc7.cubin",
-    ]
+    assert sorted(rel for rel, _ in after_header.built) == users
     assert all("reward_layout.cuh" in why for _, why in after_header.built)
 
 
@@ -98,7 +115,7 @@ def test_changed_flags_make_a_cubin_stale(tree: tuple[Path, Path], monkeypatch) 
     monkeypatch.setattr(nvcc_mod, "BASE_FLAGS", (*nvcc_mod.BASE_FLAGS, "-DEXTRA=1"))
     with pytest.raises(CubinError, match="built with flags"):
         _require(cuda, out)
-    assert len(build(cuda, out, ["90"], **QUIET).built) == 3
+    assert len(build(cuda, out, ["90"], **QUIET).built) == len(expected_cubins())
 
 
 def test_unknown_stride_is_refused(tree: tuple[Path, Path]) -> None:
@@ -121,6 +138,7 @@ def test_nvcc_error_is_reported_and_keeps_the_old_cubin(tree: tuple[Path, Path])
 
 def test_cli_builds_and_reports(nvcc: str, tmp_path: Path, capsys) -> None:
     assert main(["--arch", "90", "--out", str(tmp_path)]) == 0
-    assert "3 built, 0 up to date, 0 failed" in capsys.readouterr().out
+    count = len(expected_cubins())
+    assert f"{count} built, 0 up to date, 0 failed" in capsys.readouterr().out
     assert main(["--arch", "90", "--out", str(tmp_path)]) == 0
-    assert "0 built, 3 up to date" in capsys.readouterr().out
+    assert f"0 built, {count} up to date" in capsys.readouterr().out

@@ -31,3 +31,36 @@ def test_no_rows_or_no_isv_changes_nothing() -> None:
     reward_component_ema(np.ones(12, np.float32), isv, 0, 0, 7, rc_stride=6)
     assert isv.tolist() == list(range(8))
     reward_component_ema(np.ones(12, np.float32), None, 2, 0, 7, rc_stride=6)
+
+
+def test_aux_align_ema_and_mag_ratio_by_hand() -> None:
+    from alpha_rl.reference.reward import reward_aux_align_ema, reward_mag_ratio
+
+    rows = np.array([[2, -1, 0, 0, -1, 0, 3], [0, -3, -2, 0, -1, 0, 1]], np.float32)
+    isv = np.zeros(32, np.float32)
+    isv[0] = 0.5  # alpha
+    reward_aux_align_ema(rows.ravel(), isv, 2, 1, 0, rc_stride=7)
+    assert isv[1] == 1.0  # 0.5 * 0 + 0.5 * mean(3, 1)
+    six = rows[:, :6].ravel()
+    before = isv.copy()
+    reward_aux_align_ema(six, isv, 2, 1, 0, rc_stride=6)
+    np.testing.assert_array_equal(isv, before)
+    reward_mag_ratio(rows.ravel(), isv, 2, 8, 16, 0, rc_stride=7)
+    # mean |c| = [1, 2, 1, 0, 1, 0]; abs EMA = half of it; ratio_c = ema_c / (sum - ema_c)
+    np.testing.assert_allclose(isv[8:14], [0.5, 1.0, 0.5, 0.0, 0.5, 0.0])
+    np.testing.assert_allclose(isv[16:22], [0.5 / 2.0, 1.0 / 1.5, 0.5 / 2.0, 0.0, 0.5 / 2.0, 0.0])
+
+
+def test_decomp_by_position_before_the_step() -> None:
+    from alpha_rl.reference.reward import reward_decomp_diag
+
+    rc = np.array([[1, 0, -1, 0, 0, 0, 2], [0, 2, 0, 0, -1, 0, 0], [0, -2, 0, 0, -1, 0, 0]],
+                  np.float32).ravel()  # fmt: skip
+    reward = np.array([2.0, 1.0, -3.0], np.float32)
+    prev = np.array([0, 1, 1], np.int32)
+    diag = np.full(33, np.nan, np.float32)
+    reward_decomp_diag(rc, reward, prev, diag, 3, rc_stride=7)
+    table = diag.reshape(3, 11)
+    np.testing.assert_allclose(table[0], [1, 2, 2, 4, 1, 0, -1, 0, 0, 0, 2])  # flat
+    np.testing.assert_allclose(table[1], [2, -1, 2, 3, 0, 0, 0, 0, -1, 0, 0])  # long
+    np.testing.assert_array_equal(table[2], np.zeros(11))  # short: empty

@@ -34,6 +34,10 @@ class Backend(ABC):
         """Copy a device array to a new host ndarray."""
 
     @abstractmethod
+    def write(self, arr: DeviceArray, host: np.ndarray) -> None:
+        """Copy a host array of the same size and dtype into an existing device array."""
+
+    @abstractmethod
     def fill(self, arr: DeviceArray, value: float | int) -> None:
         """Set every element of a device array to `value`."""
 

@@ -89,6 +89,9 @@ class CudaBackend(Backend):
     def download(self, arr: Any) -> np.ndarray:
         return arr.get()
 
+    def write(self, arr: Any, host: np.ndarray) -> None:
+        arr.set(np.ascontiguousarray(host, dtype=arr.dtype).reshape(arr.shape))
+
     def fill(self, arr: Any, value: float | int) -> None:
         if arr.size == 0:
             return

@@ -27,6 +27,9 @@ class NumpyBackend(Backend):
     def download(self, arr: np.ndarray) -> np.ndarray:
         return np.array(arr, copy=True)
 
+    def write(self, arr: np.ndarray, host: np.ndarray) -> None:
+        arr[...] = np.asarray(host, dtype=arr.dtype).reshape(arr.shape)
+
     def fill(self, arr: np.ndarray, value: float | int) -> None:
         arr.fill(value)
 

@@ -63,17 +63,17 @@ class Arg:
         return "P" if self.is_pointer else _SCALAR_FORMAT[self.dtype]
 
 
-def In(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:  # noqa: N802
+def In(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:
     """A read-only device array argument (`const T* __restrict__`)."""
     return Arg(name, np.dtype(dtype), Role.IN, nullable)
 
 
-def Out(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:  # noqa: N802
+def Out(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:
     """A device array the kernel writes (it may also read it)."""
     return Arg(name, np.dtype(dtype), Role.OUT, nullable)
 
 
-def Scalar(name: str, dtype: type | np.dtype) -> Arg:  # noqa: N802
+def Scalar(name: str, dtype: type | np.dtype) -> Arg:
     """A scalar passed by value; callers may pass Python numbers, which are range-checked."""
     dt = np.dtype(dtype)
     if dt not in _SCALAR_FORMAT:
@@ -95,12 +95,12 @@ class Launch:
         return (math.ceil(int(scalars[self.over]) / self.block), 1, 1)
 
 
-def Grid1D(over: str, block: int = 256) -> Launch:  # noqa: N802
+def Grid1D(over: str, block: int = 256) -> Launch:
     """One thread per element of `over`, `block` threads a block."""
     return Launch(block=block, over=over)
 
 
-def OneBlock(block: int) -> Launch:  # noqa: N802
+def OneBlock(block: int) -> Launch:
     """A single block of exactly `block` threads (kernels that reduce over all rows)."""
     return Launch(block=block, over=None)
 

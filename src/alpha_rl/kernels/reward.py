@@ -5,6 +5,7 @@ import numpy as np
 from alpha_rl.kernels.decl import RC_STRIDE, In, OneBlock, Out, Scalar, Stem
 
 STEM = Stem("reward", axes=(RC_STRIDE,))
+BLOCK = OneBlock(256)
 
 COMPONENT_EMA = STEM.kernel(
     "reward_component_ema",
@@ -13,6 +14,40 @@ COMPONENT_EMA = STEM.kernel(
     Scalar("n", np.int32),
     Scalar("ema_idx", np.int32),
     Scalar("alpha_idx", np.int32),
-    launch=OneBlock(256),
+    launch=BLOCK,
     doc="EMA over envs of reward components 0..5 into isv[ema_idx:ema_idx+6]",
+)
+
+AUX_ALIGN_EMA = STEM.kernel(
+    "reward_aux_align_ema",
+    In("rc", np.float32),
+    Out("isv", np.float32, nullable=True),
+    Scalar("n", np.int32),
+    Scalar("ema_idx", np.int32),
+    Scalar("alpha_idx", np.int32),
+    launch=BLOCK,
+    doc="stride 7: EMA over envs of c6 aux_align into isv[ema_idx]",
+)
+
+MAG_RATIO = STEM.kernel(
+    "reward_mag_ratio",
+    In("rc", np.float32),
+    Out("isv", np.float32, nullable=True),
+    Scalar("n", np.int32),
+    Scalar("abs_idx", np.int32),
+    Scalar("ratio_idx", np.int32),
+    Scalar("alpha_idx", np.int32),
+    launch=BLOCK,
+    doc="abs EMA of c0..c5 and each one's ratio to the sum of the other five",
+)
+
+DECOMP_DIAG = STEM.kernel(
+    "reward_decomp_diag",
+    In("rc", np.float32),
+    In("reward", np.float32),
+    In("prev_dir", np.int32),
+    Out("diag", np.float32),
+    Scalar("n", np.int32),
+    launch=BLOCK,
+    doc="per position state: count, mean reward, mean |reward|, mean abs-sum, component means",
 )

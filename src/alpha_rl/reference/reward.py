@@ -36,3 +36,76 @@ def reward_component_ema(
     a = np.float64(isv[alpha_idx])
     old = isv[ema_idx : ema_idx + RC_CORE].astype(np.float64)
     isv[ema_idx : ema_idx + RC_CORE] = ((1.0 - a) * old + a * mean).astype(np.float32)
+
+
+def _ema(old: np.ndarray, a: np.float32, mean: np.ndarray) -> np.ndarray:
+    return ((1.0 - np.float64(a)) * old.astype(np.float64) + np.float64(a) * mean).astype(
+        np.float32
+    )
+
+
+def reward_aux_align_ema(
+    rc: np.ndarray,
+    isv: np.ndarray | None,
+    n: int,
+    ema_idx: int,
+    alpha_idx: int,
+    *,
+    rc_stride: int,
+) -> None:
+    """Stride 7: isv[ema_idx] = (1 - a) * isv[ema_idx] + a * mean_b rc[b, 6]; stride 6: nothing."""
+    if rc_stride != 7 or isv is None or n <= 0:
+        return
+    mean = rc[: n * rc_stride].reshape(n, rc_stride)[:, 6].astype(np.float64).mean()
+    isv[ema_idx] = _ema(isv[ema_idx : ema_idx + 1], isv[alpha_idx], np.array([mean]))[0]
+
+
+def reward_mag_ratio(
+    rc: np.ndarray,
+    isv: np.ndarray | None,
+    n: int,
+    abs_idx: int,
+    ratio_idx: int,
+    alpha_idx: int,
+    *,
+    rc_stride: int,
+) -> None:
+    """abs EMA of |rc_c| (c < 6) into isv[abs_idx + c]; isv[ratio_idx + c] = that over the sum
+    of the other five (0 when the others sum to 0)."""
+    if isv is None or n <= 0:
+        return
+    mean_abs = np.abs(core_components(rc, n, rc_stride).astype(np.float64)).mean(axis=0)
+    abs_ema = _ema(isv[abs_idx : abs_idx + RC_CORE], isv[alpha_idx], mean_abs)
+    isv[abs_idx : abs_idx + RC_CORE] = abs_ema
+    values = abs_ema.astype(np.float64)
+    others = values.sum() - values
+    ratio = np.divide(values, others, out=np.zeros(RC_CORE), where=others > 0)
+    isv[ratio_idx : ratio_idx + RC_CORE] = ratio.astype(np.float32)
+
+
+def reward_decomp_diag(
+    rc: np.ndarray,
+    reward: np.ndarray,
+    prev_dir: np.ndarray,
+    diag: np.ndarray,
+    n: int,
+    *,
+    rc_stride: int,
+) -> None:
+    """diag[row, :] for rows flat / long / short (by prev_dir): count, mean reward, mean |reward|,
+    mean sum_c |rc_c| over all rc_stride components, then the mean of each component."""
+    cols = 4 + rc_stride
+    table = np.zeros((3, cols), dtype=np.float64)
+    comps = rc[: n * rc_stride].reshape(n, rc_stride).astype(np.float64)
+    r = reward[:n].astype(np.float64)
+    row = np.where(prev_dir[:n] > 0, 1, np.where(prev_dir[:n] < 0, 2, 0))
+    for k in range(3):
+        mask = row == k
+        count = int(mask.sum())
+        table[k, 0] = count
+        if count:
+            table[k, 1] = r[mask].mean()
+            table[k, 2] = np.abs(r[mask]).mean()
+            table[k, 3] = np.abs(comps[mask]).sum(axis=1).mean()
+            table[k, 4:] = comps[mask].mean(axis=0)
+    diag[: 3 * cols] = table.ravel().astype(np.float32)

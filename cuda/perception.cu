@@ -1,0 +1,84 @@
+// perception.cu — the observation h [B, H] of each env (DESIGN §3).
+//
+// perception_observe, one thread per env b (n = B), at tick t = cursor[b], position dir d:
+//   features x [F], F = K + 7, each independent of the instrument's price level:
+//     x[k]   = (mid_t - mid_{max(t - h_k, 0)}) / tick / sqrt(h_k)      k < K, h = horizons
+//     x[K]   = (ask0 - bid0) / tick - 1                                 spread beyond one tick
+//     x[K+1] = (bid_sz0 - ask_sz0) / (bid_sz0 + ask_sz0)                level-0 imbalance
+//     x[K+2] = (sum bid_sz - sum ask_sz) / (sum bid_sz + sum ask_sz)    all-level imbalance
+//     x[K+3] = d
+//     x[K+4] = d * (mid_t - entry_px) / tick * inv_pnl_scale            unrealised, ticks
+//     x[K+5] = trade_len * inv_time_scale                               time in trade
+//     x[K+6] = d * (peak_mid - mid_t) / tick * inv_pnl_scale            distance from the peak
+//   (the last three are 0 when flat; an imbalance with zero total size is 0).
+//   h[b*H + j] = x[j] when proj_w is NULL (then H == F), else
+//   h[b*H + j] = tanh(proj_b[j] + sum_{f<F} proj_w[j*F + f] * x[f]), summed in order of f.
+// Arrays: bid_px, ask_px, bid_sz, ask_sz [T*L] f32 (prices as offsets); cursor, pos, trade_len
+//   [B] i32; entry_px, peak_mid [B] f32; horizons [K] i32 (>= 1); proj_w [H*F], proj_b [H] f32
+//   or both NULL; h [B*H] f32 written.
+#include "common.cuh"
+
+#define PERCEPTION_MAX_FEATURES 32
+
+#define MUL __fmul_rn
+#define ADD __fadd_rn
+#define SUB __fsub_rn
+#define DIV __fdiv_rn
+
+__device__ __forceinline__ float mid_at(const float* __restrict__ bid_px,
+                                        const float* __restrict__ ask_px, int t, int L) {
+    return MUL(0.5f, ADD(bid_px[t * L], ask_px[t * L]));
+}
+
+__device__ __forceinline__ float imbalance(float bid_size, float ask_size) {
+    const float total = ADD(bid_size, ask_size);
+    return total > 0.0f ? DIV(SUB(bid_size, ask_size), total) : 0.0f;
+}
+
+extern "C" __global__ void perception_observe(
+    const float* __restrict__ bid_px, const float* __restrict__ ask_px,
+    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz,
+    const int* __restrict__ cursor, const int* __restrict__ pos,
+    const int* __restrict__ trade_len, const float* __restrict__ entry_px,
+    const float* __restrict__ peak_mid, const int* __restrict__ horizons,
+    const float* __restrict__ proj_w, const float* __restrict__ proj_b, float* __restrict__ h,
+    int n, int T, int L, int K, int H, float tick, float inv_pnl_scale, float inv_time_scale) {
+    const int b = global_index_1d();
+    if (b >= n) return;
+    const int t = cursor[b];
+    const int d = pos[b];
+    const float dir = static_cast<float>(d);
+    const float mid = mid_at(bid_px, ask_px, t, L);
+    const int F = K + 7;
+
+    float x[PERCEPTION_MAX_FEATURES];
+    for (int k = 0; k < K; ++k) {
+        const int hk = horizons[k];
+        const float past = mid_at(bid_px, ask_px, max(t - hk, 0), L);
+        x[k] = DIV(DIV(SUB(mid, past), tick), sqrtf(static_cast<float>(hk)));
+    }
+    x[K] = SUB(DIV(SUB(ask_px[t * L], bid_px[t * L]), tick), 1.0f);
+    x[K + 1] = imbalance(bid_sz[t * L], ask_sz[t * L]);
+    float bid_total = 0.0f, ask_total = 0.0f;
+    for (int l = 0; l < L; ++l) {
+        bid_total = ADD(bid_total, bid_sz[t * L + l]);
+        ask_total = ADD(ask_total, ask_sz[t * L + l]);
+    }
+    x[K + 2] = imbalance(bid_total, ask_total);
+    x[K + 3] = dir;
+    const bool in_trade = d != 0;
+    x[K + 4] = in_trade ? MUL(DIV(MUL(dir, SUB(mid, entry_px[b])), tick), inv_pnl_scale) : 0.0f;
+    x[K + 5] = in_trade ? MUL(static_cast<float>(trade_len[b]), inv_time_scale) : 0.0f;
+    x[K + 6] = in_trade ? MUL(DIV(MUL(dir, SUB(peak_mid[b], mid)), tick), inv_pnl_scale) : 0.0f;
+
+    float* __restrict__ out = h + static_cast<size_t>(b) * H;
+    if (proj_w == nullptr) {
+        for (int j = 0; j < H; ++j) out[j] = x[j];
+        return;
+    }
+    for (int j = 0; j < H; ++j) {
+        float acc = proj_b[j];
+        for (int f = 0; f < F; ++f) acc = ADD(acc, MUL(proj_w[j * F + f], x[f]));
+        out[j] = tanhf(acc);
+    }
+}

@@ -1,0 +1,291 @@
+"""The batched trading environment on either backend: buffers, reset, perceive, step, diagnostics.
+
+`Environment` owns the device copy of the book, the per-env state and every output of a step,
+and launches the perception, experience and reward-diagnostic kernels on them (DESIGN §3, §4,
+and steps 1, 3, 4, 5 of §9). Nothing here copies device data to the host except `reset` (an
+upload) and the explicit readers `harvest_trade_stats` and `read_decomp` meant for log points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from alpha_rl.backend.base import Backend, DeviceArray
+from alpha_rl.errors import ConfigError
+from alpha_rl.isv import DeviceIsv, IsvLayout
+from alpha_rl.kernels import experience, perception, reward
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.market.book import Book
+from alpha_rl.reference.experience import start_offsets
+from alpha_rl.reference.perception import feature_count, projection_weights
+
+F32, I32 = np.float32, np.int32
+
+
+@dataclass(frozen=True)
+class PerceptionConfig:
+    """Settings of the observation h_t (conf/env/*.yaml: env.perception)."""
+
+    horizons: tuple[int, ...]
+    pnl_scale_ticks: float
+    time_scale_steps: float
+    projection: bool
+    hidden_dim: int
+
+    @property
+    def features(self) -> int:
+        return feature_count(len(self.horizons))
+
+    @property
+    def dim(self) -> int:
+        """H, the width of h_t."""
+        return self.hidden_dim if self.projection else self.features
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Settings of the environment (conf/env/*.yaml)."""
+
+    num_envs: int
+    lot: float
+    multiplier: float
+    fee_per_lot: float
+    perception: PerceptionConfig
+
+    @classmethod
+    def from_cfg(cls, node: DictConfig) -> EnvConfig:
+        """Typed and range-checked `env` config; errors name the key."""
+        p = node.perception
+        cfg = cls(
+            num_envs=int(node.num_envs),
+            lot=float(node.lot),
+            multiplier=float(node.multiplier),
+            fee_per_lot=float(node.fee_per_lot),
+            perception=PerceptionConfig(
+                horizons=tuple(int(h) for h in p.horizons),
+                pnl_scale_ticks=float(p.pnl_scale_ticks),
+                time_scale_steps=float(p.time_scale_steps),
+                projection=bool(p.projection),
+                hidden_dim=int(p.hidden_dim),
+            ),
+        )
+        checks = [
+            (cfg.num_envs >= 1, "env.num_envs must be >= 1"),
+            (cfg.lot > 0 and cfg.multiplier > 0, "env.lot and env.multiplier must be > 0"),
+            (cfg.fee_per_lot >= 0, "env.fee_per_lot must be >= 0"),
+            (all(h >= 1 for h in cfg.perception.horizons), "env.perception.horizons must be >= 1"),
+            (cfg.perception.features <= 32, "env.perception.horizons: at most 25 horizons"),
+            (cfg.perception.pnl_scale_ticks > 0 and cfg.perception.time_scale_steps > 0,
+             "env.perception.pnl_scale_ticks and time_scale_steps must be > 0"),
+            (cfg.perception.hidden_dim >= 1, "env.perception.hidden_dim must be >= 1"),
+        ]  # fmt: skip
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{message} (see conf/env/)")
+        return cfg
+
+
+@dataclass
+class DeviceBook:
+    """The book on the device: float32 [T*L] arrays, prices as offsets from `price_ref`."""
+
+    bid_px: DeviceArray
+    ask_px: DeviceArray
+    bid_sz: DeviceArray
+    ask_sz: DeviceArray
+    T: int
+    L: int
+    tick: float
+    price_ref: float  # a multiple of the tick near the first mid (USD)
+
+    @classmethod
+    def upload(cls, book: Book, backend: Backend) -> DeviceBook:
+        tick = float(book.tick_size)
+        ref = round(float(book.mid[0]) / tick) * tick
+        as_offsets = lambda px: (np.asarray(px, np.float64) - ref).astype(F32).ravel()  # noqa: E731
+        as_sizes = lambda sz: np.asarray(sz, F32).ravel()  # noqa: E731
+        return cls(
+            backend.upload(as_offsets(book.bid_px)),
+            backend.upload(as_offsets(book.ask_px)),
+            backend.upload(as_sizes(book.bid_sz)),
+            backend.upload(as_sizes(book.ask_sz)),
+            book.T,
+            book.L,
+            tick,
+            ref,
+        )
+
+
+STATE_I32 = ("cursor", "pos", "trade_len", "episode")
+STATE_F32 = ("entry_px", "entry_mid", "peak_mid")
+OUT_F32 = ("reward_raw", "reward", "done", "fill_mid", "post_mid")
+OUT_U8 = ("opened", "closed")
+OUT_I32 = ("prev_dir", "closed_dir", "eff_action")
+STATS = ("stat_trades", "stat_realised", "stat_available", "stat_duration")
+
+
+@dataclass(frozen=True)
+class TradeStats:
+    """Closed trades since the last harvest, summed over envs."""
+
+    trades: int
+    realised: float  # USD
+    available: float  # USD: best mid during each trade vs its entry mid, >= 0 per trade
+    duration: float  # steps
+
+    @property
+    def capture_ratio(self) -> float:
+        """sum realised / sum available (NaN when nothing was available)."""
+        return self.realised / self.available if self.available > 0 else float("nan")
+
+
+@dataclass
+class SlotIndices:
+    """The ISV slots the environment's kernels read and write (-1: absent)."""
+
+    weights: int
+    scale: int
+    kappa: int
+    lam: int
+    rho: int
+    w_aux: int
+    beta_scale: int
+    ema_alpha: int
+    component_ema: int
+    abs_ema: int
+    mag_ratio: int
+    aux_align_ema: int
+
+    @classmethod
+    def from_layout(cls, layout: IsvLayout, rc_stride: int) -> SlotIndices:
+        names = set(layout.names())
+        at = lambda name: int(layout.index(name)) if name in names else -1  # noqa: E731
+        stride7 = lambda name: at(name) if rc_stride == 7 else -1  # noqa: E731
+        return cls(
+            at("reward_weight"), at("reward_scale"), at("opp_cost_kappa"),
+            at("inventory_lambda"), at("drawdown_rho"), stride7("w_aux_align"),
+            stride7("aux_align_scale"), at("reward_ema_alpha"), at("reward_component_ema"),
+            at("reward_abs_ema"), at("reward_mag_ratio"), stride7("reward_aux_align_ema"),
+        )  # fmt: skip
+
+
+@dataclass
+class Environment:
+    """B environments over one book; see the module docstring."""
+
+    cfg: EnvConfig
+    book: Book
+    runtime: KernelRuntime
+    isv: DeviceIsv
+    seed: int
+    rc_stride: int
+    arrays: dict[str, DeviceArray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        be, n = self.backend, self.cfg.num_envs
+        self.device_book = DeviceBook.upload(self.book, be)
+        self.start_lo = max(self.cfg.perception.horizons)
+        self.start_hi = self.book.T - 2
+        if self.start_hi <= self.start_lo:
+            raise ConfigError(
+                f"{self.book.source}: {self.book.T} ticks are too few for perception horizons "
+                f"up to {self.start_lo} (need more than {self.start_lo + 2}); use a longer series"
+            )
+        self.slots = SlotIndices.from_layout(self.isv.layout, self.rc_stride)
+        self.arrays = {name: be.zeros(n, I32) for name in STATE_I32 + OUT_I32}
+        self.arrays |= {name: be.zeros(n, F32) for name in STATE_F32 + OUT_F32 + STATS}
+        self.arrays |= {name: be.zeros(n, np.uint8) for name in OUT_U8}
+        self.arrays["rc"] = be.zeros(n * self.rc_stride, F32)
+        self.arrays["decomp"] = be.zeros(3 * (4 + self.rc_stride), F32)
+        p = self.cfg.perception
+        self.horizons = be.upload(np.asarray(p.horizons, I32))
+        self.proj_w = self.proj_b = None
+        if p.projection:
+            w, b = projection_weights(self.seed, p.features, p.hidden_dim)
+            self.proj_w, self.proj_b = be.upload(w), be.upload(b)
+        bind = self.runtime.bind
+        self._observe = bind(perception.OBSERVE)
+        self._step = bind(experience.ENV_STEP)
+        self._ema = bind(reward.COMPONENT_EMA)
+        self._aux_ema = bind(reward.AUX_ALIGN_EMA)
+        self._mag = bind(reward.MAG_RATIO)
+        self._decomp = bind(reward.DECOMP_DIAG)
+        self.reset()
+
+    @property
+    def backend(self) -> Backend:
+        return self.runtime.backend
+
+    @property
+    def num_envs(self) -> int:
+        return self.cfg.num_envs
+
+    @property
+    def obs_dim(self) -> int:
+        return self.cfg.perception.dim
+
+    def reset(self, cursors: np.ndarray | None = None) -> None:
+        """Every env flat in episode 0 at its seeded start tick (or at `cursors` [B], a replay of
+        chosen ticks); statistics cleared."""
+        n = self.num_envs
+        if cursors is None:
+            cursors = start_offsets(self.seed, np.arange(n), np.zeros(n, np.int64),
+                                    self.start_lo, self.start_hi)  # fmt: skip
+        cursors = np.asarray(cursors, dtype=I32)
+        if cursors.shape != (n,) or cursors.min() < 0 or cursors.max() > self.book.T - 2:
+            raise ConfigError(f"reset: cursors must be [{n}] ticks in 0..{self.book.T - 2}")
+        self.backend.write(self.arrays["cursor"], cursors)
+        for name in ("pos", "trade_len", "episode", *STATE_F32, *STATS):
+            self.backend.fill(self.arrays[name], 0)
+
+    def perceive(self, h: DeviceArray, stream: Any = None) -> None:
+        """h [B * H] float32 <- the observation of every env's current state."""
+        a, book, p = self.arrays, self.device_book, self.cfg.perception
+        self._observe(
+            book.bid_px, book.ask_px, book.bid_sz, book.ask_sz,
+            a["cursor"], a["pos"], a["trade_len"], a["entry_px"], a["peak_mid"],
+            self.horizons, self.proj_w, self.proj_b, h,
+            self.num_envs, book.T, book.L, len(p.horizons), p.dim, book.tick,
+            1.0 / p.pnl_scale_ticks, 1.0 / p.time_scale_steps,
+            stream=stream,
+        )  # fmt: skip
+
+    def step(self, action: DeviceArray, aux_prob: DeviceArray | None = None, stream: Any = None):
+        """Apply action [B] int32 (and the aux head's p_up [B], or None); outputs in `arrays`."""
+        a, book, s, c = self.arrays, self.device_book, self.slots, self.cfg
+        self._step(
+            book.bid_px, book.ask_px, action, aux_prob, self.isv.array,
+            *(a[k] for k in STATE_I32), *(a[k] for k in STATE_F32),
+            a["rc"], a["reward_raw"], a["reward"], a["done"], a["opened"], a["closed"],
+            *(a[k] for k in OUT_I32), a["fill_mid"], a["post_mid"], *(a[k] for k in STATS),
+            self.num_envs, book.T, book.L, c.lot, c.lot * c.multiplier, c.fee_per_lot,
+            s.weights, s.scale, s.kappa, s.lam, s.rho, s.w_aux, s.beta_scale,
+            self.seed, self.start_lo, self.start_hi,
+            stream=stream,
+        )  # fmt: skip
+
+    def reward_diagnostics(self, stream: Any = None) -> None:
+        """Step 5: component EMAs, aux-align EMA (stride 7), magnitude ratios, decomposition."""
+        a, s, n, isv = self.arrays, self.slots, self.num_envs, self.isv.array
+        self._ema(a["rc"], isv, n, s.component_ema, s.ema_alpha, stream=stream)
+        if self.rc_stride == 7:
+            self._aux_ema(a["rc"], isv, n, s.aux_align_ema, s.ema_alpha, stream=stream)
+        self._mag(a["rc"], isv, n, s.abs_ema, s.mag_ratio, s.ema_alpha, stream=stream)
+        self._decomp(a["rc"], a["reward"], a["prev_dir"], a["decomp"], n, stream=stream)
+
+    def harvest_trade_stats(self) -> TradeStats:
+        """Read and clear the closed-trade accumulators (a device->host copy: log points only)."""
+        sums = [
+            float(self.backend.download(self.arrays[k]).astype(np.float64).sum()) for k in STATS
+        ]
+        for k in STATS:
+            self.backend.fill(self.arrays[k], 0)
+        return TradeStats(int(sums[0]), sums[1], sums[2], sums[3])
+
+    def read_decomp(self) -> np.ndarray:
+        """The last reward decomposition as [3 (flat, long, short), 4 + RC_STRIDE] (a host copy)."""
+        return self.backend.download(self.arrays["decomp"]).reshape(3, 4 + self.rc_stride)

@@ -1,0 +1,29 @@
+"""Launcher declarations for cuda/perception.cu (oracle: alpha_rl.reference.perception)."""
+
+import numpy as np
+
+from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
+
+STEM = Stem("perception")
+
+F32, I32 = np.float32, np.int32
+
+OBSERVE = STEM.kernel(
+    "perception_observe",
+    *(In(name, F32) for name in ("bid_px", "ask_px", "bid_sz", "ask_sz")),
+    In("cursor", I32),
+    In("pos", I32),
+    In("trade_len", I32),
+    In("entry_px", F32),
+    In("peak_mid", F32),
+    In("horizons", I32),
+    In("proj_w", F32, nullable=True),
+    In("proj_b", F32, nullable=True),
+    Out("h", F32),
+    *(Scalar(name, I32) for name in ("n", "T", "L", "K", "H")),
+    Scalar("tick", F32),
+    Scalar("inv_pnl_scale", F32),
+    Scalar("inv_time_scale", F32),
+    launch=Grid1D(over="n", block=128),
+    doc="h [B, H]: price-level-free features of book and position, optionally tanh-projected",
+)

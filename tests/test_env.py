@@ -1,0 +1,201 @@
+"""The environment against a hand-written trade ledger, and the 6/7-stride variant equivalence.
+
+Prices, sizes and every constant are binary-exact (tick 0.25, kappa 1/8, ...), so the expected
+values below are exact and compared for equality. The same tests run on the cuda backend in
+tests/kernels/test_env_cuda.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.backend.base import Backend
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.env import EnvConfig, Environment
+from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.market.book import Book
+from alpha_rl.reference.experience import start_offsets
+from tests.helpers import compose_train
+
+FLAT, LONG, SHORT = 0, 1, 2
+
+# best bid / ask per tick (level 1 is one tick further out); T = 12, the last tick is 11
+LEDGER_BID = [100.00, 100.25, 100.50, 101.00, 100.75, 100.50,
+              100.00, 99.75, 99.50, 99.75, 100.00, 100.25]  # fmt: skip
+LEDGER_ASK = [100.25, 100.50, 100.75, 101.25, 101.00, 100.75,
+              100.50, 100.00, 99.75, 100.00, 100.25, 100.50]  # fmt: skip
+TICK = 0.25
+
+LEDGER_OVERRIDES = [
+    "env.num_envs=1", "env.lot=2", "env.multiplier=10", "env.fee_per_lot=0.5",
+    "env.perception.horizons=[1]", "reward.scale=0.5", "reward.opp_cost_kappa=0.125",
+    "reward.inventory_lambda=0.25", "reward.drawdown_rho=0.375", "beta=active", "beta.scale=0.5",
+]  # fmt: skip
+
+
+def ledger_book() -> Book:
+    bid = np.array(LEDGER_BID)[:, None] - np.array([[0.0, TICK]])
+    ask = np.array(LEDGER_ASK)[:, None] + np.array([[0.0, TICK]])
+    sizes = np.full(bid.shape, 5.0)
+    return Book(bid, ask, sizes, sizes.copy(), TICK, "ledger")
+
+
+def make_env(backend: Backend, book: Book, overrides: list[str], seed: int = 0) -> Environment:
+    cfg, choices = compose_train(overrides)
+    layout = layout_from_config(cfg, choices)
+    runtime = KernelRuntime(backend, {"RC_STRIDE": int(cfg.reward.stride)})
+    isv = DeviceIsv(layout, backend)
+    return Environment(
+        EnvConfig.from_cfg(cfg.env), book, runtime, isv, seed, int(cfg.reward.stride)
+    )
+
+
+def expected_ledger() -> list[dict]:
+    """The ledger by hand: lot 2, multiplier 10 (lot_mult 20), fee 0.5 per lot per fill,
+    kappa 1/8, lambda 1/4, rho 3/8, scale_β 1/2, aux_prob 3/4 (aux = 1/2), reward scale 1/2."""
+    mid = [(b + a) / 2 for b, a in zip(LEDGER_BID, LEDGER_ASK, strict=True)]
+    lm, fee, kappa, lam, rho = 20.0, 1.0, 0.125, 0.25 * 2, 0.375
+    rows = []
+
+    def row(t, action, eff, c, done, opened, prev, closed_dir):
+        rows.append(dict(t=t, action=action, eff=eff, c=c, done=done, opened=opened,
+                         prev=prev, closed_dir=closed_dir))  # fmt: skip
+
+    # t=1 open long at ask 100.50 (entry mid 100.375)
+    row(1, LONG, LONG, [0, (mid[2] - 100.50) * lm, -fee, 0, -lam, 0, 0], 0, 1, 0, 0)
+    row(2, LONG, LONG, [0, (mid[3] - mid[2]) * lm, 0, 0, -lam, 0, 0], 0, 0, 1, 0)
+    row(3, LONG, LONG, [0, (mid[4] - mid[3]) * lm, 0, 0, -lam, 0, 0], 0, 0, 1, 0)
+    # t=4 flip: close long at bid 100.75 (peak mid 101.125), open short at bid 100.75
+    pnl = (100.75 - 100.50) * lm
+    c5 = -rho * ((101.125 - 100.50) * lm - pnl)
+    c6 = 0.5 * max(0.0, 0.5 * 1) * max(0.0, pnl)
+    row(4, SHORT, SHORT, [pnl, -(mid[5] - 100.75) * lm, -2 * fee, 0, -lam, c5, c6], 1, 1, 1, 1)
+    row(5, SHORT, SHORT, [0, -(mid[6] - mid[5]) * lm, 0, 0, -lam, 0, 0], 0, 0, -1, 0)
+    row(6, SHORT, SHORT, [0, -(mid[7] - mid[6]) * lm, 0, 0, -lam, 0, 0], 0, 0, -1, 0)
+    # t=7 close short at ask 100.00 (peak mid 99.875); aux disagrees with a short: c6 = 0
+    pnl = -(100.00 - 100.75) * lm
+    c5 = -rho * (-(99.875 - 100.75) * lm - pnl)
+    row(7, FLAT, FLAT, [pnl, 0, -fee, -kappa * abs(mid[8] - mid[7]) * lm, 0, c5, 0], 1, 0, -1, -1)
+    row(8, FLAT, FLAT, [0, 0, 0, -kappa * abs(mid[9] - mid[8]) * lm, 0, 0, 0], 0, 0, 0, 0)
+    row(9, LONG, LONG, [0, (mid[10] - 100.00) * lm, -fee, 0, -lam, 0, 0], 0, 1, 0, 0)
+    # t=10 is the last step (t+1 = T-1): LONG is overridden by the forced close at bid 100.00
+    c5 = -rho * ((100.125 - 100.00) * lm - 0.0)
+    row(10, LONG, FLAT, [0.0, 0, -fee, -kappa * abs(mid[11] - mid[10]) * lm, 0, c5, 0], 1, 0, 1, 1)
+    return rows
+
+
+@pytest.mark.parametrize("stride", [6, 7])
+def test_ledger_numpy(stride: int) -> None:
+    check_ledger(NumpyBackend(), stride)
+
+
+def check_ledger(backend: Backend, stride: int) -> None:
+    """Step the scripted actions and compare every output with the hand ledger."""
+    overrides = LEDGER_OVERRIDES if stride == 7 else [*LEDGER_OVERRIDES[:-2], "reward=stride6"]
+    env = make_env(backend, ledger_book(), overrides, seed=3)
+    env.reset(np.array([1]))
+    a = env.arrays
+    aux = backend.upload(np.array([0.75], np.float32))
+    ref = env.device_book.price_ref
+    for row in expected_ledger():
+        env.step(backend.upload(np.array([row["action"]], np.int32)), aux)
+        got = {k: backend.download(a[k]) for k in a}
+        want_c = np.array(row["c"][:stride], dtype=np.float32)
+        np.testing.assert_array_equal(got["rc"], want_c, err_msg=f"t={row['t']} components")
+        raw = np.float32(sum(row["c"][:stride]))
+        assert got["reward_raw"][0] == raw, (row["t"], got["reward_raw"], raw)
+        assert got["reward"][0] == raw * np.float32(0.5)
+        assert (got["done"][0], got["closed"][0], got["opened"][0]) == (
+            row["done"],
+            row["done"],
+            row["opened"],
+        ), row["t"]
+        assert (got["eff_action"][0], got["prev_dir"][0], got["closed_dir"][0]) == (
+            row["eff"],
+            row["prev"],
+            row["closed_dir"],
+        ), row["t"]
+        t = row["t"]
+        assert got["fill_mid"][0] + ref == (LEDGER_BID[t] + LEDGER_ASK[t]) / 2
+        assert got["post_mid"][0] + ref == (LEDGER_BID[t + 1] + LEDGER_ASK[t + 1]) / 2
+    # after the forced close: flat, episode 1 at its seeded start tick
+    restart = start_offsets(3, np.array([0]), np.array([1]), env.start_lo, env.start_hi)
+    assert backend.download(a["episode"]).tolist() == [1]
+    assert backend.download(a["cursor"]).tolist() == restart.tolist()
+    assert backend.download(a["pos"]).tolist() == [0]
+    stats = env.harvest_trade_stats()
+    # realised 5 + 15 + 0; available (peak mid vs entry mid) 15 + 20 + 5; durations 3 + 3 + 1
+    assert (stats.trades, stats.realised, stats.available, stats.duration) == (3, 20.0, 40.0, 7.0)
+    assert stats.capture_ratio == 0.5
+    assert env.harvest_trade_stats().trades == 0, "harvest clears the accumulators"
+
+
+def random_book(seed: int, T: int = 400, L: int = 3) -> Book:
+    gen = np.random.default_rng(seed)
+    mid_ticks = 4000 + np.cumsum(gen.integers(-2, 3, size=T))
+    spread = gen.integers(1, 4, size=T)
+    bid0 = (mid_ticks - spread // 2) * 0.01
+    ask0 = bid0 + spread * 0.01
+    levels = np.arange(L) * 0.01
+    sizes = gen.integers(1, 20, size=(T, L)).astype(float)
+    return Book(bid0[:, None] - levels, ask0[:, None] + levels, sizes, sizes[::-1].copy(), 0.01,
+                "random")  # fmt: skip
+
+
+def run_actions(env: Environment, actions: np.ndarray, aux: np.ndarray | None) -> dict:
+    be, out = env.backend, {"reward": [], "done": [], "rc": [], "cursor": [], "pos": []}
+    aux_dev = None if aux is None else be.upload(aux)
+    for step_actions in actions:
+        env.step(be.upload(step_actions), aux_dev)
+        for key in out:
+            out[key].append(be.download(env.arrays[key]))
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+VARIANT = ["env.num_envs=64", "env.perception.horizons=[1,4]", "reward.opp_cost_kappa=0.1",
+           "reward.inventory_lambda=0.05", "reward.drawdown_rho=0.2"]  # fmt: skip
+
+
+def test_stride7_with_beta_sentinel_equals_stride6() -> None:
+    book, gen = random_book(1), np.random.default_rng(2)
+    actions = gen.integers(0, 3, size=(600, 64)).astype(np.int32)  # crosses episode ends
+    aux = gen.random(64).astype(np.float32)
+    six = run_actions(make_env(NumpyBackend(), book, [*VARIANT, "reward=stride6"]), actions, aux)
+    seven = run_actions(make_env(NumpyBackend(), book, [*VARIANT, "reward=stride7"]), actions, aux)
+    for key in ("reward", "done", "cursor", "pos"):
+        np.testing.assert_array_equal(six[key], seven[key], err_msg=key)
+    rc6, rc7 = six["rc"].reshape(600, 64, 6), seven["rc"].reshape(600, 64, 7)
+    np.testing.assert_array_equal(rc6, rc7[..., :6])
+    assert not rc7[..., 6].any()
+    assert six["done"].sum() > 100, "the random policy must close trades for this to mean much"
+
+
+def test_null_aux_makes_any_beta_scale_a_no_op() -> None:
+    book, gen = random_book(3), np.random.default_rng(4)
+    actions = gen.integers(0, 3, size=(300, 64)).astype(np.int32)
+    base = run_actions(make_env(NumpyBackend(), book, [*VARIANT, "reward=stride6"]), actions, None)
+    active = [*VARIANT, "reward=stride7", "beta=active", "beta.scale=5.0"]
+    seven = run_actions(make_env(NumpyBackend(), book, active), actions, None)
+    np.testing.assert_array_equal(base["reward"], seven["reward"])
+    np.testing.assert_array_equal(
+        base["rc"].reshape(300, 64, 6), seven["rc"].reshape(300, 64, 7)[..., :6]
+    )
+    with_aux = run_actions(make_env(NumpyBackend(), book, active), actions,
+                           np.full(64, 0.9, np.float32))  # fmt: skip
+    assert with_aux["rc"].reshape(300, 64, 7)[..., 6].max() > 0, "c6 pays with an aux signal"
+
+
+def test_invalid_actions_are_flat_and_every_step_advances_the_cursor() -> None:
+    env = make_env(NumpyBackend(), random_book(5), [*VARIANT, "env.num_envs=4"])
+    env.reset(np.array([10, 20, 30, 40]))
+    env.step(env.backend.upload(np.array([7, -1, LONG, SHORT], np.int32)))
+    assert env.backend.download(env.arrays["pos"]).tolist() == [0, 0, 1, -1]
+    assert env.backend.download(env.arrays["cursor"]).tolist() == [11, 21, 31, 41]
+
+
+def test_reset_rejects_ticks_outside_the_book() -> None:
+    env = make_env(NumpyBackend(), random_book(5), [*VARIANT, "env.num_envs=2"])
+    with pytest.raises(Exception, match=r"cursors must be \[2\] ticks in 0..398"):
+        env.reset(np.array([0, 399]))
