@@ -7,24 +7,25 @@ from alpha_rl.kernels.decl import RC_STRIDE, In, OneBlock, Out, Scalar, Stem
 STEM = Stem("reward", axes=(RC_STRIDE,))
 BLOCK = OneBlock(256)
 
-COMPONENT_EMA = STEM.kernel(
-    "reward_component_ema",
+# (rc, isv, n, ema_idx, alpha_idx): an EMA over envs into ISV slots, alpha from isv[alpha_idx]
+EMA_ARGS = (
     In("rc", np.float32),
     Out("isv", np.float32, nullable=True),
     Scalar("n", np.int32),
     Scalar("ema_idx", np.int32),
     Scalar("alpha_idx", np.int32),
+)
+
+COMPONENT_EMA = STEM.kernel(
+    "reward_component_ema",
+    *EMA_ARGS,
     launch=BLOCK,
     doc="EMA over envs of reward components 0..5 into isv[ema_idx:ema_idx+6]",
 )
 
 AUX_ALIGN_EMA = STEM.kernel(
     "reward_aux_align_ema",
-    In("rc", np.float32),
-    Out("isv", np.float32, nullable=True),
-    Scalar("n", np.int32),
-    Scalar("ema_idx", np.int32),
-    Scalar("alpha_idx", np.int32),
+    *EMA_ARGS,
     launch=BLOCK,
     doc="stride 7: EMA over envs of c6 aux_align into isv[ema_idx]",
 )
