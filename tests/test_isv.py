@@ -102,8 +102,8 @@ def test_same_name_in_two_groups_is_refused() -> None:
 
 
 def test_index_beyond_size_is_refused() -> None:
-    cfg, choices = compose_train(["isv.size=540"])
-    with pytest.raises(IsvLayoutError, match=r"'her_threshold'.*beyond isv.size=540"):
+    cfg, choices = compose_train(["isv.size=555"])  # per_beta sits at 560
+    with pytest.raises(IsvLayoutError, match=r"'per_beta'.*occupies 560..560, beyond isv.size=555"):
         layout_from_config(cfg, choices)
 
 

@@ -17,6 +17,10 @@ class IsvLayoutError(ConfigError):
     """The composed ISV slot layout is inconsistent (clash, out of range, required slot missing)."""
 
 
+class ReplayError(AlphaRlError):
+    """The replay buffer was used in a way it cannot serve (an empty sample, an oversized push)."""
+
+
 class BackendError(AlphaRlError):
     """A compute backend cannot be created or used (no GPU, no pycuda, context trouble)."""
 

@@ -102,6 +102,7 @@ def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
             "reward_mag_ratio",
         )
     ]
+    need.append(("per_beta", "the replay's importance weights"))
     if cfg.reward.stride == 7:
         need += [
             (name, "reward=stride7")

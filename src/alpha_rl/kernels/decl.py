@@ -83,16 +83,22 @@ def Scalar(name: str, dtype: type | np.dtype) -> Arg:
 
 @dataclass(frozen=True)
 class Launch:
-    """Launch geometry: `over` names the scalar giving the thread count (None = one block)."""
+    """Launch geometry: `block` threads a block; `over` names the scalar counting the work items
+    (None = one block), of which each block takes `per_block` (default: one per thread)."""
 
     block: int
     over: str | None = None
+    per_block: int | None = None
+
+    @property
+    def items_per_block(self) -> int:
+        return self.per_block or self.block
 
     def grid(self, scalars: Mapping[str, int]) -> tuple[int, int, int]:
-        """Grid for the given scalar values: ceil(n / block) blocks, or exactly one."""
+        """Grid for the given scalar values: ceil(n / items per block) blocks, or exactly one."""
         if self.over is None:
             return (1, 1, 1)
-        return (math.ceil(int(scalars[self.over]) / self.block), 1, 1)
+        return (math.ceil(int(scalars[self.over]) / self.items_per_block), 1, 1)
 
 
 def Grid1D(over: str, block: int = 256) -> Launch:

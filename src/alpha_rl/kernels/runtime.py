@@ -111,7 +111,7 @@ class BoundKernel:
         names = [a.name for a in decl.args]
         over = decl.launch.over
         self._over = names.index(over) if over is not None else None
-        self._block = decl.launch.block
+        self._per_block = decl.launch.items_per_block
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
         if len(args) != len(self._convert):
@@ -123,7 +123,7 @@ class BoundKernel:
         if self._over is None:
             grid = (1, 1, 1)
         else:
-            blocks = -(-int(values[self._over]) // self._block)
+            blocks = -(-int(values[self._over]) // self._per_block)
             if blocks <= 0:
                 return
             grid = (blocks, 1, 1)

@@ -1,0 +1,103 @@
+// per_push.cuh — the replay's push, shared by every kernel that writes transitions into it
+// (per_push for real transitions, the hindsight kernels for synthetic ones).
+//
+// Slots are assigned deterministically, in row order, with one atomic per block:
+//   1. each block takes a ticket (atomicAdd on state[PER_TICKET]); the ticket, not blockIdx,
+//      says which rows [ticket * blockDim, ...) the block handles, so tickets follow launch order;
+//   2. a block-wide exclusive prefix sum of the rows' flags (warp ballots);
+//   3. a chained scan across blocks: block k waits for block k-1's inclusive count, published in
+//      lookback[k-1] as (tag << 32) | count with a tag unique to this launch, and publishes its
+//      own. Blocks only wait on lower tickets, which are already running, so this cannot deadlock;
+//   4. slot = (head + flagged rows before this one) mod N. The block with the last ticket
+//      advances head by the launch's total, bumps the tag and resets the ticket.
+// So the slot of every pushed row equals what a sequential push in row order gives, on any
+// grid, and the NumPy oracle reproduces it exactly. Launches on one stream run one after
+// another, which is what lets the tag, ticket and head live in plain device memory.
+#pragma once
+
+#include <stdint.h>
+
+// state[] (uint64): the replay's device-side counters.
+#define PER_HEAD 0          // transitions ever pushed; slot of the next = head mod N
+#define PER_TAG 1           // push launches so far (tags the look-back words of one launch)
+#define PER_TICKET 2        // tickets taken in the running push launch (0 between launches)
+#define PER_SAMPLE_EPOCH 3  // sample launches so far: RNG counter base and β schedule clock
+#define PER_SAMPLE_DONE 4   // blocks finished in the running sample launch (0 between)
+#define PER_STATUS 5        // bit 0: a sample was drawn from an empty buffer
+#define PER_STATE_WORDS 8
+
+#define PER_STATUS_EMPTY_SAMPLE 1ull
+
+struct PerClaim {
+    int ticket;        // which block of rows this block handles
+    long long slot;    // slot of this thread's row, -1 when not pushed
+    unsigned count;    // rows pushed by the whole block
+};
+
+// Every thread of the block must call this, with the flag of its row. blockDim.x <= 1024.
+// `ticket` comes from per_push_ticket, called first by every thread of the block.
+__device__ __forceinline__ long long per_push_claim(unsigned long long* __restrict__ state,
+                                                    unsigned long long* __restrict__ lookback,
+                                                    int ticket, int nblocks, bool flag,
+                                                    unsigned long long mask) {
+    __shared__ unsigned warp_offset[33];
+    __shared__ unsigned long long block_base;
+    const int tid = static_cast<int>(threadIdx.x);
+    const int lane = tid & 31, warp = tid >> 5;
+    const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+    const unsigned before_in_warp = __popc(ballot & ((1u << lane) - 1u));
+    if (lane == 0) warp_offset[warp] = __popc(ballot);
+    __syncthreads();
+    if (tid == 0) {
+        const int warps = (static_cast<int>(blockDim.x) + 31) >> 5;
+        unsigned running = 0;
+        for (int w = 0; w < warps; ++w) {
+            const unsigned c = warp_offset[w];
+            warp_offset[w] = running;
+            running += c;
+        }
+        warp_offset[32] = running;  // the block's count
+        volatile unsigned long long* vstate = state;
+        const unsigned long long tag = (vstate[PER_TAG] + 1ull) & 0xffffffffull;
+        const unsigned long long head = vstate[PER_HEAD];
+        unsigned long long before = 0;
+        if (ticket > 0) {
+            volatile unsigned long long* prev = lookback + (ticket - 1);
+            unsigned long long word;
+            do {
+                word = *prev;
+            } while ((word >> 32) != tag);
+            before = word & 0xffffffffull;
+        }
+        const unsigned long long inclusive = before + running;
+        __threadfence();
+        atomicExch(lookback + ticket, (tag << 32) | inclusive);
+        block_base = head + before;
+        if (ticket == nblocks - 1) {  // every other block has read head and tag by now
+            vstate[PER_HEAD] = head + inclusive;
+            vstate[PER_TAG] = vstate[PER_TAG] + 1ull;
+            vstate[PER_TICKET] = 0ull;
+            __threadfence();
+        }
+    }
+    __syncthreads();
+    if (!flag) return -1;
+    return static_cast<long long>((block_base + warp_offset[warp] + before_in_warp) & mask);
+}
+
+// The block's ticket (block-uniform). Every thread of the block must call it.
+__device__ __forceinline__ int per_push_ticket(unsigned long long* __restrict__ state) {
+    __shared__ int ticket;
+    if (threadIdx.x == 0) ticket = static_cast<int>(atomicAdd(state + PER_TICKET, 1ull));
+    __syncthreads();
+    return ticket;
+}
+
+// Leaf value (priority^alpha) of a new transition: the buffer's current maximum (1 while the
+// buffer holds no positive priority), times `boost`^alpha (boost 1 for real transitions).
+__device__ __forceinline__ float per_new_leaf(const float* __restrict__ max_leaf, float boost,
+                                              float alpha) {
+    const float m = *max_leaf;
+    const float base = m > 0.0f ? m : 1.0f;
+    return boost == 1.0f ? base : __fmul_rn(powf(boost, alpha), base);
+}

@@ -1,0 +1,88 @@
+"""Launcher declarations for cuda/per.cu (oracle: alpha_rl.reference.per)."""
+
+import numpy as np
+
+from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
+
+STEM = Stem("per")
+
+F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
+
+FANOUT = 1024  # PER_FANOUT
+PUSH_BLOCK = 256  # PER_PUSH_BLOCK
+SAMPLES_PER_BLOCK = 8  # PER_SAMPLE_BLOCK / 32: one warp per sample
+MAX_BATCH = 4096  # PER_MAX_BATCH
+
+PUSH = STEM.kernel(
+    "per_push",
+    In("flags", U8, nullable=True),
+    In("h_t", F32),
+    In("h_tp1", F32),
+    In("action", I32),
+    In("reward", F32),
+    In("done", F32),
+    In("priority", F32, nullable=True),
+    In("max_leaf", F32),
+    Out("s_h_t", F32),
+    Out("s_h_tp1", F32),
+    Out("s_action", I32),
+    Out("s_reward", F32),
+    Out("s_done", F32),
+    Out("s_synthetic", U8),
+    Out("leaves", F32),
+    Out("slot_out", I32, nullable=True),
+    Out("state", U64),
+    Out("lookback", U64),
+    Scalar("n", I32),
+    Scalar("H", I32),
+    Scalar("mask", U64),
+    Scalar("alpha", F32),
+    Scalar("synthetic", I32),
+    launch=Grid1D(over="n", block=PUSH_BLOCK),
+    doc="push flagged rows in row order at the write head; new leaves = priority^alpha or max",
+)
+
+TREE_REDUCE = STEM.kernel(
+    "per_tree_reduce",
+    In("in_sum", F32),
+    In("in_max", F32, nullable=True),
+    Out("out_sum", F32),
+    Out("out_max", F32),
+    Scalar("n_in", I32),
+    Scalar("n_out", I32),
+    launch=Launch(block=256, over="n_out", per_block=1),
+    doc="one level of the sum tree: sums and maxima of groups of FANOUT children",
+)
+
+SAMPLE = STEM.kernel(
+    "per_sample",
+    In("leaves", F32),
+    In("tree", F32),
+    In("layout", I32),
+    Out("indices", I32),
+    Out("weights", F32),
+    Out("probs", F32),
+    Out("state", U64),
+    Out("isv", F32, nullable=True),
+    Scalar("M", I32),
+    Scalar("N", I32),
+    Scalar("seed", U64),
+    Scalar("beta0", F32),
+    Scalar("anneal", F32),
+    Scalar("beta_idx", I32),
+    launch=Launch(block=256, over="M", per_block=SAMPLES_PER_BLOCK),
+    doc="M stratified samples by descent of the sum tree, with normalised IS weights",
+)
+
+UPDATE = STEM.kernel(
+    "per_update",
+    In("indices", I32),
+    In("delta", F32),
+    Out("leaves", F32),
+    Out("max_leaf", F32),
+    Scalar("M", I32),
+    Scalar("alpha", F32),
+    Scalar("eps", F32),
+    launch=OneBlock(1024),
+    doc="leaves[index] = (|delta| + eps)^alpha, the last occurrence of a repeated index wins",
+)

@@ -1,0 +1,195 @@
+"""Oracle of cuda/per.cu: prioritized replay push, sum-tree rebuild, sampling, priority update.
+
+The kernels' header states the contract; this file reproduces it operation for operation:
+slots in row order at the write head; tree levels summed in the kernel's order (four strided
+adds per thread, then halving 256 -> 1); the sampling descent with its per-lane sums,
+Hillis-Steele scan of the lanes and in-lane scan, all in float32, so the same leaves are drawn.
+Only powf (leaf values, importance weights) may differ from NumPy's power by an ulp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alpha_rl.reference.rng import Stream, rng_uniform
+
+F32 = np.float32
+FANOUT, PUSH_BLOCK, REDUCE_BLOCK, LANES = 1024, 256, 256, 32
+HEAD, TAG, TICKET, SAMPLE_EPOCH, SAMPLE_DONE, STATUS = 0, 1, 2, 3, 4, 5
+STATUS_EMPTY_SAMPLE = 1
+STATE_WORDS = 8
+
+
+def tree_layout(capacity: int) -> tuple[np.ndarray, int]:
+    """(layout [1 + 2 * levels] int32, total tree entries) of the internal levels for N leaves."""
+    sizes, size = [], capacity
+    while True:
+        size = -(-size // FANOUT)
+        sizes.append(size)
+        if size == 1:
+            break
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    layout = [len(sizes)] + [int(v) for pair in zip(offsets, sizes, strict=True) for v in pair]
+    return np.array(layout, dtype=np.int32), int(sum(sizes))
+
+
+def new_leaf(max_leaf: np.ndarray) -> np.float32:
+    """Leaf of a new transition without a given priority: the current max (1 when it is 0)."""
+    m = F32(max_leaf[0])
+    return m if m > 0 else F32(1)
+
+
+def per_push(
+    flags, h_t, h_tp1, action, reward, done, priority, max_leaf,
+    s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, slot_out, state, lookback,
+    n, H, mask, alpha, synthetic,
+) -> None:  # fmt: skip
+    """Push the flagged rows r < n at slots (head + flagged rows before r) & mask, in place."""
+    n, H = int(n), int(H)
+    if n <= 0:
+        return
+    flag = np.ones(n, bool) if flags is None else flags[:n] != 0
+    before = np.cumsum(flag) - flag
+    head = int(state[HEAD])
+    slots = (head + before) & int(mask)
+    if slot_out is not None:
+        slot_out[:n] = np.where(flag, slots, -1)
+    rows = np.flatnonzero(flag)
+    dst = slots[rows]
+    s_h_t.reshape(-1, H)[dst] = h_t.reshape(-1, H)[rows]
+    s_h_tp1.reshape(-1, H)[dst] = h_tp1.reshape(-1, H)[rows]
+    s_action[dst], s_reward[dst], s_done[dst] = action[rows], reward[rows], done[rows]
+    s_synthetic[dst] = 1 if synthetic else 0
+    if priority is None:
+        leaves[dst] = new_leaf(max_leaf)
+    else:
+        leaves[dst] = np.power(priority[rows].astype(F32), F32(alpha))
+    tag = (int(state[TAG]) + 1) & 0xFFFFFFFF
+    blocks = -(-n // PUSH_BLOCK)
+    counts = np.add.reduceat(flag.astype(np.int64), np.arange(0, n, PUSH_BLOCK))
+    inclusive = np.cumsum(counts).astype(np.uint64)
+    lookback[:blocks] = (np.uint64(tag) << np.uint64(32)) | inclusive
+    state[HEAD] = np.uint64(head + len(rows))
+    state[TAG] = state[TAG] + np.uint64(1)
+
+
+def per_tree_reduce(in_sum, in_max, out_sum, out_max, n_in, n_out) -> None:
+    """out[j] = sum and max of in[j*F .. j*F + F) in the kernel's order (see module docstring)."""
+    n_in, n_out = int(n_in), int(n_out)
+    children = np.zeros(n_out * FANOUT, F32)
+    maxima = np.zeros(n_out * FANOUT, F32)
+    children[:n_in] = in_sum[:n_in]
+    maxima[:n_in] = (in_sum if in_max is None else in_max)[:n_in]
+    grouped = children.reshape(n_out, FANOUT // REDUCE_BLOCK, REDUCE_BLOCK)
+    grouped_max = maxima.reshape(n_out, FANOUT // REDUCE_BLOCK, REDUCE_BLOCK)
+    acc = np.zeros((n_out, REDUCE_BLOCK), F32)
+    for k in range(FANOUT // REDUCE_BLOCK):
+        acc = acc + grouped[:, k, :]
+    top = np.max(grouped_max, axis=1)
+    width = REDUCE_BLOCK // 2
+    while width:
+        acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
+        width //= 2
+    out_sum[:n_out] = acc[:, 0]
+    out_max[:n_out] = top.max(axis=1)
+
+
+def _descend(children: np.ndarray, n_child: int, node: np.ndarray, u: np.ndarray):
+    """(child, running sum before it) for each sample, as one warp of the kernel finds them."""
+    m = len(node)
+    index = node[:, None] * FANOUT + np.arange(FANOUT)
+    vals = np.where(index < n_child, children[np.minimum(index, n_child - 1)], F32(0))
+    vals = vals.astype(F32).reshape(m, LANES, 32)
+    lane_sum = np.zeros((m, LANES), F32)
+    for j in range(32):
+        lane_sum = lane_sum + vals[:, :, j]
+    inclusive = lane_sum.copy()
+    offset = 1
+    while offset < LANES:
+        shifted = inclusive.copy()
+        shifted[:, offset:] = inclusive[:, :-offset] + inclusive[:, offset:]
+        inclusive = shifted
+        offset *= 2
+    exclusive = np.concatenate([np.zeros((m, 1), F32), inclusive[:, :-1]], axis=1)
+    positive = lane_sum > 0
+    hit = (u[:, None] < inclusive) & positive
+    last_positive = LANES - 1 - np.argmax(positive[:, ::-1], axis=1)
+    chosen = np.where(hit.any(axis=1), np.argmax(hit, axis=1), last_positive)
+    rows = np.arange(m)
+    run = exclusive[rows, chosen]
+    lane_vals = vals[rows, chosen, :]
+    pick, last = np.full(m, -1), np.full(m, -1)
+    pick_before, last_before = np.zeros(m, F32), np.zeros(m, F32)
+    for j in range(32):
+        prev, v = run, lane_vals[:, j]
+        run = run + v
+        pos = v > 0
+        last, last_before = np.where(pos, j, last), np.where(pos, prev, last_before)
+        new = (pick < 0) & pos & (u < run)
+        pick, pick_before = np.where(new, j, pick), np.where(new, prev, pick_before)
+    missing = pick < 0
+    pick, pick_before = np.where(missing, last, pick), np.where(missing, last_before, pick_before)
+    return node * FANOUT + chosen * 32 + pick, pick_before.astype(F32)
+
+
+def _draw(leaves, tree, layout, frac, size, total) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and probabilities of the samples at fractions `frac` of the total."""
+    levels = int(layout[0])
+    u = frac * total
+    node = np.zeros(len(frac), np.int64)
+    for level in range(levels, 0, -1):
+        if level == 1:
+            children, n_child = leaves, len(leaves)
+        else:
+            offset, n_child = int(layout[2 * level - 3]), int(layout[2 * level - 2])
+            children = tree[offset : offset + n_child]
+        node, before = _descend(children, n_child, node, u)
+        u = u - before
+    return node.astype(np.int32), leaves[node] / total
+
+
+def per_sample(
+    leaves, tree, layout, indices, weights, probs, state, isv,
+    M, N, seed, beta0, anneal, beta_idx,
+) -> None:  # fmt: skip
+    """M stratified draws, u_i = (i + U_i) / M * total, with normalised IS weights (in place)."""
+    M, N = int(M), int(N)
+    size = min(int(state[HEAD]), N)
+    epoch = int(state[SAMPLE_EPOCH])
+    total = F32(tree[int(layout[2 * int(layout[0]) - 1])])
+    i = np.arange(M, dtype=np.uint64)
+    U = rng_uniform(int(seed), Stream.PER, np.uint64(epoch * M) + i)
+    frac = (i.astype(F32) + U) / F32(M)
+    if size == 0:
+        idx, p = np.full(M, -1, np.int32), np.zeros(M, F32)
+    elif not total > 0:
+        idx = np.minimum(size - 1, (frac * F32(size)).astype(np.int32))
+        p = np.full(M, F32(1) / F32(size), F32)
+    else:
+        idx, p = _draw(leaves[:N], tree, layout, frac, size, total)
+    indices[:M], probs[:M] = idx, p
+    beta = min(F32(1), F32(beta0) + (F32(1) - F32(beta0)) * (F32(epoch) / F32(anneal)))
+    if size == 0:
+        weights[:M] = 0
+        state[STATUS] = state[STATUS] | np.uint64(STATUS_EMPTY_SAMPLE)
+    else:
+        w_max = np.power(F32(size) * p.min(), -beta)
+        weights[:M] = np.power(F32(size) * p, -beta) / w_max
+    if isv is not None and beta_idx >= 0:
+        isv[beta_idx] = beta
+    state[SAMPLE_EPOCH] = np.uint64(epoch + 1)
+
+
+def per_update(indices, delta, leaves, max_leaf, M, alpha, eps) -> None:
+    """leaves[i] = (|delta| + eps)^alpha; a repeated index keeps its last occurrence's value;
+    max_leaf is raised to the largest new value."""
+    M = int(M)
+    idx = indices[:M]
+    last = np.zeros(M, bool)
+    _, first_reversed = np.unique(idx[::-1], return_index=True)
+    last[M - 1 - first_reversed] = True
+    keep = last & (idx >= 0)
+    values = np.power(np.abs(delta[:M]) + F32(eps), F32(alpha)).astype(F32)
+    leaves[idx[keep]] = values[keep]
+    if keep.any():
+        max_leaf[0] = max(F32(max_leaf[0]), values[keep].max())

@@ -1,0 +1,193 @@
+"""Prioritized experience replay on either backend (DESIGN §6).
+
+`Replay` owns the transition storage, the leaves (priority^alpha), the sum tree and the device
+counters, and launches the per_* kernels: `push` (real or synthetic transitions, any number of
+rows, flags optional), `rebuild` (the tree from the leaves, once per step after the pushes),
+`sample` (M stratified indices and importance weights; β annealed on the device),
+`update` (priorities from TD errors). Nothing is copied to the host except by `size`,
+`check` and `read_*`, meant for log points and tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from alpha_rl.backend.base import Backend, DeviceArray
+from alpha_rl.errors import ConfigError, ReplayError
+from alpha_rl.isv import DeviceIsv
+from alpha_rl.kernels import per
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
+
+F32, I32 = np.float32, np.int32
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Settings of the replay (conf/replay/per.yaml)."""
+
+    capacity_log2: int
+    alpha: float
+    beta0: float
+    beta_anneal_updates: int
+    eps: float
+    batch_size: int
+
+    @property
+    def capacity(self) -> int:
+        return 1 << self.capacity_log2
+
+    @classmethod
+    def from_cfg(cls, node: DictConfig) -> ReplayConfig:
+        """Typed and range-checked `replay` config; errors name the key."""
+        cfg = cls(int(node.capacity_log2), float(node.alpha), float(node.beta0),
+                  int(node.beta_anneal_updates), float(node.eps), int(node.batch_size))  # fmt: skip
+        checks = [
+            (1 <= cfg.capacity_log2 <= 30, "replay.capacity_log2 must be in 1..30"),
+            (cfg.alpha >= 0, "replay.alpha must be >= 0"),
+            (0 <= cfg.beta0 <= 1, "replay.beta0 must be in [0, 1]"),
+            (cfg.beta_anneal_updates >= 1, "replay.beta_anneal_updates must be >= 1"),
+            (cfg.eps > 0, "replay.eps must be > 0 (a zero priority is never sampled again)"),
+            (1 <= cfg.batch_size <= per.MAX_BATCH,
+             f"replay.batch_size must be in 1..{per.MAX_BATCH}"),
+        ]  # fmt: skip
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{message} (see conf/replay/)")
+        return cfg
+
+
+class Replay:
+    """The replay buffer of one run; `max_push` bounds the rows of one push call."""
+
+    def __init__(
+        self,
+        cfg: ReplayConfig,
+        obs_dim: int,
+        runtime: KernelRuntime,
+        seed: int,
+        max_push: int,
+        isv: DeviceIsv | None = None,
+    ) -> None:
+        self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
+        self.isv = isv
+        N, be = cfg.capacity, runtime.backend
+        if not 1 <= max_push <= N:
+            raise ConfigError(
+                f"a push of up to {max_push} rows needs replay capacity >= it (N={N})"
+            )
+        self.max_push = max_push
+        self.layout_host, tree_size = tree_layout(N)
+        levels = int(self.layout_host[0])
+        self.top = int(self.layout_host[2 * levels - 1])
+        self.arrays: dict[str, DeviceArray] = {
+            "s_h_t": be.zeros(N * obs_dim, F32),
+            "s_h_tp1": be.zeros(N * obs_dim, F32),
+            "s_action": be.zeros(N, I32),
+            "s_reward": be.zeros(N, F32),
+            "s_done": be.zeros(N, F32),
+            "s_synthetic": be.zeros(N, np.uint8),
+            "leaves": be.zeros(N, F32),
+            "tree": be.zeros(tree_size, F32),
+            "tree_max": be.zeros(tree_size, F32),
+            "layout": be.upload(self.layout_host),
+            "state": be.zeros(STATE_WORDS, np.uint64),
+            "lookback": be.zeros(-(-max_push // per.PUSH_BLOCK), np.uint64),
+            "indices": be.zeros(cfg.batch_size, I32),
+            "weights": be.zeros(cfg.batch_size, F32),
+            "probs": be.zeros(cfg.batch_size, F32),
+        }
+        self.max_leaf = self.arrays["tree_max"][self.top : self.top + 1]
+        self.beta_idx = -1
+        if isv is not None and "per_beta" in isv.layout.names():
+            self.beta_idx = int(isv.layout.index("per_beta"))
+        bind = runtime.bind
+        self._push, self._reduce = bind(per.PUSH), bind(per.TREE_REDUCE)
+        self._sample, self._update = bind(per.SAMPLE), bind(per.UPDATE)
+        self._pushed = False
+
+    @property
+    def backend(self) -> Backend:
+        return self.runtime.backend
+
+    def push(
+        self,
+        h_t: DeviceArray,
+        h_tp1: DeviceArray,
+        action: DeviceArray,
+        reward: DeviceArray,
+        done: DeviceArray,
+        *,
+        flags: DeviceArray | None = None,
+        priority: DeviceArray | None = None,
+        synthetic: bool = False,
+        slot_out: DeviceArray | None = None,
+        stream: Any = None,
+    ) -> None:
+        """Push rows r < len(action) (those with flags[r] != 0, when flags are given)."""
+        n = int(action.shape[0])
+        if n > self.max_push:
+            raise ReplayError(f"push of {n} rows: this replay was sized for {self.max_push}")
+        a, c = self.arrays, self.cfg
+        self._push(
+            flags, h_t, h_tp1, action, reward, done, priority, self.max_leaf,
+            a["s_h_t"], a["s_h_tp1"], a["s_action"], a["s_reward"], a["s_done"],
+            a["s_synthetic"], a["leaves"], slot_out, a["state"], a["lookback"],
+            n, self.obs_dim, c.capacity - 1, c.alpha, int(synthetic),
+            stream=stream,
+        )  # fmt: skip
+        self._pushed = self._pushed or n > 0
+
+    def rebuild(self, stream: Any = None) -> None:
+        """Recompute every tree level (sums and maxima) from the leaves."""
+        a, layout = self.arrays, self.layout_host
+        in_sum, in_max, n_in = a["leaves"], None, self.cfg.capacity
+        for level in range(1, int(layout[0]) + 1):
+            offset, size = int(layout[2 * level - 1]), int(layout[2 * level])
+            out_sum = a["tree"][offset : offset + size]
+            out_max = a["tree_max"][offset : offset + size]
+            self._reduce(in_sum, in_max, out_sum, out_max, n_in, size, stream=stream)
+            in_sum, in_max, n_in = out_sum, out_max, size
+
+    def sample(self, stream: Any = None) -> tuple[DeviceArray, DeviceArray]:
+        """(indices [M] int32, weights [M] float32) of a stratified prioritized batch."""
+        if not self._pushed:
+            raise ReplayError("sample from an empty replay buffer: push transitions before the "
+                              "first learner update (and rebuild the tree)")  # fmt: skip
+        a, c = self.arrays, self.cfg
+        isv = self.isv.array if self.isv is not None else None
+        self._sample(
+            a["leaves"], a["tree"], a["layout"], a["indices"], a["weights"], a["probs"],
+            a["state"], isv, c.batch_size, c.capacity, self.seed, c.beta0,
+            float(c.beta_anneal_updates), self.beta_idx,
+            stream=stream,
+        )  # fmt: skip
+        return a["indices"], a["weights"]
+
+    def update(self, indices: DeviceArray, delta: DeviceArray, stream: Any = None) -> None:
+        """Priorities of the sampled slots from their TD errors: (|delta| + eps)^alpha."""
+        a, c = self.arrays, self.cfg
+        self._update(indices, delta, a["leaves"], self.max_leaf, int(indices.shape[0]), c.alpha,
+                     c.eps, stream=stream)  # fmt: skip
+
+    # --- host reads (log points and tests) ---
+    def read_state(self) -> np.ndarray:
+        return self.backend.download(self.arrays["state"])
+
+    def size(self) -> int:
+        """Transitions held (a device->host read)."""
+        return int(min(int(self.read_state()[HEAD]), self.cfg.capacity))
+
+    def total(self) -> float:
+        """The tree's total priority mass as of the last rebuild (a device->host read)."""
+        return float(self.backend.download(self.arrays["tree"][self.top : self.top + 1])[0])
+
+    def check(self) -> None:
+        """Raise ReplayError when a batch was sampled from an empty buffer (a device read)."""
+        if int(self.read_state()[STATUS]) & STATUS_EMPTY_SAMPLE:
+            raise ReplayError("a batch was sampled while the replay buffer was empty "
+                              "(every pushed row had flag 0); its weights are 0")  # fmt: skip
