@@ -10,7 +10,8 @@
 //   layout [1 + 2 * levels] i32 = {levels, offset_1, size_1, offset_2, size_2, ...};
 //   state [PER_STATE_WORDS] u64, lookback [max push blocks] u64: see per_push.cuh.
 //
-// per_push (PER_PUSH_BLOCK threads a block, ceil(n / PER_PUSH_BLOCK) blocks): row r < n is
+// per_push (PER_PUSH_BLOCK threads a block, ceil(n / PER_PUSH_BLOCK) blocks; a block's rows are
+//   copied by all its threads together, consecutive threads on consecutive floats): row r < n is
 //   pushed iff flags is NULL or flags[r] != 0, into slot (head + pushed rows before r) mod N;
 //   its leaf is priority[r]^alpha, or max_leaf (1 when that is 0) when priority is NULL.
 //   slot_out[r] = the slot or -1 (when slot_out is not NULL).
@@ -35,7 +36,7 @@
 #include "rng.cuh"
 
 #define PER_FANOUT 1024
-#define PER_PUSH_BLOCK 256
+#define PER_PUSH_BLOCK 1024
 #define PER_REDUCE_BLOCK 256
 #define PER_SAMPLE_BLOCK 256
 #define PER_UPDATE_BLOCK 1024
@@ -56,17 +57,26 @@ per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
          float* __restrict__ leaves, int* __restrict__ slot_out, unsigned long long* __restrict__ state,
          unsigned long long* __restrict__ lookback, int n, int H, unsigned long long mask,
          float alpha, int synthetic) {
+    __shared__ long long s_slot[PER_PUSH_BLOCK];
     const int ticket = per_push_ticket(state);
-    const int row = ticket * PER_PUSH_BLOCK + static_cast<int>(threadIdx.x);
+    const int first_row = ticket * PER_PUSH_BLOCK;
+    const int row = first_row + static_cast<int>(threadIdx.x);
     const bool flag = row < n && (flags == nullptr || flags[row] != 0);
     const long long slot = per_push_claim(state, lookback, ticket, gridDim.x, flag, mask);
+    s_slot[threadIdx.x] = slot;
     if (row < n && slot_out != nullptr) slot_out[row] = static_cast<int>(slot);
-    if (slot < 0) return;
-    const size_t src = static_cast<size_t>(row) * H, dst = static_cast<size_t>(slot) * H;
-    for (int k = 0; k < H; ++k) {
-        s_h_t[dst + k] = h_t[src + k];
-        s_h_tp1[dst + k] = h_tp1[src + k];
+    __syncthreads();
+    const int rows = min(PER_PUSH_BLOCK, n - first_row);
+    for (int e = threadIdx.x; e < rows * H; e += PER_PUSH_BLOCK) {  // coalesced row copies
+        const int r = e / H, k = e - r * H;
+        const long long dst_slot = s_slot[r];
+        if (dst_slot < 0) continue;
+        const size_t src = static_cast<size_t>(first_row + r) * H + k;
+        const size_t dst = static_cast<size_t>(dst_slot) * H + k;
+        s_h_t[dst] = h_t[src];
+        s_h_tp1[dst] = h_tp1[src];
     }
+    if (slot < 0) return;
     s_action[slot] = action[row];
     s_reward[slot] = reward[row];
     s_done[slot] = done[row];
@@ -229,15 +239,24 @@ per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
 extern "C" __global__ void __launch_bounds__(PER_UPDATE_BLOCK)
 per_update(const int* __restrict__ indices, const float* __restrict__ delta,
            float* __restrict__ leaves, float* __restrict__ max_leaf, int M, float alpha, float eps) {
-    __shared__ int s_idx[PER_MAX_BATCH];
+    __shared__ __align__(16) int s_idx[PER_MAX_BATCH + 4];
     if (M > PER_MAX_BATCH) return;
-    for (int k = threadIdx.x; k < M; k += PER_UPDATE_BLOCK) s_idx[k] = indices[k];
+    for (int k = threadIdx.x; k < M + 4; k += PER_UPDATE_BLOCK) s_idx[k] = k < M ? indices[k] : -2;
     __syncthreads();
+    const int4* quads = reinterpret_cast<const int4*>(s_idx);
+    const int n_quads = (M + 3) >> 2;
     for (int k = threadIdx.x; k < M; k += PER_UPDATE_BLOCK) {
         const int slot = s_idx[k];
         if (slot < 0) continue;
+        // does the slot occur again after position k? branch-free over quads, so the shared
+        // loads overlap instead of waiting on one another
         bool repeated_later = false;
-        for (int j = k + 1; j < M && !repeated_later; ++j) repeated_later = s_idx[j] == slot;
+        for (int q = (k + 1) >> 2; q < n_quads; ++q) {
+            const int4 w = quads[q];
+            const int at = q << 2;
+            repeated_later |= (at > k && w.x == slot) | (at + 1 > k && w.y == slot) |
+                              (at + 2 > k && w.z == slot) | (at + 3 > k && w.w == slot);
+        }
         if (repeated_later) continue;
         const float value = powf(ADD(fabsf(delta[k]), eps), alpha);
         leaves[slot] = value;

@@ -223,3 +223,16 @@ def test_config_is_checked() -> None:
     assert ReplayConfig.from_cfg(cfg.replay).capacity == 2**20
     with pytest.raises(ConfigError, match="needs replay capacity"):
         make_replay(NumpyBackend(), 3, max_push=9)
+
+
+def test_launch_constants_match_the_cuda_source() -> None:
+    import re
+
+    from alpha_rl import paths
+    from alpha_rl.reference import per as ref
+
+    text = (paths.cuda_dir() / "per.cu").read_text()
+    defined = {k: int(v) for k, v in re.findall(r"#define PER_(\w+) (\d+)", text)}
+    assert defined == {"FANOUT": ref.FANOUT, "PUSH_BLOCK": ref.PUSH_BLOCK,
+                       "REDUCE_BLOCK": ref.REDUCE_BLOCK, "SAMPLE_BLOCK": ref.SAMPLE_BLOCK,
+                       "UPDATE_BLOCK": ref.UPDATE_BLOCK, "MAX_BATCH": ref.MAX_BATCH}  # fmt: skip

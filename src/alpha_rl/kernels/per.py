@@ -3,15 +3,14 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
+from alpha_rl.reference import per as ref
 
 STEM = Stem("per")
 
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 
-FANOUT = 1024  # PER_FANOUT
-PUSH_BLOCK = 256  # PER_PUSH_BLOCK
-SAMPLES_PER_BLOCK = 8  # PER_SAMPLE_BLOCK / 32: one warp per sample
-MAX_BATCH = 4096  # PER_MAX_BATCH
+FANOUT, PUSH_BLOCK, MAX_BATCH = ref.FANOUT, ref.PUSH_BLOCK, ref.MAX_BATCH  # = cuda/per.cu
+SAMPLES_PER_BLOCK = ref.SAMPLE_BLOCK // 32  # one warp per sample
 
 PUSH = STEM.kernel(
     "per_push",
@@ -50,7 +49,7 @@ TREE_REDUCE = STEM.kernel(
     Out("out_max", F32),
     Scalar("n_in", I32),
     Scalar("n_out", I32),
-    launch=Launch(block=256, over="n_out", per_block=1),
+    launch=Launch(block=ref.REDUCE_BLOCK, over="n_out", per_block=1),
     doc="one level of the sum tree: sums and maxima of groups of FANOUT children",
 )
 
@@ -70,7 +69,7 @@ SAMPLE = STEM.kernel(
     Scalar("beta0", F32),
     Scalar("anneal", F32),
     Scalar("beta_idx", I32),
-    launch=Launch(block=256, over="M", per_block=SAMPLES_PER_BLOCK),
+    launch=Launch(block=ref.SAMPLE_BLOCK, over="M", per_block=SAMPLES_PER_BLOCK),
     doc="M stratified samples by descent of the sum tree, with normalised IS weights",
 )
 
@@ -83,6 +82,6 @@ UPDATE = STEM.kernel(
     Scalar("M", I32),
     Scalar("alpha", F32),
     Scalar("eps", F32),
-    launch=OneBlock(1024),
+    launch=OneBlock(ref.UPDATE_BLOCK),
     doc="leaves[index] = (|delta| + eps)^alpha, the last occurrence of a repeated index wins",
 )
