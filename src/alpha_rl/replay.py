@@ -102,6 +102,12 @@ class Replay:
             "probs": be.zeros(cfg.batch_size, F32),
         }
         self.max_leaf = self.arrays["tree_max"][self.top : self.top + 1]
+        self._levels = []  # (sums, maxima, entries) views of each internal level, bottom up
+        for level in range(1, levels + 1):
+            offset, size = int(self.layout_host[2 * level - 1]), int(self.layout_host[2 * level])
+            level_slice = slice(offset, offset + size)
+            sums, maxima = self.arrays["tree"][level_slice], self.arrays["tree_max"][level_slice]
+            self._levels.append((sums, maxima, size))
         self.beta_idx = -1
         if isv is not None and "per_beta" in isv.layout.names():
             self.beta_idx = int(isv.layout.index("per_beta"))
@@ -144,17 +150,14 @@ class Replay:
 
     def rebuild(self, stream: Any = None) -> None:
         """Recompute every tree level (sums and maxima) from the leaves."""
-        a, layout = self.arrays, self.layout_host
-        in_sum, in_max, n_in = a["leaves"], None, self.cfg.capacity
-        for level in range(1, int(layout[0]) + 1):
-            offset, size = int(layout[2 * level - 1]), int(layout[2 * level])
-            out_sum = a["tree"][offset : offset + size]
-            out_max = a["tree_max"][offset : offset + size]
+        in_sum, in_max, n_in = self.arrays["leaves"], None, self.cfg.capacity
+        for out_sum, out_max, size in self._levels:
             self._reduce(in_sum, in_max, out_sum, out_max, n_in, size, stream=stream)
             in_sum, in_max, n_in = out_sum, out_max, size
 
     def sample(self, stream: Any = None) -> tuple[DeviceArray, DeviceArray]:
-        """(indices [M] int32, weights [M] float32) of a stratified prioritized batch."""
+        """(indices [M] int32, weights [M] float32) of a stratified prioritized batch: the
+        replay's own buffers, overwritten by the next call."""
         if not self._pushed:
             raise ReplayError("sample from an empty replay buffer: push transitions before the "
                               "first learner update (and rebuild the tree)")  # fmt: skip
