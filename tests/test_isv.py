@@ -102,8 +102,8 @@ def test_same_name_in_two_groups_is_refused() -> None:
 
 
 def test_index_beyond_size_is_refused() -> None:
-    cfg, choices = compose_train(["isv.size=555"])  # per_beta sits at 560
-    with pytest.raises(IsvLayoutError, match=r"'per_beta'.*occupies 560..560, beyond isv.size=555"):
+    cfg, choices = compose_train(["isv.size=572"])  # epsilon sits at 572, grad_norm at 573
+    with pytest.raises(IsvLayoutError, match=r"'epsilon'.*occupies 572..572, beyond isv.size=572"):
         layout_from_config(cfg, choices)
 
 

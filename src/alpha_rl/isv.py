@@ -103,6 +103,7 @@ def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
         )
     ]
     need.append(("per_beta", "the replay's importance weights"))
+    need += [(name, "the learner") for name in ("loss_q", "loss_aux", "epsilon", "grad_norm")]
     if cfg.reward.stride == 7:
         need += [
             (name, "reward=stride7")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,7 @@ class Launch:
     block: int
     over: str | None = None
     per_block: int | None = None
+    blocks: Callable[[Mapping[str, Any]], int] | None = None  # blocks from the scalars, if set
 
     @property
     def items_per_block(self) -> int:
@@ -96,6 +98,8 @@ class Launch:
 
     def grid(self, scalars: Mapping[str, int]) -> tuple[int, int, int]:
         """Grid for the given scalar values: ceil(n / items per block) blocks, or exactly one."""
+        if self.blocks is not None:
+            return (int(self.blocks(scalars)), 1, 1)
         if self.over is None:
             return (1, 1, 1)
         return (math.ceil(int(scalars[self.over]) / self.items_per_block), 1, 1)

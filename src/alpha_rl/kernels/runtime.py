@@ -112,6 +112,8 @@ class BoundKernel:
         over = decl.launch.over
         self._over = names.index(over) if over is not None else None
         self._per_block = decl.launch.items_per_block
+        self._blocks = decl.launch.blocks
+        self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
         if len(args) != len(self._convert):
@@ -120,7 +122,12 @@ class BoundKernel:
                 f"{self.decl.name}({names}) takes {len(self._convert)} arguments, got {len(args)}"
             )
         values = [convert(v) for convert, v in zip(self._convert, args, strict=True)]
-        if self._over is None:
+        if self._blocks is not None:
+            blocks = int(self._blocks({name: values[i] for i, name in self._scalar_names}))
+            if blocks <= 0:
+                return
+            grid = (blocks, 1, 1)
+        elif self._over is None:
             grid = (1, 1, 1)
         else:
             blocks = -(-int(values[self._over]) // self._per_block)

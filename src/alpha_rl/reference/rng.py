@@ -26,6 +26,7 @@ class Stream(enum.IntEnum):
     MARKET = 3
     INIT = 4
     ENV = 5
+    PARAMS = 6
 
 
 def _mulhilo(m: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,249 @@
+// dqn.cu — the double-DQN learner around the MLP (DESIGN §7): batch gather, TD loss l_q,
+// gradient norm, Adam, target sync, epsilon-greedy action selection, the aux direction head.
+//
+// dqn_gather: for i < M, k < H (one thread per element): x_t[i, k] = s_h_t[idx_i, k],
+//   x_tp1[i, k] = s_h_tp1[idx_i, k], and (k == 0) action, reward, done of idx_i; a negative
+//   index gives zeros.
+// dqn_td (one block of DQN_BLOCK threads, M <= DQN_MAX_BATCH): for each i,
+//   a* = argmax_a q_tp1[i, a] (first on ties), y = r + gamma * (1 - cut_on_done * done) *
+//   q_tp1_target[i, a*], delta_i = y - q_t[i, action_i];
+//   l_q = (1/M) sum_i w_i * huber(delta_i), huber(d) = d^2 / 2 if |d| <= kappa else
+//   kappa * (|d| - kappa / 2), into isv[loss_idx]; dq[i, a] = -(w_i / M) clip(delta_i, +-kappa)
+//   for a = action_i, 0 elsewhere (the gradient of l_q with respect to q_t).
+// dqn_grad_norm (one block): norm = sqrt(sum g^2) into stats[0] and isv[norm_idx];
+//   counters[0] (Adam's step t) += 1.
+// dqn_adam (one thread per parameter): g' = g * min(1, clip / norm) when clip > 0;
+//   m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
+//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = counters[0].
+// dqn_target_sync (one thread per parameter): tau > 0: target = tau p + (1 - tau) target;
+//   else target = p when t % period == 0.
+// dqn_act (one thread per env): eps = eps_end + (eps_start - eps_end) * max(0, 1 - s / decay),
+//   s = counters[1]; u1, u2 = rng_uniform(seed, ACT, 2 (s B + b) + {0, 1}); u1 < eps: action
+//   = min(A - 1, floor(u2 A)), else argmax_a q[b, a]. The last block to finish advances s and
+//   writes eps to isv[eps_idx]. counters[2] is the blocks-done scratch.
+// dqn_aux_predict (one thread per env): p_up[b] = sigmoid(w[H] + sum_k w[k] h[b, k]).
+// dqn_aux_train (blocks of DQN_AUX_ROWS rows, one thread per weight): y_b = 1 if post_mid >
+//   fill_mid, 0 if below, unlabeled if equal; over labeled rows g = mean (p_up - y) [h, 1],
+//   l_aux = mean BCE (p clamped to [1e-7, 1 - 1e-7]); partial sums per block in partial
+//   [blocks, H + 3], summed in block order by the last block, which applies w -= lr * g and
+//   writes l_aux to isv[loss_idx] (no labeled row: nothing changes). counters[3]: scratch.
+#include "common.cuh"
+#include "rng.cuh"
+
+#define DQN_BLOCK 1024
+#define DQN_MAX_BATCH 4096
+#define DQN_AUX_ROWS 1024
+#define DQN_ADAM_STEP 0
+#define DQN_ACT_STEP 1
+#define DQN_ACT_DONE 2
+#define DQN_AUX_DONE 3
+
+__device__ __forceinline__ bool last_block_done(unsigned long long* counter) {
+    __shared__ bool is_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        is_last = atomicAdd(counter, 1ull) == gridDim.x - 1;
+    }
+    __syncthreads();
+    return is_last;
+}
+
+extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* __restrict__ s_h_t,
+                                      const float* __restrict__ s_h_tp1,
+                                      const int* __restrict__ s_action,
+                                      const float* __restrict__ s_reward,
+                                      const float* __restrict__ s_done, float* __restrict__ x_t,
+                                      float* __restrict__ x_tp1, int* __restrict__ action,
+                                      float* __restrict__ reward, float* __restrict__ done, int M,
+                                      int H) {
+    const int e = global_index_1d();
+    if (e >= M * H) return;
+    const int i = e / H, k = e - i * H;
+    const int slot = idx[i];
+    const size_t src = static_cast<size_t>(slot) * H + k;
+    x_t[e] = slot >= 0 ? s_h_t[src] : 0.0f;
+    x_tp1[e] = slot >= 0 ? s_h_tp1[src] : 0.0f;
+    if (k == 0) {
+        action[i] = slot >= 0 ? s_action[slot] : 0;
+        reward[i] = slot >= 0 ? s_reward[slot] : 0.0f;
+        done[i] = slot >= 0 ? s_done[slot] : 0.0f;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
+dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
+       const float* __restrict__ q_tp1_target, const int* __restrict__ action,
+       const float* __restrict__ reward, const float* __restrict__ done,
+       const float* __restrict__ weight, float* __restrict__ delta, float* __restrict__ dq,
+       float* __restrict__ isv, int M, int A, float gamma, int cut_on_done, float kappa,
+       int loss_idx) {
+    __shared__ float partial[DQN_BLOCK];
+    float loss = 0.0f;
+    for (int i = threadIdx.x; i < M; i += DQN_BLOCK) {
+        const float* row = q_tp1 + static_cast<size_t>(i) * A;
+        int best = 0;
+        for (int a = 1; a < A; ++a) best = row[a] > row[best] ? a : best;
+        const float cont = cut_on_done ? 1.0f - done[i] : 1.0f;
+        const float y = reward[i] + gamma * cont * q_tp1_target[static_cast<size_t>(i) * A + best];
+        const int a_i = action[i];
+        const float d = y - q_t[static_cast<size_t>(i) * A + a_i];
+        const float ad = fabsf(d);
+        const float huber = ad <= kappa ? 0.5f * d * d : kappa * (ad - 0.5f * kappa);
+        loss += weight[i] * huber;
+        delta[i] = d;
+        const float g = -(weight[i] / static_cast<float>(M)) * fminf(fmaxf(d, -kappa), kappa);
+        for (int a = 0; a < A; ++a) dq[static_cast<size_t>(i) * A + a] = a == a_i ? g : 0.0f;
+    }
+    partial[threadIdx.x] = loss;
+    __syncthreads();
+    for (int width = DQN_BLOCK / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && isv != nullptr && loss_idx >= 0) {
+        isv[loss_idx] = partial[0] / static_cast<float>(M);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
+dqn_grad_norm(const float* __restrict__ grad, float* __restrict__ stats,
+              unsigned long long* __restrict__ counters, float* __restrict__ isv, int P,
+              int norm_idx) {
+    __shared__ float partial[DQN_BLOCK];
+    float s = 0.0f;
+    for (int k = threadIdx.x; k < P; k += DQN_BLOCK) s += grad[k] * grad[k];
+    partial[threadIdx.x] = s;
+    __syncthreads();
+    for (int width = DQN_BLOCK / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const float norm = sqrtf(partial[0]);
+        stats[0] = norm;
+        if (isv != nullptr && norm_idx >= 0) isv[norm_idx] = norm;
+        counters[DQN_ADAM_STEP] += 1ull;
+    }
+}
+
+extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float* __restrict__ stats,
+                                    const unsigned long long* __restrict__ counters,
+                                    float* __restrict__ param, float* __restrict__ m,
+                                    float* __restrict__ v, int P, float lr, float beta1,
+                                    float beta2, float eps, float clip) {
+    const int k = global_index_1d();
+    if (k >= P) return;
+    const float norm = stats[0];
+    const float scale = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
+    const float g = grad[k] * scale;
+    const float t = static_cast<float>(counters[DQN_ADAM_STEP]);
+    const float mk = beta1 * m[k] + (1.0f - beta1) * g;
+    const float vk = beta2 * v[k] + (1.0f - beta2) * g * g;
+    m[k] = mk;
+    v[k] = vk;
+    const float m_hat = mk / (1.0f - powf(beta1, t));
+    const float v_hat = vk / (1.0f - powf(beta2, t));
+    param[k] -= lr * m_hat / (sqrtf(v_hat) + eps);
+}
+
+extern "C" __global__ void dqn_target_sync(const float* __restrict__ param,
+                                           const unsigned long long* __restrict__ counters,
+                                           float* __restrict__ target, int P, float tau,
+                                           int period) {
+    const int k = global_index_1d();
+    if (k >= P) return;
+    if (tau > 0.0f) {
+        target[k] = tau * param[k] + (1.0f - tau) * target[k];
+    } else if (counters[DQN_ADAM_STEP] % static_cast<unsigned long long>(period) == 0ull) {
+        target[k] = param[k];
+    }
+}
+
+extern "C" __global__ void dqn_act(const float* __restrict__ q, int* __restrict__ action,
+                                   unsigned long long* __restrict__ counters,
+                                   float* __restrict__ isv, int B, int A,
+                                   unsigned long long seed, float eps_start, float eps_end,
+                                   float decay, int eps_idx) {
+    const int b = global_index_1d();
+    const unsigned long long s = counters[DQN_ACT_STEP];
+    // rounded op by op (no contraction), so the oracle reproduces eps and each u1 < eps exactly
+    const float frac = fmaxf(0.0f, __fsub_rn(1.0f, __fdiv_rn(static_cast<float>(s), decay)));
+    const float eps = __fadd_rn(eps_end, __fmul_rn(__fsub_rn(eps_start, eps_end), frac));
+    if (b < B) {
+        const unsigned long long base = 2ull * (s * static_cast<unsigned long long>(B) + b);
+        const float u1 = rng_uniform(seed, RNG_STREAM_ACT, base);
+        const float* row = q + static_cast<size_t>(b) * A;
+        int best = 0;
+        for (int a = 1; a < A; ++a) best = row[a] > row[best] ? a : best;
+        if (u1 < eps) {
+            const float u2 = rng_uniform(seed, RNG_STREAM_ACT, base + 1ull);
+            best = min(A - 1, static_cast<int>(__fmul_rn(u2, static_cast<float>(A))));
+        }
+        action[b] = best;
+    }
+    if (last_block_done(counters + DQN_ACT_DONE) && threadIdx.x == 0) {
+        counters[DQN_ACT_STEP] = s + 1ull;
+        counters[DQN_ACT_DONE] = 0ull;
+        if (isv != nullptr && eps_idx >= 0) isv[eps_idx] = eps;
+    }
+}
+
+extern "C" __global__ void dqn_aux_predict(const float* __restrict__ h, const float* __restrict__ w,
+                                           float* __restrict__ p_up, int B, int H) {
+    const int b = global_index_1d();
+    if (b >= B) return;
+    float z = w[H];
+    for (int k = 0; k < H; ++k) z += w[k] * h[static_cast<size_t>(b) * H + k];
+    p_up[b] = 1.0f / (1.0f + expf(-z));
+}
+
+extern "C" __global__ void dqn_aux_train(const float* __restrict__ h,
+                                         const float* __restrict__ p_up,
+                                         const float* __restrict__ fill_mid,
+                                         const float* __restrict__ post_mid,
+                                         float* __restrict__ w, float* __restrict__ partial,
+                                         unsigned long long* __restrict__ counters,
+                                         float* __restrict__ isv, int B, int H, float lr,
+                                         int loss_idx) {
+    const int j = threadIdx.x;  // weight j < H, the bias at H; H + 1 and H + 2: loss and count
+    const int first = blockIdx.x * DQN_AUX_ROWS, last = min(B, first + DQN_AUX_ROWS);
+    float acc = 0.0f;
+    if (j <= H + 2) {
+        for (int b = first; b < last; ++b) {
+            const float up = post_mid[b], before = fill_mid[b];
+            if (up == before) continue;
+            const float y = up > before ? 1.0f : 0.0f;
+            const float p = p_up[b];
+            if (j < H) {
+                acc += (p - y) * h[static_cast<size_t>(b) * H + j];
+            } else if (j == H) {
+                acc += p - y;
+            } else if (j == H + 1) {
+                const float pc = fminf(fmaxf(p, 1e-7f), 1.0f - 1e-7f);
+                acc += -(y * logf(pc) + (1.0f - y) * logf(1.0f - pc));
+            } else {
+                acc += 1.0f;
+            }
+        }
+        partial[static_cast<size_t>(blockIdx.x) * (H + 3) + j] = acc;
+    }
+    if (!last_block_done(counters + DQN_AUX_DONE)) return;
+    __shared__ float count;
+    if (j == 0) {
+        float c = 0.0f;
+        for (int k = 0; k < gridDim.x; ++k) c += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + H + 2);
+        count = c;
+        counters[DQN_AUX_DONE] = 0ull;
+    }
+    __syncthreads();
+    if (count <= 0.0f || j > H + 1) return;
+    float total = 0.0f;
+    for (int k = 0; k < gridDim.x; ++k) total += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + j);
+    const float mean = total / count;
+    if (j <= H) {
+        w[j] -= lr * mean;
+    } else if (isv != nullptr && loss_idx >= 0) {
+        isv[loss_idx] = mean;
+    }
+}

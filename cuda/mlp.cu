@@ -1,0 +1,120 @@
+// mlp.cu — the dense layers of the Q-network (DESIGN §7): a tiled GEMM for the forward and both
+// backward products, bias gradients, and the dueling head.
+//
+// mlp_gemm: C[M, N] = op(A)[M, K] @ op(B)[K, N] (+ bias[N]) (ReLU if relu) (* (mask > 0)),
+//   op(A) = A [M, K] row-major, or A^T when trans_a (A stored [K, M]);
+//   op(B) = B [K, N] row-major, or B^T when trans_b (B stored [N, K]).
+//   Forward Y = X W^T + b: A = X, B = W (trans_b). Input gradient dX = dY W (* act mask): A = dY,
+//   B = W. Weight gradient dW = dY^T X: A = dY (trans_a), B = X. bias and mask may be NULL.
+//   Tiles of MLP_BM x MLP_BN outputs per block of 256 threads, each thread a 4 x 4 micro-tile,
+//   K in steps of MLP_BK; every output sums k = 0 .. K-1 in order.
+// mlp_bias_grad: db[n] = sum_m dY[m, n] (one thread per column, rows in order).
+// mlp_dueling_forward: Q[m, a] = VA[m, A] + VA[m, a] - mean_{a'} VA[m, a'],   VA [M, A+1]
+//   holding the A advantages then the value.
+// mlp_dueling_backward: dVA[m, a] = dQ[m, a] - mean_{a'} dQ[m, a'], dVA[m, A] = sum_a dQ[m, a].
+#include "common.cuh"
+
+#define MLP_BM 64
+#define MLP_BN 64
+#define MLP_BK 16
+#define MLP_THREADS 256
+
+__device__ __forceinline__ float load_a(const float* __restrict__ A, int m, int k, int M, int K,
+                                        int trans_a) {
+    if (m >= M || k >= K) return 0.0f;
+    return trans_a ? A[static_cast<size_t>(k) * M + m] : A[static_cast<size_t>(m) * K + k];
+}
+
+__device__ __forceinline__ float load_b(const float* __restrict__ B, int k, int n, int K, int N,
+                                        int trans_b) {
+    if (k >= K || n >= N) return 0.0f;
+    return trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
+         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
+         int trans_b, int relu) {
+    __shared__ float As[MLP_BK][MLP_BM];
+    __shared__ float Bs[MLP_BK][MLP_BN];
+    const int tid = threadIdx.x;
+    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
+    const int m0 = (blockIdx.x / tiles_n) * MLP_BM, n0 = (blockIdx.x % tiles_n) * MLP_BN;
+    const int tm = (tid / 16) * 4, tn = (tid % 16) * 4;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += MLP_BK) {
+        for (int e = tid; e < MLP_BK * MLP_BM; e += MLP_THREADS) {
+            const int kk = trans_a ? e / MLP_BM : e % MLP_BK;
+            const int mm = trans_a ? e % MLP_BM : e / MLP_BK;
+            As[kk][mm] = load_a(A, m0 + mm, k0 + kk, M, K, trans_a);
+        }
+        for (int e = tid; e < MLP_BK * MLP_BN; e += MLP_THREADS) {
+            const int kk = trans_b ? e % MLP_BK : e / MLP_BN;
+            const int nn = trans_b ? e / MLP_BK : e % MLP_BN;
+            Bs[kk][nn] = load_b(B, k0 + kk, n0 + nn, K, N, trans_b);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < MLP_BK; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = As[kk][tm + i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tn + j];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int m = m0 + tm + i;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int n = n0 + tn + j;
+            if (n >= N) continue;
+            float v = acc[i][j] + (bias != nullptr ? bias[n] : 0.0f);
+            if (relu) v = fmaxf(v, 0.0f);
+            const size_t at = static_cast<size_t>(m) * N + n;
+            if (mask != nullptr && !(mask[at] > 0.0f)) v = 0.0f;
+            C[at] = v;
+        }
+    }
+}
+
+extern "C" __global__ void mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db,
+                                         int M, int N) {
+    const int n = global_index_1d();
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int m = 0; m < M; ++m) s += dY[static_cast<size_t>(m) * N + n];
+    db[n] = s;
+}
+
+extern "C" __global__ void mlp_dueling_forward(const float* __restrict__ VA, float* __restrict__ Q,
+                                               int M, int A) {
+    const int m = global_index_1d();
+    if (m >= M) return;
+    const float* row = VA + static_cast<size_t>(m) * (A + 1);
+    float mean = 0.0f;
+    for (int a = 0; a < A; ++a) mean += row[a];
+    mean /= static_cast<float>(A);
+    for (int a = 0; a < A; ++a) Q[static_cast<size_t>(m) * A + a] = row[A] + row[a] - mean;
+}
+
+extern "C" __global__ void mlp_dueling_backward(const float* __restrict__ dQ,
+                                                float* __restrict__ dVA, int M, int A) {
+    const int m = global_index_1d();
+    if (m >= M) return;
+    const float* row = dQ + static_cast<size_t>(m) * A;
+    float sum = 0.0f;
+    for (int a = 0; a < A; ++a) sum += row[a];
+    const float mean = sum / static_cast<float>(A);
+    float* out = dVA + static_cast<size_t>(m) * (A + 1);
+    for (int a = 0; a < A; ++a) out[a] = row[a] - mean;
+    out[A] = sum;
+}

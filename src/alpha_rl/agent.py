@@ -1,0 +1,413 @@
+"""The DQN learner (DESIGN §7): Q-network, double-DQN update, epsilon-greedy acting, aux head.
+
+`QNetwork` sequences the mlp_* kernels for a forward pass and its backward pass over one flat
+parameter vector; it takes the kernels as `ops`, so the float64 gradient check runs the very same
+sequence on the NumPy oracles. `Learner` owns the online and target parameters, Adam's moments and
+counters, the aux head and every buffer, and runs `act`, `learn` and `train_aux` on either
+backend with no host sync (l_q, l_aux, epsilon and the gradient norm land in ISV slots).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from alpha_rl.backend.base import Backend, DeviceArray
+from alpha_rl.errors import ConfigError
+from alpha_rl.isv import DeviceIsv
+from alpha_rl.kernels import dqn, mlp
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference.rng import Stream, rng_uniform
+
+F32, I32 = np.float32, np.int32
+ACTIONS = 3  # FLAT, LONG, SHORT
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One dense layer's place in the flat parameter vector: W [n_out, n_in] then b [n_out]."""
+
+    w: int
+    b: int
+    n_in: int
+    n_out: int
+
+
+@dataclass(frozen=True)
+class NetLayout:
+    """obs_dim -> hidden... -> out_dim (A, or A + 1 with the dueling head), ReLU between."""
+
+    layers: tuple[Layer, ...]
+    actions: int
+    dueling: bool
+
+    @classmethod
+    def build(cls, obs_dim: int, hidden: tuple[int, ...], actions: int, dueling: bool) -> NetLayout:
+        widths = (obs_dim, *hidden, actions + 1 if dueling else actions)
+        layers, offset = [], 0
+        for n_in, n_out in itertools.pairwise(widths):
+            layers.append(Layer(offset, offset + n_in * n_out, n_in, n_out))
+            offset += n_in * n_out + n_out
+        return cls(tuple(layers), actions, dueling)
+
+    @property
+    def size(self) -> int:
+        last = self.layers[-1]
+        return last.b + last.n_out
+
+    @property
+    def out_dim(self) -> int:
+        return self.layers[-1].n_out
+
+
+def init_params(layout: NetLayout, seed: int) -> np.ndarray:
+    """W and b of each layer ~ U(-1/sqrt(n_in), 1/sqrt(n_in)) from the PARAMS stream (float32)."""
+    u = rng_uniform(seed, Stream.PARAMS, np.arange(layout.size, dtype=np.uint64)).astype(np.float64)
+    theta = np.empty(layout.size, F32)
+    for layer in layout.layers:
+        stop = layer.b + layer.n_out
+        theta[layer.w : stop] = ((2 * u[layer.w : stop] - 1) / np.sqrt(layer.n_in)).astype(F32)
+    return theta
+
+
+def layer_views(theta: Any, layout: NetLayout) -> list[tuple[Any, Any]]:
+    """(W, b) views into a flat parameter (or gradient) vector, one pair per layer."""
+    return [(theta[ly.w : ly.b], theta[ly.b : ly.b + ly.n_out]) for ly in layout.layers]
+
+
+class QNetwork:
+    """Forward and backward passes of the MLP, launched through `ops` (gemm, bias_grad,
+    duel_f, duel_b) on buffers from `alloc(n)`."""
+
+    def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
+        self.layout, self.ops, self.alloc = layout, ops, alloc
+
+    def buffers(self, rows: int) -> SimpleNamespace:
+        """Activation buffers for `rows` inputs: h per layer, q, and backward scratch."""
+        widths = [ly.n_out for ly in self.layout.layers]
+        return SimpleNamespace(
+            rows=rows,
+            h=[self.alloc(rows * w) for w in widths],
+            d=[self.alloc(rows * w) for w in widths],
+            q=self.alloc(rows * self.layout.actions) if self.layout.dueling else None,
+        )
+
+    def forward(self, params: list, x: Any, bufs: SimpleNamespace, stream: Any = None) -> Any:
+        """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
+        inp, last = x, len(self.layout.layers) - 1
+        for i, (layer, (W, b)) in enumerate(zip(self.layout.layers, params, strict=True)):
+            self.ops.gemm(
+                inp,
+                W,
+                b,
+                None,
+                bufs.h[i],
+                bufs.rows,
+                layer.n_out,
+                layer.n_in,
+                0,
+                1,
+                int(i < last),
+                stream=stream,
+            )
+            inp = bufs.h[i]
+        if not self.layout.dueling:
+            return bufs.h[last]
+        self.ops.duel_f(bufs.h[last], bufs.q, bufs.rows, self.layout.actions, stream=stream)
+        return bufs.q
+
+    def backward(
+        self, params: list, x: Any, bufs: SimpleNamespace, dq: Any, grads: list, stream: Any = None
+    ) -> None:
+        """Parameter gradients (into the `grads` views) of sum(dq * Q) after `forward(x)`."""
+        last = len(self.layout.layers) - 1
+        d = dq
+        if self.layout.dueling:
+            self.ops.duel_b(dq, bufs.d[last], bufs.rows, self.layout.actions, stream=stream)
+            d = bufs.d[last]
+        for i in range(last, -1, -1):
+            layer, (W, _), (gW, gb) = self.layout.layers[i], params[i], grads[i]
+            x_in = bufs.h[i - 1] if i > 0 else x
+            self.ops.gemm(
+                d, x_in, None, None, gW, layer.n_out, layer.n_in, bufs.rows, 1, 0, 0, stream=stream
+            )
+            self.ops.bias_grad(d, gb, bufs.rows, layer.n_out, stream=stream)
+            if i > 0:  # gradient at the layer's input, through the previous ReLU
+                self.ops.gemm(
+                    d,
+                    W,
+                    None,
+                    bufs.h[i - 1],
+                    bufs.d[i - 1],
+                    bufs.rows,
+                    layer.n_in,
+                    layer.n_out,
+                    0,
+                    0,
+                    0,
+                    stream=stream,
+                )
+                d = bufs.d[i - 1]
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Settings of the learner (conf/agent/dqn.yaml)."""
+
+    hidden: tuple[int, ...]
+    dueling: bool
+    gamma: float
+    cut_on_done: bool
+    huber_kappa: float
+    lr: float
+    adam_betas: tuple[float, float]
+    adam_eps: float
+    grad_clip: float
+    target_tau: float
+    target_period: int
+    eps_start: float
+    eps_end: float
+    eps_decay_steps: float
+    aux_lr: float
+
+    @classmethod
+    def from_cfg(cls, node: DictConfig) -> AgentConfig:
+        """Typed and range-checked `agent` config; errors name the key."""
+        e = node.epsilon
+        cfg = cls(
+            tuple(int(h) for h in node.hidden),
+            bool(node.dueling),
+            float(node.gamma),
+            bool(node.cut_on_done),
+            float(node.huber_kappa),
+            float(node.lr),
+            (float(node.adam_betas[0]), float(node.adam_betas[1])),
+            float(node.adam_eps),
+            float(node.grad_clip),
+            float(node.target_tau),
+            int(node.target_period),
+            float(e.start),
+            float(e.end),
+            float(e.decay_steps),
+            float(node.aux_lr),
+        )
+        checks = [
+            (len(cfg.hidden) >= 1 and min(cfg.hidden) >= 1, "agent.hidden: widths >= 1"),
+            (0 <= cfg.gamma <= 1, "agent.gamma must be in [0, 1]"),
+            (cfg.huber_kappa > 0 and cfg.lr > 0, "agent.huber_kappa and agent.lr must be > 0"),
+            (all(0 <= b < 1 for b in cfg.adam_betas), "agent.adam_betas must be in [0, 1)"),
+            (0 <= cfg.target_tau <= 1, "agent.target_tau must be in [0, 1] (0: hard sync)"),
+            (cfg.target_period >= 1, "agent.target_period must be >= 1"),
+            (0 <= cfg.eps_end <= cfg.eps_start <= 1, "agent.epsilon: 0 <= end <= start <= 1"),
+            (cfg.eps_decay_steps > 0, "agent.epsilon.decay_steps must be > 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(f"{message} (see conf/agent/)")
+        return cfg
+
+
+def _slot(isv: DeviceIsv | None, name: str) -> int:
+    return int(isv.layout.index(name)) if isv is not None and name in isv.layout.names() else -1
+
+
+class Learner:
+    """Online/target Q-networks, Adam, epsilon-greedy acting and the aux head of one run."""
+
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        obs_dim: int,
+        num_envs: int,
+        batch: int,
+        runtime: KernelRuntime,
+        isv: DeviceIsv | None,
+        seed: int,
+    ) -> None:
+        if batch > dqn.MAX_BATCH:
+            raise ConfigError(f"replay.batch_size={batch} exceeds the learner's {dqn.MAX_BATCH}")
+        self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
+        self.runtime, self.isv, self.seed = runtime, isv, seed
+        self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling)
+        be, P = runtime.backend, self.layout.size
+        theta = init_params(self.layout, seed)
+        self.theta, self.target = be.upload(theta), be.upload(theta)
+        self.grad, self.adam_m, self.adam_v = be.zeros(P, F32), be.zeros(P, F32), be.zeros(P, F32)
+        self.counters, self.stats = be.zeros(dqn.COUNTERS, np.uint64), be.zeros(1, F32)
+        self.views = {
+            k: layer_views(getattr(self, k), self.layout) for k in ("theta", "target", "grad")
+        }
+        bind = runtime.bind
+        ops = SimpleNamespace(
+            gemm=bind(mlp.GEMM),
+            bias_grad=bind(mlp.BIAS_GRAD),
+            duel_f=bind(mlp.DUELING_FORWARD),
+            duel_b=bind(mlp.DUELING_BACKWARD),
+        )
+        self.net = QNetwork(self.layout, ops, lambda n: be.zeros(n, F32))
+        self.k = SimpleNamespace(
+            **{
+                name.lower(): bind(getattr(dqn, name))
+                for name in (
+                    "GATHER",
+                    "TD",
+                    "GRAD_NORM",
+                    "ADAM",
+                    "TARGET_SYNC",
+                    "ACT",
+                    "AUX_PREDICT",
+                    "AUX_TRAIN",
+                )
+            }
+        )
+        self.env_bufs = self.net.buffers(num_envs)
+        self.bufs = {k: self.net.buffers(batch) for k in ("t", "tp1", "target")}
+        H = obs_dim
+        self.b = SimpleNamespace(
+            x_t=be.zeros(batch * H, F32),
+            x_tp1=be.zeros(batch * H, F32),
+            action=be.zeros(batch, I32),
+            reward=be.zeros(batch, F32),
+            done=be.zeros(batch, F32),
+            delta=be.zeros(batch, F32),
+            dq=be.zeros(batch * ACTIONS, F32),
+        )
+        self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
+        self.aux_w = be.zeros(H + 1, F32)
+        self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
+        self.slots = SimpleNamespace(
+            **{n: _slot(isv, n) for n in ("loss_q", "loss_aux", "epsilon", "grad_norm")}
+        )
+
+    @property
+    def backend(self) -> Backend:
+        return self.runtime.backend
+
+    def _isv(self) -> DeviceArray | None:
+        return self.isv.array if self.isv is not None else None
+
+    def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
+        """Epsilon-greedy actions [B] int32 for h [B * H]; also the aux head's p_up [B]."""
+        c, B = self.cfg, self.num_envs
+        q = self.net.forward(self.views["theta"], h, self.env_bufs, stream)
+        self.k.act(
+            q,
+            self.actions,
+            self.counters,
+            self._isv(),
+            B,
+            ACTIONS,
+            self.seed,
+            c.eps_start,
+            c.eps_end,
+            c.eps_decay_steps,
+            self.slots.epsilon,
+            stream=stream,
+        )
+        self.k.aux_predict(h, self.aux_w, self.p_up, B, self.obs_dim, stream=stream)
+        return self.actions
+
+    def learn(self, replay: Any, stream: Any = None) -> None:
+        """One double-DQN update on a prioritized batch; the replay's priorities follow."""
+        c, M, H, P = self.cfg, self.batch, self.obs_dim, self.layout.size
+        idx, weights = replay.sample(stream=stream)
+        r, b = replay.arrays, self.b
+        self.k.gather(
+            idx,
+            r["s_h_t"],
+            r["s_h_tp1"],
+            r["s_action"],
+            r["s_reward"],
+            r["s_done"],
+            b.x_t,
+            b.x_tp1,
+            b.action,
+            b.reward,
+            b.done,
+            M,
+            H,
+            stream=stream,
+        )
+        q_t = self.net.forward(self.views["theta"], b.x_t, self.bufs["t"], stream)
+        q_tp1 = self.net.forward(self.views["theta"], b.x_tp1, self.bufs["tp1"], stream)
+        q_tgt = self.net.forward(self.views["target"], b.x_tp1, self.bufs["target"], stream)
+        self.k.td(
+            q_t,
+            q_tp1,
+            q_tgt,
+            b.action,
+            b.reward,
+            b.done,
+            weights,
+            b.delta,
+            b.dq,
+            self._isv(),
+            M,
+            ACTIONS,
+            c.gamma,
+            int(c.cut_on_done),
+            c.huber_kappa,
+            self.slots.loss_q,
+            stream=stream,
+        )
+        self.net.backward(
+            self.views["theta"], b.x_t, self.bufs["t"], b.dq, self.views["grad"], stream
+        )
+        self.k.grad_norm(
+            self.grad,
+            self.stats,
+            self.counters,
+            self._isv(),
+            P,
+            self.slots.grad_norm,
+            stream=stream,
+        )
+        self.k.adam(
+            self.grad,
+            self.stats,
+            self.counters,
+            self.theta,
+            self.adam_m,
+            self.adam_v,
+            P,
+            c.lr,
+            c.adam_betas[0],
+            c.adam_betas[1],
+            c.adam_eps,
+            c.grad_clip,
+            stream=stream,
+        )
+        self.k.target_sync(
+            self.theta, self.counters, self.target, P, c.target_tau, c.target_period, stream=stream
+        )
+        replay.update(idx, b.delta, stream=stream)
+
+    def train_aux(
+        self, h: DeviceArray, fill_mid: DeviceArray, post_mid: DeviceArray, stream: Any = None
+    ) -> None:
+        """One SGD step of the aux head on this step's rows (label: sign of the mid move)."""
+        self.k.aux_train(
+            h,
+            self.p_up,
+            fill_mid,
+            post_mid,
+            self.aux_w,
+            self.aux_partial,
+            self.counters,
+            self._isv(),
+            self.num_envs,
+            self.obs_dim,
+            self.cfg.aux_lr,
+            self.slots.loss_aux,
+            stream=stream,
+        )
+
+    def q_values(self, h: DeviceArray) -> np.ndarray:
+        """Online Q [B, A] of h [B * H] read to the host (evaluation and tests)."""
+        q = self.net.forward(self.views["theta"], h, self.env_bufs)
+        return self.backend.download(q).reshape(-1, ACTIONS)[: self.num_envs]

@@ -1,0 +1,135 @@
+"""Launcher declarations for cuda/dqn.cu (oracle: alpha_rl.reference.dqn)."""
+
+import numpy as np
+
+from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
+
+STEM = Stem("dqn")
+
+F32, I32, U64 = np.float32, np.int32, np.uint64
+BLOCK, MAX_BATCH, AUX_ROWS = 1024, 4096, 1024  # DQN_BLOCK, DQN_MAX_BATCH, DQN_AUX_ROWS
+ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3  # counters[]
+COUNTERS = 4
+
+GATHER = STEM.kernel(
+    "dqn_gather",
+    In("idx", I32),
+    In("s_h_t", F32),
+    In("s_h_tp1", F32),
+    In("s_action", I32),
+    In("s_reward", F32),
+    In("s_done", F32),
+    Out("x_t", F32),
+    Out("x_tp1", F32),
+    Out("action", I32),
+    Out("reward", F32),
+    Out("done", F32),
+    Scalar("M", I32),
+    Scalar("H", I32),
+    launch=Launch(block=256, blocks=lambda v: -(-int(v["M"]) * int(v["H"]) // 256)),
+    doc="the sampled batch gathered from the replay storage",
+)
+
+TD = STEM.kernel(
+    "dqn_td",
+    In("q_t", F32),
+    In("q_tp1", F32),
+    In("q_tp1_target", F32),
+    In("action", I32),
+    In("reward", F32),
+    In("done", F32),
+    In("weight", F32),
+    Out("delta", F32),
+    Out("dq", F32),
+    Out("isv", F32, nullable=True),
+    Scalar("M", I32),
+    Scalar("A", I32),
+    Scalar("gamma", F32),
+    Scalar("cut_on_done", I32),
+    Scalar("kappa", F32),
+    Scalar("loss_idx", I32),
+    launch=OneBlock(BLOCK),
+    doc="double-DQN TD errors, IS-weighted Huber loss l_q and its gradient wrt Q(h_t)",
+)
+
+GRAD_NORM = STEM.kernel(
+    "dqn_grad_norm",
+    In("grad", F32),
+    Out("stats", F32),
+    Out("counters", U64),
+    Out("isv", F32, nullable=True),
+    Scalar("P", I32),
+    Scalar("norm_idx", I32),
+    launch=OneBlock(BLOCK),
+    doc="global gradient norm; advances Adam's step",
+)
+
+ADAM = STEM.kernel(
+    "dqn_adam",
+    In("grad", F32),
+    In("stats", F32),
+    In("counters", U64),
+    Out("param", F32),
+    Out("m", F32),
+    Out("v", F32),
+    Scalar("P", I32),
+    *(Scalar(name, F32) for name in ("lr", "beta1", "beta2", "eps", "clip")),
+    launch=Grid1D(over="P", block=256),
+    doc="bias-corrected Adam with optional global-norm clipping",
+)
+
+TARGET_SYNC = STEM.kernel(
+    "dqn_target_sync",
+    In("param", F32),
+    In("counters", U64),
+    Out("target", F32),
+    Scalar("P", I32),
+    Scalar("tau", F32),
+    Scalar("period", I32),
+    launch=Grid1D(over="P", block=256),
+    doc="Polyak (tau > 0) or a hard copy every `period` updates",
+)
+
+ACT = STEM.kernel(
+    "dqn_act",
+    In("q", F32),
+    Out("action", I32),
+    Out("counters", U64),
+    Out("isv", F32, nullable=True),
+    Scalar("B", I32),
+    Scalar("A", I32),
+    Scalar("seed", U64),
+    *(Scalar(name, F32) for name in ("eps_start", "eps_end", "decay")),
+    Scalar("eps_idx", I32),
+    launch=Grid1D(over="B", block=256),
+    doc="epsilon-greedy actions with the schedule's epsilon on the device",
+)
+
+AUX_PREDICT = STEM.kernel(
+    "dqn_aux_predict",
+    In("h", F32),
+    In("w", F32),
+    Out("p_up", F32),
+    Scalar("B", I32),
+    Scalar("H", I32),
+    launch=Grid1D(over="B", block=256),
+    doc="p_up = sigmoid(w . h + b)",
+)
+
+AUX_TRAIN = STEM.kernel(
+    "dqn_aux_train",
+    In("h", F32),
+    In("p_up", F32),
+    In("fill_mid", F32),
+    In("post_mid", F32),
+    Out("w", F32),
+    Out("partial", F32),
+    Out("counters", U64),
+    Out("isv", F32, nullable=True),
+    Scalar("B", I32),
+    Scalar("H", I32),
+    Scalar("lr", F32),
+    Scalar("loss_idx", I32),
+    launch=Launch(block=BLOCK, over="B", per_block=AUX_ROWS),
+    doc="one SGD step of the aux head on the sign of the next mid move; l_aux",
+)

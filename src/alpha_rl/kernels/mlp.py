@@ -1,0 +1,57 @@
+"""Launcher declarations for cuda/mlp.cu (oracle: alpha_rl.reference.mlp)."""
+
+import numpy as np
+
+from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
+
+STEM = Stem("mlp")
+
+F32, I32 = np.float32, np.int32
+TILE = 64  # MLP_BM = MLP_BN
+
+
+def _tiles(v) -> int:
+    return -(-int(v["M"]) // TILE) * -(-int(v["N"]) // TILE)
+
+
+GEMM = STEM.kernel(
+    "mlp_gemm",
+    In("A", F32),
+    In("B", F32),
+    In("bias", F32, nullable=True),
+    In("mask", F32, nullable=True),
+    Out("C", F32),
+    *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
+    launch=Launch(block=256, blocks=_tiles),
+    doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
+)
+
+BIAS_GRAD = STEM.kernel(
+    "mlp_bias_grad",
+    In("dY", F32),
+    Out("db", F32),
+    Scalar("M", I32),
+    Scalar("N", I32),
+    launch=Grid1D(over="N", block=128),
+    doc="db[n] = sum_m dY[m, n]",
+)
+
+DUELING_FORWARD = STEM.kernel(
+    "mlp_dueling_forward",
+    In("VA", F32),
+    Out("Q", F32),
+    Scalar("M", I32),
+    Scalar("A", I32),
+    launch=Grid1D(over="M", block=128),
+    doc="Q = V + A - mean(A) from VA [M, A+1] (advantages, then the value)",
+)
+
+DUELING_BACKWARD = STEM.kernel(
+    "mlp_dueling_backward",
+    In("dQ", F32),
+    Out("dVA", F32),
+    Scalar("M", I32),
+    Scalar("A", I32),
+    launch=Grid1D(over="M", block=128),
+    doc="dVA = [dQ - mean(dQ), sum(dQ)]",
+)

@@ -1,0 +1,132 @@
+"""Oracle of cuda/dqn.cu: batch gather, double-DQN TD loss, gradient norm, Adam, target sync,
+epsilon-greedy action selection and the aux direction head. The math is in the kernel file's
+header; dqn_td works in its inputs' dtype (float64 for gradient checks)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alpha_rl.reference.rng import Stream, rng_uniform
+
+F32 = np.float32
+ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3
+AUX_ROWS = 1024
+
+
+def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, x_t, x_tp1, action, reward,
+               done, M, H) -> None:  # fmt: skip
+    """Rows idx[i] of the replay storage (zeros for a negative index)."""
+    M, H = int(M), int(H)
+    i = idx[:M]
+    ok = i >= 0
+    safe = np.where(ok, i, 0)
+    x_t[: M * H] = np.where(ok[:, None], s_h_t.reshape(-1, H)[safe], 0).ravel()
+    x_tp1[: M * H] = np.where(ok[:, None], s_h_tp1.reshape(-1, H)[safe], 0).ravel()
+    action[:M] = np.where(ok, s_action[safe], 0)
+    reward[:M] = np.where(ok, s_reward[safe], 0)
+    done[:M] = np.where(ok, s_done[safe], 0)
+
+
+def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, delta, dq, isv,
+           M, A, gamma, cut_on_done, kappa, loss_idx) -> None:  # fmt: skip
+    """delta_i = r + gamma (1 - cut*done) Q_target(s', argmax Q(s')) - Q(s, a);
+    l_q = mean w * huber_kappa(delta) into isv[loss_idx]; dq = d l_q / d q_t."""
+    M, A = int(M), int(A)
+    dt = q_t.dtype
+    qt = q_t[: M * A].reshape(M, A)
+    best = np.argmax(q_tp1[: M * A].reshape(M, A), axis=1)
+    cont = (1 - done[:M]) if cut_on_done else np.ones(M, dt)
+    target = q_tp1_target[: M * A].reshape(M, A)[np.arange(M), best]
+    y = reward[:M] + dt.type(gamma) * cont * target
+    a = action[:M]
+    d = y - qt[np.arange(M), a]
+    k = dt.type(kappa)
+    ad = np.abs(d)
+    huber = np.where(ad <= k, dt.type(0.5) * d * d, k * (ad - dt.type(0.5) * k))
+    delta[:M] = d
+    grad = np.zeros((M, A), dt)
+    grad[np.arange(M), a] = -(weight[:M] / dt.type(M)) * np.clip(d, -k, k)
+    dq[: M * A] = grad.ravel()
+    if isv is not None and loss_idx >= 0:
+        isv[loss_idx] = (weight[:M].astype(np.float64) * huber).sum() / M
+
+
+def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
+    """stats[0] = ||grad||; Adam's step counters[0] += 1."""
+    norm = np.sqrt(np.sum(grad[: int(P)].astype(np.float64) ** 2))
+    stats[0] = norm
+    if isv is not None and norm_idx >= 0:
+        isv[norm_idx] = norm
+    counters[ADAM_STEP] += np.uint64(1)
+
+
+def dqn_adam(grad, stats, counters, param, m, v, P, lr, beta1, beta2, eps, clip) -> None:
+    """One bias-corrected Adam step on param[:P] (step t = counters[0], already advanced)."""
+    P = int(P)
+    norm = F32(stats[0])
+    scale = F32(clip) / norm if clip > 0 and norm > clip else F32(1)
+    g = grad[:P] * scale
+    t = F32(counters[ADAM_STEP])
+    b1, b2 = F32(beta1), F32(beta2)
+    m[:P] = b1 * m[:P] + (F32(1) - b1) * g
+    v[:P] = b2 * v[:P] + (F32(1) - b2) * g * g
+    m_hat = m[:P] / (F32(1) - np.power(b1, t))
+    v_hat = v[:P] / (F32(1) - np.power(b2, t))
+    param[:P] -= F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
+
+
+def dqn_target_sync(param, counters, target, P, tau, period) -> None:
+    """Polyak average (tau > 0) or a hard copy when Adam's step is a multiple of `period`."""
+    P = int(P)
+    if tau > 0:
+        target[:P] = F32(tau) * param[:P] + (F32(1) - F32(tau)) * target[:P]
+    elif int(counters[ADAM_STEP]) % int(period) == 0:
+        target[:P] = param[:P]
+
+
+def epsilon(step: int, eps_start: float, eps_end: float, decay: float) -> np.float32:
+    """The schedule: eps_end + (eps_start - eps_end) * max(0, 1 - step / decay), in float32."""
+    frac = max(F32(0), F32(1) - F32(step) / F32(decay))
+    return F32(eps_end) + (F32(eps_start) - F32(eps_end)) * frac
+
+
+def dqn_act(q, action, counters, isv, B, A, seed, eps_start, eps_end, decay, eps_idx) -> None:
+    """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1]."""
+    B, A = int(B), int(A)
+    s = int(counters[ACT_STEP])
+    eps = epsilon(s, eps_start, eps_end, decay)
+    base = np.uint64(2) * (np.uint64(s * B) + np.arange(B, dtype=np.uint64))
+    u1 = rng_uniform(int(seed), Stream.ACT, base)
+    u2 = rng_uniform(int(seed), Stream.ACT, base + np.uint64(1))
+    greedy = np.argmax(q[: B * A].reshape(B, A), axis=1)
+    random = np.minimum(A - 1, (u2 * F32(A)).astype(np.int32))
+    action[:B] = np.where(u1 < eps, random, greedy)
+    counters[ACT_STEP] = np.uint64(s + 1)
+    if isv is not None and eps_idx >= 0:
+        isv[eps_idx] = eps
+
+
+def dqn_aux_predict(h, w, p_up, B, H) -> None:
+    """p_up = sigmoid(w[H] + h @ w[:H])."""
+    B, H = int(B), int(H)
+    z = h[: B * H].reshape(B, H).astype(np.float64) @ w[:H].astype(np.float64) + w[H]
+    p_up[:B] = (1.0 / (1.0 + np.exp(-z))).astype(F32)
+
+
+def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, lr,
+                  loss_idx) -> None:  # fmt: skip
+    """One SGD step of the aux head on rows whose mid moved; l_aux = their mean BCE."""
+    B, H = int(B), int(H)
+    up, before = post_mid[:B], fill_mid[:B]
+    labeled = up != before
+    if not labeled.any():
+        return
+    y = (up > before).astype(np.float64)[labeled]
+    p = p_up[:B].astype(np.float64)[labeled]
+    hl = h[: B * H].reshape(B, H).astype(np.float64)[labeled]
+    g = np.concatenate([(p - y) @ hl, [(p - y).sum()]]) / labeled.sum()
+    pc = np.clip(p, 1e-7, 1 - 1e-7)
+    loss = -(y * np.log(pc) + (1 - y) * np.log(1 - pc)).mean()
+    w[: H + 1] = (w[: H + 1].astype(np.float64) - float(lr) * g).astype(F32)
+    if isv is not None and loss_idx >= 0:
+        isv[loss_idx] = loss

@@ -1,0 +1,47 @@
+"""Oracle of cuda/mlp.cu: dense layers of the Q-network. Works in the arrays' own dtype, so the
+same functions run the float32 numpy backend and float64 gradient checks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
+    """The [rows, cols] matrix op(X) of a flat buffer (stored [cols, rows] when transposed)."""
+    flat = X[: rows * cols]
+    return flat.reshape(cols, rows).T if transposed else flat.reshape(rows, cols)
+
+
+def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
+    """C[M, N] = op(A) @ op(B) (+ bias) (ReLU if relu) (* (mask > 0))."""
+    M, N, K = int(M), int(N), int(K)
+    out = _op(A, M, K, trans_a) @ _op(B, K, N, trans_b)
+    if bias is not None:
+        out = out + bias[:N]
+    if relu:
+        out = np.maximum(out, 0)
+    if mask is not None:
+        out = np.where(mask[: M * N].reshape(M, N) > 0, out, 0)
+    C[: M * N] = out.ravel()
+
+
+def mlp_bias_grad(dY, db, M, N) -> None:
+    """db[n] = sum_m dY[m, n]."""
+    db[: int(N)] = dY[: int(M) * int(N)].reshape(int(M), int(N)).sum(axis=0)
+
+
+def mlp_dueling_forward(VA, Q, M, A) -> None:
+    """Q[m, a] = V[m] + Adv[m, a] - mean_a Adv[m, a], VA [M, A+1] = (Adv, V)."""
+    M, A = int(M), int(A)
+    va = VA[: M * (A + 1)].reshape(M, A + 1)
+    adv = va[:, :A]
+    Q[: M * A] = (va[:, A:] + adv - adv.mean(axis=1, keepdims=True)).ravel()
+
+
+def mlp_dueling_backward(dQ, dVA, M, A) -> None:
+    """dAdv = dQ - mean_a dQ, dV = sum_a dQ."""
+    M, A = int(M), int(A)
+    dq = dQ[: M * A].reshape(M, A)
+    out = dVA[: M * (A + 1)].reshape(M, A + 1)
+    out[:, :A] = dq - dq.mean(axis=1, keepdims=True)
+    out[:, A] = dq.sum(axis=1)

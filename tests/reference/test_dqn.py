@@ -1,0 +1,82 @@
+"""dqn oracles on hand-checked cases: Adam, target sync, epsilon-greedy, the aux head, gather."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.reference import dqn
+from alpha_rl.reference.rng import Stream, rng_uniform
+
+
+def test_adam_matches_the_textbook_update_with_clipping() -> None:
+    gen = np.random.default_rng(0)
+    p = gen.normal(size=6).astype(np.float32)
+    m, v = np.zeros(6, np.float32), np.zeros(6, np.float32)
+    counters, stats = np.zeros(4, np.uint64), np.zeros(1, np.float32)
+    ref_p, ref_m, ref_v = p.astype(np.float64), np.zeros(6), np.zeros(6)
+    for t in range(1, 4):
+        g = gen.normal(0, 5, size=6).astype(np.float32)
+        dqn.dqn_grad_norm(g, stats, counters, None, 6, -1)
+        dqn.dqn_adam(g, stats, counters, p, m, v, 6, 0.01, 0.9, 0.999, 1e-8, 2.0)
+        gc = g.astype(np.float64) * min(1.0, 2.0 / np.linalg.norm(g.astype(np.float64)))
+        ref_m = 0.9 * ref_m + 0.1 * gc
+        ref_v = 0.999 * ref_v + 0.001 * gc**2
+        ref_p -= 0.01 * (ref_m / (1 - 0.9**t)) / (np.sqrt(ref_v / (1 - 0.999**t)) + 1e-8)
+        assert int(counters[0]) == t
+    np.testing.assert_allclose(p, ref_p, rtol=1e-5)
+
+
+def test_target_sync_hard_every_period_and_polyak() -> None:
+    param, target = np.ones(4, np.float32), np.zeros(4, np.float32)
+    counters = np.zeros(4, np.uint64)
+    for step in range(1, 6):
+        counters[0] = step
+        dqn.dqn_target_sync(param * step, counters, target, 4, 0.0, 3)
+        assert target[0] == (3.0 if 3 <= step < 6 else 0.0)
+    dqn.dqn_target_sync(param, counters, target, 4, 0.25, 3)
+    assert target.tolist() == [0.25 + 0.75 * 3.0] * 4
+
+
+def test_act_is_greedy_without_epsilon_and_follows_the_schedule() -> None:
+    gen = np.random.default_rng(1)
+    q = gen.normal(size=50 * 3).astype(np.float32)
+    action, counters, isv = np.zeros(50, np.int32), np.zeros(4, np.uint64), np.zeros(2, np.float32)
+    dqn.dqn_act(q, action, counters, isv, 50, 3, 7, 0.0, 0.0, 10.0, 1)
+    assert action.tolist() == q.reshape(50, 3).argmax(1).tolist() and int(counters[1]) == 1
+    assert dqn.epsilon(0, 1.0, 0.1, 10.0) == np.float32(1.0)
+    assert dqn.epsilon(5, 1.0, 0.1, 10.0) == pytest.approx(0.55)
+    assert dqn.epsilon(50, 1.0, 0.1, 10.0) == np.float32(0.1)
+    counters[1] = 5
+    dqn.dqn_act(q, action, counters, isv, 50, 3, 7, 1.0, 0.1, 10.0, 1)
+    assert isv[1] == pytest.approx(0.55)
+    base = 2 * (5 * 50 + np.arange(50, dtype=np.uint64))
+    u1 = rng_uniform(7, Stream.ACT, base)
+    u2 = rng_uniform(7, Stream.ACT, base + np.uint64(1))
+    want = np.where(u1 < np.float32(0.55), np.minimum(2, (u2 * 3).astype(int)),
+                    q.reshape(50, 3).argmax(1))  # fmt: skip
+    assert action.tolist() == want.tolist()
+
+
+def test_aux_head_step_by_hand() -> None:
+    h = np.array([1.0, 0.0, 0.0, 2.0, 5.0, 5.0], np.float32)  # 3 rows, H = 2
+    p_up = np.array([0.5, 0.25, 0.9], np.float32)
+    fill, post = np.zeros(3, np.float32), np.array([1.0, -1.0, 0.0], np.float32)  # row 2: no move
+    w, isv = np.zeros(3, np.float32), np.zeros(1, np.float32)
+    dqn.dqn_aux_train(h, p_up, fill, post, w, None, None, isv, 3, 2, 0.5, 0)
+    # labeled rows 0 (y=1, p-y=-0.5) and 1 (y=0, p-y=0.25): g = ([-0.5, 0.5], -0.25) / 2
+    np.testing.assert_allclose(w, [0.125, -0.125, 0.0625])
+    assert isv[0] == pytest.approx((-np.log(0.5) - np.log(0.75)) / 2)
+    p = np.zeros(3, np.float32)
+    dqn.dqn_aux_predict(h, w, p, 3, 2)
+    np.testing.assert_allclose(p, 1 / (1 + np.exp(-(h.reshape(3, 2) @ w[:2] + w[2]))), rtol=1e-6)
+
+
+def test_gather_rows_and_invalid_index() -> None:
+    s = np.arange(12, dtype=np.float32)  # 4 slots, H = 3
+    out = [np.full(6, -1.0, np.float32), np.full(6, -1.0, np.float32), np.zeros(2, np.int32),
+           np.zeros(2, np.float32), np.zeros(2, np.float32)]  # fmt: skip
+    dqn.dqn_gather(np.array([2, -1], np.int32), s, s + 100, np.arange(4, dtype=np.int32) * 10,
+                   np.arange(4, dtype=np.float32), np.ones(4, np.float32), *out, 2, 3)  # fmt: skip
+    assert out[0].tolist() == [6, 7, 8, 0, 0, 0] and out[1].tolist()[:3] == [106, 107, 108]
+    assert out[2].tolist() == [20, 0] and out[3].tolist() == [2, 0] and out[4].tolist() == [1, 0]

@@ -1,0 +1,108 @@
+"""The learner on the numpy backend: it learns a contextual bandit's optimal policy and l_q
+falls; the aux head learns a direction signal; config checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.agent import ACTIONS, AgentConfig, Learner
+from alpha_rl.backend.base import Backend
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import ConfigError
+from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.replay import Replay, ReplayConfig
+from tests.helpers import compose_train
+
+CONTEXTS, B, M = 4, 64, 64
+BANDIT = ["agent.hidden=[16,16]", "agent.lr=0.01", "agent.gamma=0.9", "agent.target_period=10"]
+
+
+def bandit_learner(backend: Backend, overrides: list[str], seed: int = 0):
+    cfg, choices = compose_train(overrides)
+    isv = DeviceIsv(layout_from_config(cfg, choices), backend)
+    runtime = KernelRuntime(backend, {"RC_STRIDE": 7})
+    learner = Learner(AgentConfig.from_cfg(cfg.agent), CONTEXTS, B, M, runtime, isv, seed)
+    replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, M), CONTEXTS, runtime, seed, B, isv)
+    return learner, replay, isv
+
+
+def best_action(context: np.ndarray) -> np.ndarray:
+    return context % ACTIONS  # context 3 -> action 0
+
+
+def train_bandit(backend: Backend, overrides: list[str], updates: int = 300):
+    """Random exploration data, reward 1 for the best action, done = 1 (targets are rewards)."""
+    learner, replay, isv = bandit_learner(backend, overrides)
+    gen = np.random.default_rng(1)
+    up = backend.upload
+    losses = []
+    for _ in range(updates):
+        ctx = gen.integers(0, CONTEXTS, size=B)
+        h = np.eye(CONTEXTS, dtype=np.float32)[ctx].ravel()
+        act = gen.integers(0, ACTIONS, size=B).astype(np.int32)
+        reward = (act == best_action(ctx)).astype(np.float32)
+        replay.push(up(h), up(h), up(act), up(reward), up(np.ones(B, np.float32)))
+        replay.rebuild()
+        learner.learn(replay)
+        losses.append(float(isv.values("loss_q")[0]))
+    probe = np.eye(CONTEXTS, dtype=np.float32)[np.arange(B) % CONTEXTS].ravel()
+    greedy = learner.q_values(up(probe))[:CONTEXTS].argmax(axis=1)
+    return learner, np.array(losses), greedy
+
+
+def test_learner_finds_the_bandits_optimal_policy_and_l_q_falls() -> None:
+    _, losses, greedy = train_bandit(NumpyBackend(), BANDIT)
+    assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() < 0.25 * losses[:20].mean(), (
+        losses[:20].mean(),
+        losses[-20:].mean(),
+    )
+    assert np.isfinite(losses).all()
+
+
+def test_a_learner_that_cannot_learn_fails_the_same_check() -> None:
+    # lr ~ 0: the untrained network's greedy policy is not the optimal one, and l_q stays put
+    _, losses, greedy = train_bandit(NumpyBackend(), [*BANDIT, "agent.lr=1e-12"], updates=60)
+    assert greedy.tolist() != best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() > 0.5 * losses[:20].mean()
+
+
+def test_dueling_learner_also_learns() -> None:
+    _, losses, greedy = train_bandit(NumpyBackend(), [*BANDIT, "agent.dueling=true"])
+    assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() < 0.25 * losses[:20].mean()
+
+
+def test_aux_head_learns_the_sign_of_the_next_move() -> None:
+    be = NumpyBackend()
+    learner, _, isv = bandit_learner(be, [*BANDIT, "agent.aux_lr=1.0"])
+    gen = np.random.default_rng(2)
+    losses = []
+    for _ in range(200):
+        h = gen.normal(size=(B, CONTEXTS)).astype(np.float32)
+        move = np.sign(h[:, 0] - 0.5 * h[:, 1]).astype(np.float32)
+        learner.act(be.upload(h.ravel()))  # p_up from the current head
+        learner.train_aux(be.upload(h.ravel()), be.upload(np.zeros(B, np.float32)), be.upload(move))
+        losses.append(float(isv.values("loss_aux")[0]))
+    assert losses[0] > 0.6 and np.mean(losses[-20:]) < 0.35, (losses[0], np.mean(losses[-20:]))
+
+
+def test_act_explores_then_exploits() -> None:
+    be = NumpyBackend()
+    learner, _, isv = bandit_learner(be, [*BANDIT, "agent.epsilon.decay_steps=10"])
+    h = be.upload(np.eye(CONTEXTS, dtype=np.float32)[np.arange(B) % CONTEXTS].ravel())
+    first = be.download(learner.act(h)).copy()
+    assert float(isv.values("epsilon")[0]) == 1.0
+    for _ in range(11):
+        last = be.download(learner.act(h))
+    assert float(isv.values("epsilon")[0]) == pytest.approx(0.05)
+    greedy = learner.q_values(h).argmax(axis=1)
+    assert (last == greedy).mean() > 0.85 and (first == greedy).mean() < 0.6
+
+
+def test_agent_config_is_checked() -> None:
+    cfg, _ = compose_train(["agent.gamma=1.5"])
+    with pytest.raises(ConfigError, match=r"agent.gamma must be in \[0, 1\]"):
+        AgentConfig.from_cfg(cfg.agent)
