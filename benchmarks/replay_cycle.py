@@ -17,6 +17,7 @@ import statistics
 import time
 
 import numpy as np
+from cudagraph import Graph, graphs_available, time_events
 
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
@@ -56,22 +57,6 @@ def cycle(rp: Replay, inputs: tuple, delta, stream=None) -> None:
     rp.update(indices, delta, stream=stream)
 
 
-def time_events(drv, stream, run, reps: int = 200, repeats: int = 7) -> float:
-    """Median microseconds per call of `run()` between CUDA events on `stream`."""
-    for _ in range(20):
-        run()
-    samples = []
-    for _ in range(repeats):
-        start, end = drv.Event(), drv.Event()
-        start.record(stream)
-        for _ in range(reps):
-            run()
-        end.record(stream)
-        end.synchronize()
-        samples.append(start.time_till(end) * 1e3 / reps)
-    return statistics.median(samples)
-
-
 def ours_cuda(log2: int, breakdown: bool = False) -> tuple[float, float | None]:
     """(eager µs, graph-replay µs or None when cuda-bindings is missing); with `breakdown`,
     also print each operation's graph-replay time."""
@@ -83,26 +68,11 @@ def ours_cuda(log2: int, breakdown: bool = False) -> tuple[float, float | None]:
         rp, inputs, delta = make(be, log2)
         stream = drv.Stream()
         eager = time_events(drv, stream, lambda: cycle(rp, inputs, delta, stream))
-        try:
-            from cuda.bindings import driver as cu
-        except ImportError:
+        if not graphs_available():
             return eager, None
-        handle = cu.CUstream(stream.handle)
-
-        def check(result: tuple) -> tuple:
-            if result[0] != cu.CUresult.CUDA_SUCCESS:
-                raise RuntimeError(f"cuda-bindings call failed: {result[0]}")
-            return result[1:]
-
-        check(
-            cu.cuStreamBeginCapture(handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
-        )
-        cycle(rp, inputs, delta, stream)
-        (graph,) = check(cu.cuStreamEndCapture(handle))
-        (exe,) = check(cu.cuGraphInstantiate(graph, 0))
-        graphed = time_events(drv, stream, lambda: check(cu.cuGraphLaunch(exe, handle)))
-        check(cu.cuGraphExecDestroy(exe))
-        check(cu.cuGraphDestroy(graph))
+        whole = Graph(stream, lambda: cycle(rp, inputs, delta, stream))
+        graphed = time_events(drv, stream, whole.launch)
+        whole.close()
         if breakdown:
             ops = {
                 "push": lambda: rp.push(*inputs, stream=stream),
@@ -111,15 +81,9 @@ def ours_cuda(log2: int, breakdown: bool = False) -> tuple[float, float | None]:
                 "update": lambda: rp.update(rp.arrays["indices"], delta, stream=stream),
             }
             for name, op in ops.items():
-                check(
-                    cu.cuStreamBeginCapture(
-                        handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-                    )
-                )
-                op()
-                (g,) = check(cu.cuStreamEndCapture(handle))
-                (x,) = check(cu.cuGraphInstantiate(g, 0))
-                us = time_events(drv, stream, lambda x=x: check(cu.cuGraphLaunch(x, handle)))
+                graph = Graph(stream, op)
+                us = time_events(drv, stream, graph.launch)
+                graph.close()
                 print(f"  N=2^{log2} {name:8s} {us:8.1f} us (graph replay)", flush=True)
         return eager, graphed
 

@@ -314,8 +314,12 @@ class Learner:
 
     def learn(self, replay: Any, stream: Any = None) -> None:
         """One double-DQN update on a prioritized batch; the replay's priorities follow."""
-        c, M, H, P = self.cfg, self.batch, self.obs_dim, self.layout.size
         idx, weights = replay.sample(stream=stream)
+        self.update(replay, idx, weights, stream)
+
+    def update(self, replay: Any, idx: DeviceArray, weights: DeviceArray, stream: Any = None):
+        """The update on a given batch (slot indices and IS weights) of `replay`."""
+        c, M, H, P = self.cfg, self.batch, self.obs_dim, self.layout.size
         r, b = replay.arrays, self.b
         self.k.gather(
             idx,

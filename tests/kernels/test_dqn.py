@@ -1,0 +1,126 @@
+"""dqn_* kernels on the GPU against their oracles; the learner itself on the GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.kernels import dqn
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference import dqn as ref
+
+pytestmark = pytest.mark.gpu
+SIZES = (1, 33, 512, 1000)
+
+
+def _both(cuda_backend, decl, fn, host: dict, scalars: list) -> tuple[dict, dict]:
+    want = {k: None if v is None else v.copy() for k, v in host.items()}
+    fn(*(want[a.name] for a in decl.args if a.is_pointer), *scalars)
+    dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
+    KernelRuntime(cuda_backend, {}).bind(decl)(*(dev[a.name] for a in decl.args if a.is_pointer),
+                                                *scalars)  # fmt: skip
+    return {k: None if v is None else cuda_backend.download(v) for k, v in dev.items()}, want
+
+
+@pytest.mark.parametrize("M", SIZES)
+def test_dqn_td_matches_reference(cuda_backend, M: int) -> None:
+    gen = np.random.default_rng(M)
+    f = lambda n, s=1.0: (gen.normal(size=n) * s).astype(np.float32)  # noqa: E731
+    host = {"q_t": f(M * 3), "q_tp1": f(M * 3), "q_tp1_target": f(M * 3),
+            "action": gen.integers(0, 3, M).astype(np.int32), "reward": f(M, 2.0),
+            "done": (gen.random(M) < 0.3).astype(np.float32),
+            "weight": gen.uniform(0.1, 1, M).astype(np.float32),
+            "delta": np.full(M, np.nan, np.float32), "dq": np.full(M * 3, np.nan, np.float32),
+            "isv": np.zeros(4, np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.TD, ref.dqn_td, host, [M, 3, 0.99, 1, 1.0, 2])
+    for name in ("delta", "dq", "isv"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("P", [17, 75011])
+def test_dqn_norm_adam_and_target_sync_match_reference(cuda_backend, P: int) -> None:
+    gen = np.random.default_rng(P)
+    grad = gen.normal(0, 0.1, P).astype(np.float32)
+    host = {"grad": grad, "stats": np.zeros(1, np.float32), "counters": np.zeros(4, np.uint64),
+            "isv": np.zeros(2, np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.GRAD_NORM, ref.dqn_grad_norm, host, [P, 1])
+    np.testing.assert_allclose(got["stats"], want["stats"], rtol=1e-5)
+    assert got["counters"].tolist() == want["counters"].tolist() == [1, 0, 0, 0]
+    adam = {"grad": grad, "stats": want["stats"], "counters": np.array([3, 0, 0, 0], np.uint64),
+            "param": gen.normal(size=P).astype(np.float32),
+            "m": gen.normal(0, 0.01, P).astype(np.float32),
+            "v": gen.uniform(0, 0.01, P).astype(np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.ADAM, ref.dqn_adam, adam, [P, 1e-3, 0.9, 0.999, 1e-8, 1.0])
+    for name in ("param", "m", "v"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
+    for tau, step in ((0.0, 4), (0.0, 5), (0.01, 5)):
+        sync = {"param": adam["param"], "counters": np.array([step, 0, 0, 0], np.uint64),
+                "target": gen.normal(size=P).astype(np.float32)}  # fmt: skip
+        got, want = _both(cuda_backend, dqn.TARGET_SYNC, ref.dqn_target_sync, sync, [P, tau, 2])
+        np.testing.assert_allclose(got["target"], want["target"], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("B", [1, 33, 1000, 4097])
+def test_dqn_act_matches_reference(cuda_backend, B: int) -> None:
+    gen = np.random.default_rng(B)
+    for step in (0, 5, 50):
+        host = {"q": gen.normal(size=B * 3).astype(np.float32),
+                "action": np.full(B, -1, np.int32),
+                "counters": np.array([0, step, 0, 0], np.uint64),
+                "isv": np.zeros(2, np.float32)}  # fmt: skip
+        got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, host, [B, 3, 11, 1.0, 0.1, 20.0, 1])
+        for name in ("action", "counters", "isv"):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at step {step}")
+
+
+@pytest.mark.parametrize("B", [1, 33, 1000, 4097])
+@pytest.mark.parametrize("H", [17, 32])
+def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> None:
+    gen = np.random.default_rng(B + H)
+    h = gen.normal(size=B * H).astype(np.float32)
+    w = gen.normal(0, 0.3, H + 1).astype(np.float32)
+    pred = {"h": h, "w": w, "p_up": np.full(B, np.nan, np.float32)}
+    got, want = _both(cuda_backend, dqn.AUX_PREDICT, ref.dqn_aux_predict, pred, [B, H])
+    np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
+    fill = gen.integers(0, 3, B).astype(np.float32)
+    train = {"h": h, "p_up": want["p_up"], "fill_mid": fill,
+             "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,
+             "partial": np.zeros(-(-B // 1024) * (H + 3), np.float32),
+             "counters": np.zeros(4, np.uint64), "isv": np.zeros(2, np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 0.1, 1])
+    np.testing.assert_allclose(got["w"], want["w"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["isv"], want["isv"], rtol=1e-5, atol=1e-6)
+    assert got["counters"].tolist() == [0, 0, 0, 0], "the done-counter is reset for the next call"
+    N = 64
+    gather = {"idx": gen.integers(-1, N, size=B).astype(np.int32),
+              "s_h_t": gen.normal(size=N * H).astype(np.float32),
+              "s_h_tp1": gen.normal(size=N * H).astype(np.float32),
+              "s_action": gen.integers(0, 3, N).astype(np.int32),
+              "s_reward": gen.normal(size=N).astype(np.float32),
+              "s_done": gen.integers(0, 2, N).astype(np.float32),
+              "x_t": np.full(B * H, np.nan, np.float32),
+              "x_tp1": np.full(B * H, np.nan, np.float32),
+              "action": np.full(B, -9, np.int32), "reward": np.full(B, np.nan, np.float32),
+              "done": np.full(B, np.nan, np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.GATHER, ref.dqn_gather, gather, [B, H])
+    for name in ("x_t", "x_tp1", "action", "reward", "done"):
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_learner_learns_the_bandit_on_the_gpu(cuda_backend) -> None:
+    from tests.test_agent import BANDIT, CONTEXTS, best_action, train_bandit
+
+    _, losses, greedy = train_bandit(cuda_backend, BANDIT)
+    assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() < 0.25 * losses[:20].mean()
+
+
+def test_one_learner_update_agrees_across_backends(cuda_backend) -> None:
+    from alpha_rl.backend.numpy import NumpyBackend
+    from tests.test_agent import BANDIT, train_bandit
+
+    params = []
+    for be in (NumpyBackend(), cuda_backend):
+        learner, _, _ = train_bandit(be, BANDIT, updates=1)
+        params.append(be.download(learner.theta))
+    np.testing.assert_allclose(params[1], params[0], rtol=1e-4, atol=1e-6)

@@ -1,0 +1,62 @@
+"""mlp_* kernels on the GPU against float64 products, for the sizes of the learner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.kernels import mlp
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference import mlp as ref
+
+pytestmark = pytest.mark.gpu
+
+
+def _gemm(cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu) -> tuple[np.ndarray, np.ndarray]:
+    want = np.zeros(M * N)
+    as64 = lambda x: None if x is None else x.astype(np.float64)  # noqa: E731
+    ref.mlp_gemm(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb, relu)
+    up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
+    C = cuda_backend.upload(np.full(M * N, np.nan, np.float32))
+    KernelRuntime(cuda_backend, {}).bind(mlp.GEMM)(up(A), up(B), up(bias), up(mask), C, M, N, K,
+                                                   ta, tb, relu)  # fmt: skip
+    return cuda_backend.download(C), want
+
+
+@pytest.mark.parametrize("rows", [1, 33, 512, 1000])
+@pytest.mark.parametrize("hidden", [17, 256])
+def test_mlp_gemm_matches_reference(cuda_backend, rows: int, hidden: int) -> None:
+    gen = np.random.default_rng(rows * hidden)
+    f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
+    n_in = 32
+    cases = [  # forward with bias + ReLU, weight gradient, input gradient through a ReLU mask
+        (f(rows, n_in), f(hidden, n_in), f(hidden), None, rows, hidden, n_in, 0, 1, 1),
+        (f(rows, hidden), f(rows, n_in), None, None, hidden, n_in, rows, 1, 0, 0),
+        (f(rows, hidden), f(hidden, n_in), None, f(rows, n_in), rows, n_in, hidden, 0, 0, 0),
+    ]
+    for case in cases:
+        got, want = _gemm(cuda_backend, *case)
+        K = case[6]
+        assert not np.isnan(got).any()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(K) * 4)
+
+
+@pytest.mark.parametrize("rows", [1, 33, 512, 1000])
+def test_mlp_bias_grad_and_dueling_match_reference(cuda_backend, rows: int) -> None:
+    gen = np.random.default_rng(rows)
+    rt = KernelRuntime(cuda_backend, {})
+    dY = gen.normal(size=rows * 17).astype(np.float32)
+    db = cuda_backend.zeros(17, np.float32)
+    rt.bind(mlp.BIAS_GRAD)(cuda_backend.upload(dY), db, rows, 17)
+    np.testing.assert_allclose(cuda_backend.download(db), dY.reshape(rows, 17).sum(0),
+                               rtol=1e-5, atol=1e-4)  # fmt: skip
+    va = gen.normal(size=rows * 4).astype(np.float32)
+    q, want_q = cuda_backend.zeros(rows * 3, np.float32), np.zeros(rows * 3, np.float32)
+    rt.bind(mlp.DUELING_FORWARD)(cuda_backend.upload(va), q, rows, 3)
+    ref.mlp_dueling_forward(va, want_q, rows, 3)
+    np.testing.assert_allclose(cuda_backend.download(q), want_q, rtol=1e-6, atol=1e-6)
+    dq = gen.normal(size=rows * 3).astype(np.float32)
+    dva, want_dva = cuda_backend.zeros(rows * 4, np.float32), np.zeros(rows * 4, np.float32)
+    rt.bind(mlp.DUELING_BACKWARD)(cuda_backend.upload(dq), dva, rows, 3)
+    ref.mlp_dueling_backward(dq, want_dva, rows, 3)
+    np.testing.assert_allclose(cuda_backend.download(dva), want_dva, rtol=1e-6, atol=1e-6)
