@@ -43,8 +43,9 @@ def ours(batch: int, hidden: int) -> tuple[float, float | None]:
         replay = Replay(ReplayConfig(LOG2, 0.6, 0.4, 100_000, 1e-6, batch), H, runtime, 0, 64, isv)
         gen = np.random.default_rng(0)
         N = 1 << LOG2
-        for name, values in (("s_h_t", gen.normal(size=N * H)), ("s_h_tp1", gen.normal(size=N * H)),
-                             ("s_reward", gen.normal(size=N)), ("leaves", gen.random(N))):  # fmt: skip
+        fills = {"s_h_t": gen.normal(size=N * H), "s_h_tp1": gen.normal(size=N * H),
+                 "s_reward": gen.normal(size=N), "leaves": gen.random(N)}  # fmt: skip
+        for name, values in fills.items():
             be.write(replay.arrays[name], values.astype(np.float32))
         be.write(replay.arrays["s_action"], gen.integers(0, 3, N).astype(np.int32))
         state = np.zeros(8, np.uint64)
@@ -65,7 +66,7 @@ def ours(batch: int, hidden: int) -> tuple[float, float | None]:
 
 def torch_peer(batch: int, hidden: int) -> float:
     import torch
-    import torch.nn.functional as F
+    import torch.nn.functional as F  # noqa: N812 - the customary name
     from torch import nn
 
     dev, N = torch.device("cuda"), 1 << LOG2
@@ -104,7 +105,7 @@ def torch_peer(batch: int, hidden: int) -> float:
 
     class TorchDrv:  # time_events' event interface over torch's events
         @staticmethod
-        def Event():  # noqa: N802
+        def Event():
             e = torch.cuda.Event(enable_timing=True)
             e.time_till = e.elapsed_time
             return e
