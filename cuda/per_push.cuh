@@ -35,13 +35,18 @@ struct PerClaim {
 };
 
 // Every thread of the block must call this, with the flag of its row. blockDim.x <= 1024.
-// `ticket` comes from per_push_ticket, called first by every thread of the block.
+// `ticket` comes from per_push_ticket, called first by every thread of the block. The claim may
+// be made more than once per kernel on different (state, lookback) pairs with the same ticket
+// (a second counter over the same rows). When `total` is not NULL the block with the last
+// ticket stores the launch's number of flagged rows there.
 __device__ __forceinline__ long long per_push_claim(unsigned long long* __restrict__ state,
                                                     unsigned long long* __restrict__ lookback,
                                                     int ticket, int nblocks, bool flag,
-                                                    unsigned long long mask) {
+                                                    unsigned long long mask,
+                                                    unsigned long long* total = nullptr) {
     __shared__ unsigned warp_offset[33];
     __shared__ unsigned long long block_base;
+    __syncthreads();  // a previous claim in this kernel may still be reading warp_offset
     const int tid = static_cast<int>(threadIdx.x);
     const int lane = tid & 31, warp = tid >> 5;
     const unsigned ballot = __ballot_sync(0xffffffffu, flag);
@@ -74,6 +79,7 @@ __device__ __forceinline__ long long per_push_claim(unsigned long long* __restri
         atomicExch(lookback + ticket, (tag << 32) | inclusive);
         block_base = head + before;
         if (ticket == nblocks - 1) {  // every other block has read head and tag by now
+            if (total != nullptr) *total = inclusive;
             vstate[PER_HEAD] = head + inclusive;
             vstate[PER_TAG] = vstate[PER_TAG] + 1ull;
             vstate[PER_TICKET] = 0ull;

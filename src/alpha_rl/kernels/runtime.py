@@ -113,6 +113,7 @@ class BoundKernel:
         self._over = names.index(over) if over is not None else None
         self._per_block = decl.launch.items_per_block
         self._blocks = decl.launch.blocks
+        self.launches = 0  # calls that launched (or ran the oracle), for tests and audits
         self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
@@ -134,6 +135,7 @@ class BoundKernel:
             if blocks <= 0:
                 return
             grid = (blocks, 1, 1)
+        self.launches += 1
         self._launch(grid, values, stream)
 
     def __repr__(self) -> str:
@@ -155,6 +157,7 @@ class KernelRuntime:
         self.defines = dict(defines)
         self._cubin_dir = cubin_dir or paths.default_cubin_dir()
         self._modules: dict[str, Any] = {}
+        self.bound: list[BoundKernel] = []  # every kernel bound through this runtime
 
     def bind(self, decl: KernelDecl) -> BoundKernel:
         """The launcher for `decl` on this runtime's backend."""
@@ -162,8 +165,18 @@ class KernelRuntime:
         if stem is None or stem.kernels.get(decl.name) is not decl:
             raise KernelCallError(f"{decl.name} is not a registered kernel of stem {decl.stem!r}")
         if self.backend.name == "numpy":
-            return BoundKernel(decl, self.backend, self._oracle_launch(stem, decl))
-        return BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address)
+            kernel = BoundKernel(decl, self.backend, self._oracle_launch(stem, decl))
+        else:
+            kernel = BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address)
+        self.bound.append(kernel)
+        return kernel
+
+    def launch_counts(self) -> dict[str, int]:
+        """Kernel name -> launches so far, over every kernel bound through this runtime."""
+        counts: dict[str, int] = {}
+        for kernel in self.bound:
+            counts[kernel.decl.name] = counts.get(kernel.decl.name, 0) + kernel.launches
+        return counts
 
     def _oracle_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
         oracle = getattr(

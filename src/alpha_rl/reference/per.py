@@ -41,6 +41,33 @@ def new_leaf(max_leaf: np.ndarray) -> np.float32:
     return m if m > 0 else F32(1)
 
 
+def claim(flag: np.ndarray, state: np.ndarray, lookback: np.ndarray, block: int) -> np.ndarray:
+    """What per_push_claim gives each row: head + flagged rows before it (-1 when not flagged).
+    Advances state[HEAD] and state[TAG] and writes the look-back words as the kernel does."""
+    n = len(flag)
+    head = int(state[HEAD])
+    claims = np.where(flag, head + np.cumsum(flag) - flag, -1).astype(np.int64)
+    tag = (int(state[TAG]) + 1) & 0xFFFFFFFF
+    counts = np.add.reduceat(flag.astype(np.int64), np.arange(0, n, block)) if n else []
+    inclusive = np.cumsum(counts).astype(np.uint64)
+    lookback[: len(inclusive)] = (np.uint64(tag) << np.uint64(32)) | inclusive
+    state[HEAD] = np.uint64(head + int(flag.sum()))
+    state[TAG] = state[TAG] + np.uint64(1)
+    return claims
+
+
+def write_rows(rows, slots, h_t, h_tp1, H, s_h_t, s_h_tp1) -> None:
+    """Copy state rows `rows` of h_t / h_tp1 ([*, H]) into storage slots `slots`."""
+    s_h_t.reshape(-1, H)[slots] = h_t.reshape(-1, H)[rows]
+    s_h_tp1.reshape(-1, H)[slots] = h_tp1.reshape(-1, H)[rows]
+
+
+def boosted_leaf(max_leaf: np.ndarray, boost: float, alpha: float) -> np.float32:
+    """Leaf of a synthetic transition: boost^alpha times the new-transition leaf."""
+    base = new_leaf(max_leaf)
+    return base if boost == 1 else np.power(F32(boost), F32(alpha)) * base
+
+
 def per_push(
     flags, h_t, h_tp1, action, reward, done, priority, max_leaf,
     s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, slot_out, state, lookback,
@@ -51,28 +78,18 @@ def per_push(
     if n <= 0:
         return
     flag = np.ones(n, bool) if flags is None else flags[:n] != 0
-    before = np.cumsum(flag) - flag
-    head = int(state[HEAD])
-    slots = (head + before) & int(mask)
+    slots = claim(flag, state, lookback, PUSH_BLOCK) & int(mask)
     if slot_out is not None:
         slot_out[:n] = np.where(flag, slots, -1)
     rows = np.flatnonzero(flag)
     dst = slots[rows]
-    s_h_t.reshape(-1, H)[dst] = h_t.reshape(-1, H)[rows]
-    s_h_tp1.reshape(-1, H)[dst] = h_tp1.reshape(-1, H)[rows]
+    write_rows(rows, dst, h_t, h_tp1, H, s_h_t, s_h_tp1)
     s_action[dst], s_reward[dst], s_done[dst] = action[rows], reward[rows], done[rows]
     s_synthetic[dst] = 1 if synthetic else 0
     if priority is None:
         leaves[dst] = new_leaf(max_leaf)
     else:
         leaves[dst] = np.power(priority[rows].astype(F32), F32(alpha))
-    tag = (int(state[TAG]) + 1) & 0xFFFFFFFF
-    blocks = -(-n // PUSH_BLOCK)
-    counts = np.add.reduceat(flag.astype(np.int64), np.arange(0, n, PUSH_BLOCK))
-    inclusive = np.cumsum(counts).astype(np.uint64)
-    lookback[:blocks] = (np.uint64(tag) << np.uint64(32)) | inclusive
-    state[HEAD] = np.uint64(head + len(rows))
-    state[TAG] = state[TAG] + np.uint64(1)
 
 
 def per_tree_reduce(in_sum, in_max, out_sum, out_max, n_in, n_out) -> None:

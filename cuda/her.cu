@@ -1,0 +1,221 @@
+// her.cu — GPU-native bidirectional hindsight experience replay (DESIGN §8).
+//
+// Per-env state: mid ring [B * HER_RING] and count; entry_mid, peak_mid, dir of the open trade;
+// the snapshot of the trade that closed this step (snap_entry, snap_peak, snap_dir, snap_episode);
+// last_episode (the env's episode at the previous step). Forward ring of R closed trades (R a
+// power of two): f_entry, f_exit_step (i64), f_dir (0 = empty), f_actual, f_env, f_episode,
+// f_h [R * H]. counters [8] u64 (HER_*). ISV slots by index: threshold, priority boost, reward
+// scale, lookahead, per-step counts. lot_mult = lot * multiplier (USD per price unit).
+//
+// her_track (one thread per env, after the env step): a close snapshots (entry, peak, dir) and
+//   the episode the trade lived in; an open (a flip included) sets entry = peak = the fill-tick
+//   mid and dir = sign(position); while in a trade the post-step mid is appended to the ring and
+//   the peak moves in the trade's favour (max long, min short); flat: count = 0, dir = 0.
+//   The last block advances counters[HER_STEP] (the step number the other kernels read).
+// her_inject (HER_BLOCK threads a block, one per env, after the real push): for a closed trade,
+//   peak_pnl = dir * (peak - entry) * lot_mult, actual = rc[b * S + 0]; when push_backward it
+//   fires iff peak_pnl > 0 and peak_pnl > threshold * actual and pushes (per_push.cuh) the row
+//   state = next state = h_t[b], action = eff_action[b], reward = peak_pnl * reward_scale,
+//   done = 1, leaf = boost^alpha * max_leaf, synthetic = 1. The launch's count goes to
+//   isv[count_idx] and counters[HER_BACKWARD_TOTAL]. When record_forward, every closed trade
+//   also claims the next position of the forward ring, in env order: ring_claim[b] (-1 if none).
+// her_record (one thread per env): a claim c is written into slot c mod R iff c >= ring head - R
+//   (of more than R closes in one step the last R are kept): entry mid, exit step = the current
+//   step, dir, actual PnL, env, episode, h_t[b].
+// her_forward (HER_BLOCK threads a block, one per ring slot): empty: skip; age = step - exit;
+//   age < lookahead: wait; age > 2 * lookahead or the env's episode changed: expire; otherwise
+//   forward_pnl = dir * (post_mid[env] - entry) * lot_mult fires iff > 0 and > threshold *
+//   actual, pushing state = next state = the stored h, action = LONG (dir > 0) or SHORT,
+//   reward = forward_pnl * reward_scale, done = 1, boosted leaf; expired or evaluated slots are
+//   cleared. The count goes to isv[count_idx] and counters[HER_FORWARD_TOTAL].
+#include "common.cuh"
+#include "env.cuh"
+#include "per_push.cuh"
+
+#define HER_RING 512
+#define HER_BLOCK 1024
+#define HER_STEP 0
+#define HER_BACKWARD_TOTAL 1
+#define HER_FORWARD_TOTAL 2
+#define HER_TRACK_DONE 3
+#define HER_LAUNCH_TOTAL 4
+#define HER_RING_TOTAL 5
+
+#define MUL __fmul_rn
+#define SUB __fsub_rn
+
+__device__ __forceinline__ void her_write_row(const float* __restrict__ h, float* __restrict__ s_h_t,
+                                              float* __restrict__ s_h_tp1, long long slot, int H) {
+    const size_t dst = static_cast<size_t>(slot) * H;
+    for (int k = 0; k < H; ++k) {
+        s_h_t[dst + k] = h[k];
+        s_h_tp1[dst + k] = h[k];
+    }
+}
+
+extern "C" __global__ void her_track(
+    const uint8_t* __restrict__ opened, const uint8_t* __restrict__ closed,
+    const int* __restrict__ pos, const int* __restrict__ episode,
+    const float* __restrict__ fill_mid, const float* __restrict__ post_mid,
+    float* __restrict__ mid_ring, int* __restrict__ count, float* __restrict__ entry_mid,
+    float* __restrict__ peak_mid, int* __restrict__ dir, float* __restrict__ snap_entry,
+    float* __restrict__ snap_peak, int* __restrict__ snap_dir, int* __restrict__ snap_episode,
+    int* __restrict__ last_episode, unsigned long long* __restrict__ counters, int B) {
+    __shared__ bool is_last;
+    const int b = global_index_1d();
+    if (b < B) {
+        if (closed[b]) {
+            snap_entry[b] = entry_mid[b];
+            snap_peak[b] = peak_mid[b];
+            snap_dir[b] = dir[b];
+            snap_episode[b] = last_episode[b];
+        }
+        const int p = pos[b];
+        if (opened[b]) {
+            entry_mid[b] = fill_mid[b];
+            peak_mid[b] = fill_mid[b];
+            count[b] = 0;
+        }
+        if (p != 0) {
+            const int c = count[b];
+            const float mid = post_mid[b];
+            mid_ring[static_cast<size_t>(b) * HER_RING + (c & (HER_RING - 1))] = mid;
+            count[b] = c + 1;
+            peak_mid[b] = p > 0 ? fmaxf(peak_mid[b], mid) : fminf(peak_mid[b], mid);
+            dir[b] = p > 0 ? 1 : -1;
+        } else {
+            count[b] = 0;
+            dir[b] = 0;
+        }
+        last_episode[b] = episode[b];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        is_last = atomicAdd(counters + HER_TRACK_DONE, 1ull) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (is_last && threadIdx.x == 0) {
+        counters[HER_STEP] += 1ull;
+        counters[HER_TRACK_DONE] = 0ull;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
+    const uint8_t* __restrict__ closed, const float* __restrict__ snap_entry,
+    const float* __restrict__ snap_peak, const int* __restrict__ snap_dir,
+    const float* __restrict__ rc, const float* __restrict__ h_t,
+    const int* __restrict__ eff_action, const float* __restrict__ max_leaf,
+    float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
+    int* __restrict__ s_action, float* __restrict__ s_reward, float* __restrict__ s_done,
+    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves,
+    unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
+    long long* __restrict__ ring_claim, unsigned long long* __restrict__ ring_state,
+    unsigned long long* __restrict__ ring_lookback, unsigned long long* __restrict__ counters,
+    float* __restrict__ isv, int B, int H, int S, unsigned long long mask, float alpha,
+    float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
+    int push_backward, int record_forward) {
+    const int ticket = per_push_ticket(rstate);
+    const int row = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
+    const bool was_closed = row < B && closed[row] != 0;
+    bool fires = false;
+    float peak_pnl = 0.0f;
+    if (was_closed && push_backward) {
+        const float d = static_cast<float>(snap_dir[row]);
+        peak_pnl = MUL(MUL(d, SUB(snap_peak[row], snap_entry[row])), lot_mult);
+        const float actual = rc[static_cast<size_t>(row) * S];
+        fires = peak_pnl > 0.0f && peak_pnl > MUL(isv[threshold_idx], actual);
+    }
+    const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,
+                                          counters + HER_LAUNCH_TOTAL);
+    if (record_forward) {
+        const long long claim = per_push_claim(ring_state, ring_lookback, ticket, gridDim.x,
+                                               was_closed, ~0ull, counters + HER_RING_TOTAL);
+        if (row < B) ring_claim[row] = claim;
+    }
+    if (slot >= 0) {
+        her_write_row(h_t + static_cast<size_t>(row) * H, s_h_t, s_h_tp1, slot, H);
+        s_action[slot] = eff_action[row];
+        s_reward[slot] = MUL(peak_pnl, isv[scale_idx]);
+        s_done[slot] = 1.0f;
+        s_synthetic[slot] = 1;
+        leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
+    }
+    if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
+        const unsigned long long total = counters[HER_LAUNCH_TOTAL];
+        counters[HER_BACKWARD_TOTAL] += total;
+        if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+    }
+}
+
+extern "C" __global__ void her_record(
+    const long long* __restrict__ ring_claim, const float* __restrict__ snap_entry,
+    const int* __restrict__ snap_dir, const int* __restrict__ snap_episode,
+    const float* __restrict__ rc, const float* __restrict__ h_t,
+    const unsigned long long* __restrict__ ring_state,
+    const unsigned long long* __restrict__ counters, float* __restrict__ f_entry,
+    long long* __restrict__ f_exit_step, int* __restrict__ f_dir, float* __restrict__ f_actual,
+    int* __restrict__ f_env, int* __restrict__ f_episode, float* __restrict__ f_h, int B, int H,
+    int S, int R) {
+    const int b = global_index_1d();
+    if (b >= B) return;
+    const long long claim = ring_claim[b];
+    const long long head = static_cast<long long>(ring_state[PER_HEAD]);
+    if (claim < 0 || claim < head - R) return;
+    const int s = static_cast<int>(claim & static_cast<long long>(R - 1));
+    f_entry[s] = snap_entry[b];
+    f_exit_step[s] = static_cast<long long>(counters[HER_STEP]);
+    f_dir[s] = snap_dir[b];
+    f_actual[s] = rc[static_cast<size_t>(b) * S];
+    f_env[s] = b;
+    f_episode[s] = snap_episode[b];
+    for (int k = 0; k < H; ++k) f_h[static_cast<size_t>(s) * H + k] = h_t[static_cast<size_t>(b) * H + k];
+}
+
+extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
+    const float* __restrict__ f_entry, const long long* __restrict__ f_exit_step,
+    const float* __restrict__ f_actual, const int* __restrict__ f_env,
+    const int* __restrict__ f_episode, const float* __restrict__ f_h,
+    const int* __restrict__ episode, const float* __restrict__ post_mid,
+    const float* __restrict__ max_leaf, int* __restrict__ f_dir,
+    float* __restrict__ s_h_t, float* __restrict__ s_h_tp1, int* __restrict__ s_action,
+    float* __restrict__ s_reward, float* __restrict__ s_done, uint8_t* __restrict__ s_synthetic,
+    float* __restrict__ leaves, unsigned long long* __restrict__ rstate,
+    unsigned long long* __restrict__ rlookback, unsigned long long* __restrict__ counters,
+    float* __restrict__ isv, int R, int H, unsigned long long mask, float alpha,
+    float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int lookahead_idx,
+    int count_idx) {
+    const int ticket = per_push_ticket(rstate);
+    const int s = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
+    const int d = s < R ? f_dir[s] : 0;
+    bool fires = false, clear = false;
+    float forward_pnl = 0.0f;
+    if (d != 0) {
+        const long long age = static_cast<long long>(counters[HER_STEP]) - f_exit_step[s];
+        const long long lookahead = static_cast<long long>(isv[lookahead_idx]);
+        const int env = f_env[s];
+        if (age >= lookahead) {
+            clear = true;
+            if (age <= 2 * lookahead && episode[env] == f_episode[s]) {
+                forward_pnl = MUL(MUL(static_cast<float>(d), SUB(post_mid[env], f_entry[s])), lot_mult);
+                fires = forward_pnl > 0.0f && forward_pnl > MUL(isv[threshold_idx], f_actual[s]);
+            }
+        }
+    }
+    const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,
+                                          counters + HER_LAUNCH_TOTAL);
+    if (slot >= 0) {
+        her_write_row(f_h + static_cast<size_t>(s) * H, s_h_t, s_h_tp1, slot, H);
+        s_action[slot] = d > 0 ? ACTION_LONG : ACTION_SHORT;
+        s_reward[slot] = MUL(forward_pnl, isv[scale_idx]);
+        s_done[slot] = 1.0f;
+        s_synthetic[slot] = 1;
+        leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
+    }
+    if (clear) f_dir[s] = 0;
+    if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
+        const unsigned long long total = counters[HER_LAUNCH_TOTAL];
+        counters[HER_FORWARD_TOTAL] += total;
+        if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+    }
+}

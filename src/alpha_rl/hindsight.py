@@ -1,0 +1,290 @@
+"""Bidirectional hindsight experience replay on either backend (DESIGN §8).
+
+`Hindsight` owns the per-env trade tracking state and (with forward HER) the ring of closed
+trades, and launches the her_* kernels in the step order of DESIGN §9: `track` after the env step
+(6), `inject` after the real push (8), `forward` after it (9). Synthetic rows go through the
+replay's own push. `hindsight_for(cfg, ...)` returns None for `her='off'`: then nothing is
+allocated and nothing launched.
+
+`audit_track` and `audit_inject_forward` run the same kernels on the GPU and, on a host copy of
+everything they read and write, the NumPy oracle, and count the outputs that differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from alpha_rl.env import Environment
+from alpha_rl.errors import ConfigError
+from alpha_rl.isv import DeviceIsv
+from alpha_rl.kernels import her
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference import her as oracle
+from alpha_rl.replay import Replay
+
+F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
+ENV_STATE = {
+    "mid_ring": F32,
+    "count": I32,
+    "entry_mid": F32,
+    "peak_mid": F32,
+    "dir": I32,
+    "snap_entry": F32,
+    "snap_peak": F32,
+    "snap_dir": I32,
+    "snap_episode": I32,
+    "last_episode": I32,
+}
+RING_STATE = {
+    "f_entry": F32,
+    "f_exit_step": I64,
+    "f_dir": I32,
+    "f_actual": F32,
+    "f_env": I32,
+    "f_episode": I32,
+}
+REPLAY_ARRAYS = (
+    "s_h_t",
+    "s_h_tp1",
+    "s_action",
+    "s_reward",
+    "s_done",
+    "s_synthetic",
+    "leaves",
+    "state",
+    "lookback",
+)
+
+
+@dataclass(frozen=True)
+class HerConfig:
+    """Which directions run, and the forward ring's size (conf/her/*.yaml)."""
+
+    backward: bool
+    forward: bool
+    closed_ring: int
+
+    @classmethod
+    def from_cfg(cls, node: DictConfig) -> HerConfig | None:
+        """None when HER is off; otherwise the checked settings."""
+        if not node.enabled:
+            return None
+        ring = int(node.get("closed_ring", 0)) if node.forward else 0
+        if node.forward and (ring < 1 or ring & (ring - 1)):
+            raise ConfigError(f"her.closed_ring={ring} must be a power of two (see conf/her/)")
+        return cls(bool(node.backward), bool(node.forward), ring)
+
+
+class Hindsight:
+    """HER state and kernels for one run's environment and replay."""
+
+    def __init__(
+        self,
+        cfg: HerConfig,
+        env: Environment,
+        replay: Replay,
+        runtime: KernelRuntime,
+        isv: DeviceIsv,
+    ) -> None:
+        self.cfg, self.env, self.replay, self.runtime, self.isv = cfg, env, replay, runtime, isv
+        B, H, R = env.num_envs, env.obs_dim, cfg.closed_ring
+        blocks_needed = -(-max(B, R) // her.BLOCK)
+        if len(replay.arrays["lookback"]) < blocks_needed or replay.max_push < B:
+            raise ConfigError(f"the replay must accept pushes of {max(B, R)} rows for HER")
+        be = runtime.backend
+        self.arrays = {
+            k: be.zeros(B * her.RING if k == "mid_ring" else B, dt) for k, dt in ENV_STATE.items()
+        }
+        self.arrays["counters"] = be.zeros(her.COUNTERS, U64)
+        if cfg.forward:
+            self.arrays |= {k: be.zeros(R, dt) for k, dt in RING_STATE.items()}
+            self.arrays["f_h"] = be.zeros(R * H, F32)
+            self.arrays["ring_claim"] = be.zeros(B, I64)
+            self.arrays["ring_state"] = be.zeros(8, U64)
+            self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
+        names = set(isv.layout.names())
+        at = lambda n: int(isv.layout.index(n)) if n in names else -1  # noqa: E731
+        self.slots = {
+            "threshold": at("her_threshold"),
+            "boost": at("her_priority_boost"),
+            "scale": at("reward_scale"),
+            "lookahead": at("her_forward_lookahead"),
+            "backward_count": at("her_inject_count"),
+            "forward_count": at("her_forward_inject_count"),
+        }
+        self.lot_mult = env.cfg.lot * env.cfg.multiplier
+        bind = runtime.bind
+        self._track, self._inject = bind(her.TRACK), bind(her.INJECT)
+        self._record = bind(her.RECORD) if cfg.forward else None
+        self._forward = bind(her.FORWARD) if cfg.forward else None
+
+    # --- the kernels, in step order ---
+    def _args(self, decl, h_t) -> list:
+        """Pointer arguments of `decl` from the env, replay, ISV and own arrays (by name)."""
+        env, rp, a = self.env.arrays, self.replay.arrays, self.arrays
+        named = {
+            **env,
+            **a,
+            "h_t": h_t,
+            "isv": self.isv.array,
+            "max_leaf": self.replay.max_leaf,
+            "rstate": rp["state"],
+            "rlookback": rp["lookback"],
+            **{k: rp[k] for k in REPLAY_ARRAYS[:7]},
+        }
+        return [named.get(arg.name) for arg in decl.args if arg.is_pointer]
+
+    def track(self, stream: Any = None) -> None:
+        """Step 6: follow every env's trade (after the env step)."""
+        self._track(*self._args(her.TRACK, None), self.env.num_envs, stream=stream)
+
+    def inject(self, h_t: Any, stream: Any = None) -> None:
+        """Step 8: backward synthetic transitions for this step's closes; forward-ring claims."""
+        s, env = self.slots, self.env
+        self._inject(
+            *self._args(her.INJECT, h_t),
+            env.num_envs,
+            env.obs_dim,
+            env.rc_stride,
+            self.replay.cfg.capacity - 1,
+            self.replay.cfg.alpha,
+            self.lot_mult,
+            s["threshold"],
+            s["boost"],
+            s["scale"],
+            s["backward_count"],
+            int(self.cfg.backward),
+            int(self.cfg.forward),
+            stream=stream,
+        )
+
+    def forward(self, h_t: Any, stream: Any = None) -> None:
+        """Step 9: record this step's closes in the ring, then judge the ring's due trades."""
+        if not self.cfg.forward:
+            return
+        s, env, R = self.slots, self.env, self.cfg.closed_ring
+        self._record(
+            *self._args(her.RECORD, h_t), env.num_envs, env.obs_dim, env.rc_stride, R, stream=stream
+        )
+        self._forward(
+            *self._args(her.FORWARD, h_t),
+            R,
+            env.obs_dim,
+            self.replay.cfg.capacity - 1,
+            self.replay.cfg.alpha,
+            self.lot_mult,
+            s["threshold"],
+            s["boost"],
+            s["scale"],
+            s["lookahead"],
+            s["forward_count"],
+            stream=stream,
+        )
+
+    def totals(self) -> dict[str, int]:
+        """Steps tracked and synthetic transitions pushed so far (a device->host read)."""
+        c = self.runtime.backend.download(self.arrays["counters"])
+        return {
+            "steps": int(c[her.STEP]),
+            "backward": int(c[her.BACKWARD_TOTAL]),
+            "forward": int(c[her.FORWARD_TOTAL]),
+        }
+
+    # --- audit: the GPU against the oracle on the same inputs ---
+    def _host(self, h_t: Any) -> dict[str, np.ndarray]:
+        be = self.runtime.backend
+        arrays = {
+            **self.env.arrays,
+            **self.arrays,
+            "isv": self.isv.array,
+            "h_t": h_t,
+            "max_leaf": self.replay.max_leaf,
+            **{
+                (
+                    "rstate" if k == "state" else "rlookback" if k == "lookback" else k
+                ): self.replay.arrays[k]
+                for k in REPLAY_ARRAYS
+            },
+        }
+        return {k: be.download(v) for k, v in arrays.items() if v is not None}
+
+    @staticmethod
+    def _mismatches(gpu: dict, host: dict, names) -> dict[str, int]:
+        out = {}
+        for name in names:
+            a, b = gpu[name], host[name]
+            if name == "leaves":  # powf on both sides: allow an ulp
+                bad = ~np.isclose(a, b, rtol=1e-6, atol=0)
+            else:
+                bad = ~((a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else a == b)
+            out[name] = int(bad.sum())
+        return out
+
+    def audit_track(self) -> dict[str, int]:
+        """Run track on the device and on the oracle; mismatching elements per output."""
+        before = self._host(None)
+        self.track()
+        outs = [a.name for a in her.TRACK.args if a.role.name == "OUT"]
+        oracle.her_track(
+            *(before.get(a.name) for a in her.TRACK.args if a.is_pointer), self.env.num_envs
+        )
+        return self._mismatches(self._host(None), before, outs)
+
+    def audit_inject_forward(self, h_t: Any) -> dict[str, int]:
+        """Run inject (and record + forward) on the device and on the oracle; mismatches."""
+        host = self._host(h_t)
+        self.inject(h_t)
+        self.forward(h_t)
+        s, env, rp = self.slots, self.env, self.replay.cfg
+        decls = [her.INJECT] + ([her.RECORD, her.FORWARD] if self.cfg.forward else [])
+        oracle.her_inject(
+            *(host.get(a.name) for a in her.INJECT.args if a.is_pointer),
+            env.num_envs,
+            env.obs_dim,
+            env.rc_stride,
+            rp.capacity - 1,
+            rp.alpha,
+            self.lot_mult,
+            s["threshold"],
+            s["boost"],
+            s["scale"],
+            s["backward_count"],
+            int(self.cfg.backward),
+            int(self.cfg.forward),
+        )
+        if self.cfg.forward:
+            R = self.cfg.closed_ring
+            oracle.her_record(
+                *(host.get(a.name) for a in her.RECORD.args if a.is_pointer),
+                env.num_envs,
+                env.obs_dim,
+                env.rc_stride,
+                R,
+            )
+            oracle.her_forward(
+                *(host.get(a.name) for a in her.FORWARD.args if a.is_pointer),
+                R,
+                env.obs_dim,
+                rp.capacity - 1,
+                rp.alpha,
+                self.lot_mult,
+                s["threshold"],
+                s["boost"],
+                s["scale"],
+                s["lookahead"],
+                s["forward_count"],
+            )
+        outs = {a.name for d in decls for a in d.args if a.role.name == "OUT"}
+        return self._mismatches(self._host(h_t), host, sorted(o for o in outs if o in host))
+
+
+def hindsight_for(
+    cfg: DictConfig, env: Environment, replay: Replay, runtime: KernelRuntime, isv: DeviceIsv
+) -> Hindsight | None:
+    """The run's Hindsight, or None with her='off' (nothing allocated, nothing launched)."""
+    her_cfg = HerConfig.from_cfg(cfg.her)
+    return None if her_cfg is None else Hindsight(her_cfg, env, replay, runtime, isv)

@@ -1,0 +1,136 @@
+"""Launcher declarations for cuda/her.cu (oracle: alpha_rl.reference.her)."""
+
+import numpy as np
+
+from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
+
+STEM = Stem("her")
+
+F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
+BLOCK = 1024  # HER_BLOCK: the replay's push granularity
+RING = 512  # HER_RING: per-env mid ring length
+STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2  # counters[]
+COUNTERS = 8
+
+REPLAY_OUT = (
+    Out("s_h_t", F32),
+    Out("s_h_tp1", F32),
+    Out("s_action", I32),
+    Out("s_reward", F32),
+    Out("s_done", F32),
+    Out("s_synthetic", U8),
+    Out("leaves", F32),
+    Out("rstate", U64),
+    Out("rlookback", U64),
+)
+
+TRACK = STEM.kernel(
+    "her_track",
+    In("opened", U8),
+    In("closed", U8),
+    In("pos", I32),
+    In("episode", I32),
+    In("fill_mid", F32),
+    In("post_mid", F32),
+    Out("mid_ring", F32),
+    Out("count", I32),
+    Out("entry_mid", F32),
+    Out("peak_mid", F32),
+    Out("dir", I32),
+    Out("snap_entry", F32),
+    Out("snap_peak", F32),
+    Out("snap_dir", I32),
+    Out("snap_episode", I32),
+    Out("last_episode", I32),
+    Out("counters", U64),
+    Scalar("B", I32),
+    launch=Grid1D(over="B", block=256),
+    doc="per-env trade tracking: entry, peak in the trade's favour, mid ring, close snapshot",
+)
+
+INJECT = STEM.kernel(
+    "her_inject",
+    In("closed", U8),
+    In("snap_entry", F32),
+    In("snap_peak", F32),
+    In("snap_dir", I32),
+    In("rc", F32),
+    In("h_t", F32),
+    In("eff_action", I32),
+    In("max_leaf", F32),
+    *REPLAY_OUT,
+    Out("ring_claim", I64, nullable=True),
+    Out("ring_state", U64, nullable=True),
+    Out("ring_lookback", U64, nullable=True),
+    Out("counters", U64),
+    Out("isv", F32),
+    *(Scalar(name, I32) for name in ("B", "H", "S")),
+    Scalar("mask", U64),
+    Scalar("alpha", F32),
+    Scalar("lot_mult", F32),
+    *(
+        Scalar(name, I32)
+        for name in (
+            "threshold_idx",
+            "boost_idx",
+            "scale_idx",
+            "count_idx",
+            "push_backward",
+            "record_forward",
+        )
+    ),
+    launch=Grid1D(over="B", block=BLOCK),
+    doc="backward HER: a synthetic transition rewarding the peak of each closed trade that beat "
+    "threshold x its realised PnL; claims forward-ring positions for the closed trades",
+)
+
+RECORD = STEM.kernel(
+    "her_record",
+    In("ring_claim", I64),
+    In("snap_entry", F32),
+    In("snap_dir", I32),
+    In("snap_episode", I32),
+    In("rc", F32),
+    In("h_t", F32),
+    In("ring_state", U64),
+    In("counters", U64),
+    Out("f_entry", F32),
+    Out("f_exit_step", I64),
+    Out("f_dir", I32),
+    Out("f_actual", F32),
+    Out("f_env", I32),
+    Out("f_episode", I32),
+    Out("f_h", F32),
+    *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
+    launch=Grid1D(over="B", block=256),
+    doc="closed trades into the forward ring (the last R of a step when more closed)",
+)
+
+FORWARD = STEM.kernel(
+    "her_forward",
+    In("f_entry", F32),
+    In("f_exit_step", I64),
+    In("f_actual", F32),
+    In("f_env", I32),
+    In("f_episode", I32),
+    In("f_h", F32),
+    In("episode", I32),
+    In("post_mid", F32),
+    In("max_leaf", F32),
+    Out("f_dir", I32),
+    *REPLAY_OUT,
+    Out("counters", U64),
+    Out("isv", F32),
+    Scalar("R", I32),
+    Scalar("H", I32),
+    Scalar("mask", U64),
+    Scalar("alpha", F32),
+    Scalar("lot_mult", F32),
+    *(
+        Scalar(name, I32)
+        for name in ("threshold_idx", "boost_idx", "scale_idx", "lookahead_idx", "count_idx")
+    ),
+    launch=Grid1D(over="R", block=BLOCK),
+    doc="forward HER: after `lookahead` steps, a synthetic hold transition when holding on "
+    "would have paid more than threshold x the realised PnL",
+)

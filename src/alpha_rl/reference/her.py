@@ -1,0 +1,124 @@
+"""Oracle of cuda/her.cu: bidirectional hindsight experience replay (DESIGN §8).
+
+The contract is the kernel file's header; these functions follow it with the same float32
+operations (the PnLs compare exactly) and the replay push of reference/per.py, so slots, rows,
+flags and counts equal the GPU's; only the boosted leaf (powf) may differ by an ulp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alpha_rl.reference.per import boosted_leaf, claim, write_rows
+
+F32 = np.float32
+RING, BLOCK = 512, 1024
+STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2
+ACTION_LONG, ACTION_SHORT = 1, 2
+
+
+def her_track(opened, closed, pos, episode, fill_mid, post_mid, mid_ring, count, entry_mid,
+              peak_mid, dir, snap_entry, snap_peak, snap_dir, snap_episode, last_episode,
+              counters, B) -> None:  # fmt: skip
+    """Snapshot closing trades, open new ones at the fill mid, track the peak, advance the step."""
+    B = int(B)
+    c = closed[:B] != 0
+    snap_entry[:B] = np.where(c, entry_mid[:B], snap_entry[:B])
+    snap_peak[:B] = np.where(c, peak_mid[:B], snap_peak[:B])
+    snap_dir[:B] = np.where(c, dir[:B], snap_dir[:B])
+    snap_episode[:B] = np.where(c, last_episode[:B], snap_episode[:B])
+    o = opened[:B] != 0
+    entry_mid[:B] = np.where(o, fill_mid[:B], entry_mid[:B])
+    peak_mid[:B] = np.where(o, fill_mid[:B], peak_mid[:B])
+    count[:B] = np.where(o, 0, count[:B])
+    p = pos[:B]
+    live = np.flatnonzero(p != 0)
+    mid = post_mid[live]
+    mid_ring[live * RING + (count[live] & (RING - 1))] = mid
+    count[live] += 1
+    peak_mid[live] = np.where(
+        p[live] > 0, np.fmax(peak_mid[live], mid), np.fmin(peak_mid[live], mid)
+    )
+    dir[:B] = np.sign(p).astype(np.int32)
+    count[:B] = np.where(p != 0, count[:B], 0)
+    last_episode[:B] = episode[:B]
+    counters[STEP] += np.uint64(1)
+
+
+def _push_synthetic(fires, rows_src, h, H, action, reward, max_leaf, storage, mask, alpha, boost):
+    """Push the firing rows (states from h) as synthetic transitions; return how many."""
+    s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback = storage
+    slots = claim(fires, rstate, rlookback, BLOCK) & int(mask)
+    rows = np.flatnonzero(fires)
+    dst = slots[rows]
+    src = rows_src[rows]
+    write_rows(src, dst, h, h, H, s_h_t, s_h_tp1)
+    s_action[dst], s_reward[dst] = action[rows], reward[rows]
+    s_done[dst], s_synthetic[dst] = F32(1), 1
+    leaves[dst] = boosted_leaf(max_leaf, boost, alpha)
+    return len(rows)
+
+
+def her_inject(closed, snap_entry, snap_peak, snap_dir, rc, h_t, eff_action, max_leaf,
+               s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback,
+               ring_claim, ring_state, ring_lookback, counters, isv,
+               B, H, S, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, count_idx,
+               push_backward, record_forward) -> None:  # fmt: skip
+    """Backward HER on this step's closes; forward-ring claims for them (see module docstring)."""
+    B, H, S = int(B), int(H), int(S)
+    was_closed = closed[:B] != 0
+    d = snap_dir[:B].astype(F32)
+    peak_pnl = (d * (snap_peak[:B] - snap_entry[:B])) * F32(lot_mult)
+    actual = rc[: B * S : S]
+    fires = was_closed & (peak_pnl > 0) & (peak_pnl > isv[threshold_idx] * actual)
+    if not push_backward:
+        fires[:] = False
+    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback)
+    total = _push_synthetic(fires, np.arange(B), h_t, H, eff_action[:B],
+                            peak_pnl * isv[scale_idx], max_leaf, storage, mask, alpha,
+                            isv[boost_idx])  # fmt: skip
+    if record_forward:
+        ring_claim[:B] = claim(was_closed, ring_state, ring_lookback, BLOCK)
+    counters[BACKWARD_TOTAL] += np.uint64(total)
+    if count_idx >= 0:
+        isv[count_idx] = total
+
+
+def her_record(ring_claim, snap_entry, snap_dir, snap_episode, rc, h_t, ring_state, counters,
+               f_entry, f_exit_step, f_dir, f_actual, f_env, f_episode, f_h,
+               B, H, S, R) -> None:  # fmt: skip
+    """Write this step's claimed closes into the forward ring (the last R when more closed)."""
+    B, H, S, R = int(B), int(H), int(S), int(R)
+    c = ring_claim[:B]
+    keep = np.flatnonzero((c >= 0) & (c >= int(ring_state[0]) - R))
+    s = (c[keep] & (R - 1)).astype(np.int64)
+    f_entry[s], f_dir[s], f_episode[s] = snap_entry[keep], snap_dir[keep], snap_episode[keep]
+    f_exit_step[s] = int(counters[STEP])
+    f_actual[s] = rc[keep * S]
+    f_env[s] = keep
+    f_h.reshape(-1, H)[s] = h_t.reshape(-1, H)[keep]
+
+
+def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, post_mid,
+                max_leaf, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves,
+                rstate, rlookback, counters, isv,
+                R, H, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, lookahead_idx,
+                count_idx) -> None:  # fmt: skip
+    """Judge the ring's trades `lookahead` steps after their close (see module docstring)."""
+    R, H = int(R), int(H)
+    d = f_dir[:R].copy()
+    age = int(counters[STEP]) - f_exit_step[:R]
+    lookahead = int(isv[lookahead_idx])  # truncation, like the kernel's cast
+    due = (d != 0) & (age >= lookahead)
+    env = np.where(d != 0, f_env[:R], 0)
+    live = due & (age <= 2 * lookahead) & (episode[env] == f_episode[:R])
+    forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[:R])) * F32(lot_mult)
+    fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[:R])
+    action = np.where(d > 0, ACTION_LONG, ACTION_SHORT).astype(np.int32)
+    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback)
+    total = _push_synthetic(fires, np.arange(R), f_h, H, action, forward_pnl * isv[scale_idx],
+                            max_leaf, storage, mask, alpha, isv[boost_idx])  # fmt: skip
+    f_dir[:R] = np.where(due, 0, d)
+    counters[FORWARD_TOTAL] += np.uint64(total)
+    if count_idx >= 0:
+        isv[count_idx] = total

@@ -1,0 +1,223 @@
+"""HER on the numpy backend: the seed's oracle tests and kill criteria (the same scenarios run on
+the cuda backend in tests/kernels/test_her.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.backend.base import Backend
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import ConfigError
+from alpha_rl.hindsight import HerConfig
+from alpha_rl.reference import her as oracle
+from tests.helpers import compose_train
+from tests.her_scenarios import (
+    FLAT,
+    INJECT_TABLE,
+    LONG,
+    SHORT,
+    Stepper,
+    build,
+    run_inject_table,
+    wave_book,
+)
+
+
+def check_track_accumulates_peak(backend: Backend) -> None:
+    env, replay, hs, _, _ = build(backend, wave_book(), ["env.num_envs=1"])
+    env.reset(np.array([2]))
+    run = Stepper(env, replay, hs)
+    peaks = []
+    run.step(np.array([LONG]))  # open long at tick 2 on rising mids
+    for _ in range(20):
+        peaks.append(float(run.her_state("peak_mid")[0]))
+        run.step(np.array([LONG]))
+    assert np.all(np.diff(peaks) >= 0) and peaks[-1] > peaks[0], peaks
+    run.step(np.array([SHORT]))  # flip to short at the top of the wave, mids now fall
+    shorts = []
+    for _ in range(15):
+        shorts.append(float(run.her_state("peak_mid")[0]))
+        run.step(np.array([SHORT]))
+    assert np.all(np.diff(shorts) <= 0) and shorts[-1] < shorts[0], shorts
+    price_ref = env.device_book.price_ref
+    assert min(abs(p + price_ref) for p in shorts) > 0, "never the zero-initialised peak"
+    assert run.her_state("dir")[0] == -1 and run.her_state("count")[0] == 16
+
+
+def test_track_accumulates_peak() -> None:
+    check_track_accumulates_peak(NumpyBackend())
+
+
+def check_inject_table(backend: Backend) -> None:
+    out = run_inject_table(backend, INJECT_TABLE)
+    fired = [i for i, c in enumerate(INJECT_TABLE) if c["fires"]]
+    assert out["isv"][3] == len(fired) and int(out["counters"][1]) == len(fired)
+    assert int(out["rstate"][0]) == 10 + len(fired)
+    for k, row in enumerate(fired):  # slots 10, 11, ... in env order
+        case, slot = INJECT_TABLE[row], 10 + k
+        peak_pnl = case["dir"] * (case["peak"] - case["entry"]) * 10.0
+        assert out["s_h_t"].reshape(-1, 2)[slot].tolist() == [2 * row, 2 * row + 1]
+        assert out["s_h_tp1"].reshape(-1, 2)[slot].tolist() == [2 * row, 2 * row + 1]
+        assert out["s_action"][slot] == 2 and out["s_done"][slot] == 1.0
+        assert out["s_reward"][slot] == pytest.approx(peak_pnl * 0.5)
+        assert out["s_synthetic"][slot] == 1
+        assert out["leaves"][slot] == pytest.approx(3.0**0.6 * 2.0, rel=1e-6)
+    untouched = np.r_[0:10, 10 + len(fired) : 64]
+    assert not out["s_synthetic"][untouched].any() and (out["s_action"][untouched] == -1).all()
+
+
+def test_inject_fires_on_done_with_peak() -> None:
+    check_inject_table(NumpyBackend())
+
+
+def _ring(age_and_episode: list[tuple[int, int, float, float]]):
+    """A ring whose slot k holds a long trade (entry 10, actual a_k) closed at step 100 - age_k,
+    for env k, in episode e_k; the env's current episode is 0 and its mid m_k."""
+    R = 8
+    n = len(age_and_episode)
+    ring = {"f_entry": np.full(R, 10.0, np.float32), "f_exit_step": np.zeros(R, np.int64),
+            "f_dir": np.zeros(R, np.int32), "f_actual": np.zeros(R, np.float32),
+            "f_env": np.zeros(R, np.int32), "f_episode": np.zeros(R, np.int32),
+            "f_h": np.arange(R * 2, dtype=np.float32)}  # fmt: skip
+    mids = np.zeros(n, np.float32)
+    for k, (age, episode, actual, mid) in enumerate(age_and_episode):
+        ring["f_exit_step"][k], ring["f_dir"][k], ring["f_actual"][k] = 100 - age, 1, actual
+        ring["f_env"][k], ring["f_episode"][k], mids[k] = k, episode, mid
+    return ring, mids
+
+
+FORWARD_TABLE = [  # (age, episode, actual, current mid): lookahead 5, threshold 1.5, lot_mult 10
+    (4, 0, 1.0, 20.0),  # too early: waits, stays
+    (5, 0, 1.0, 20.0),  # due: 100 > 1.5 -> fires, cleared
+    (7, 0, 70.0, 20.0),  # due: 100 < 105 -> no, cleared
+    (11, 0, 1.0, 20.0),  # older than 2 * lookahead: expired, cleared
+    (6, 1, 1.0, 20.0),  # the env restarted its episode: expired, cleared
+    (5, 0, -3.0, 9.0),  # forward pnl -10 < 0 -> no, cleared
+    (10, 0, 2.0, 12.0),  # age = 2 * lookahead still counts: 20 > 3 -> fires
+]
+
+
+def check_forward_table(backend: Backend) -> None:
+    from alpha_rl.kernels import her
+    from alpha_rl.kernels.runtime import KernelRuntime
+
+    ring, mids = _ring(FORWARD_TABLE)
+    up = backend.upload
+    counters = np.zeros(8, np.uint64)
+    counters[oracle.STEP] = 100
+    isv = np.zeros(8, np.float32)
+    isv[[0, 1, 2, 3]] = [1.5, 1.0, 0.5, 5.0]  # threshold, boost, scale, lookahead
+    dev = {k: up(v) for k, v in ring.items()}
+    store = {"s_h_t": up(np.zeros(64, np.float32)), "s_h_tp1": up(np.zeros(64, np.float32)),
+             "s_action": up(np.full(32, -1, np.int32)), "s_reward": up(np.zeros(32, np.float32)),
+             "s_done": up(np.zeros(32, np.float32)), "s_synthetic": up(np.zeros(32, np.uint8)),
+             "leaves": up(np.zeros(32, np.float32)), "rstate": up(np.zeros(8, np.uint64)),
+             "rlookback": up(np.zeros(4, np.uint64)), "counters": up(counters),
+             "isv": up(isv)}  # fmt: skip
+    KernelRuntime(backend, {}).bind(her.FORWARD)(
+        dev["f_entry"], dev["f_exit_step"], dev["f_actual"], dev["f_env"], dev["f_episode"],
+        dev["f_h"], up(np.zeros(len(mids), np.int32)), up(mids), up(np.array([1.0], np.float32)),
+        dev["f_dir"], *store.values(), 8, 2, 31, 0.6, 10.0, 0, 1, 2, 3, 4,
+    )  # fmt: skip
+    out = {k: backend.download(v) for k, v in {**dev, **store}.items()}
+    assert out["f_dir"].tolist()[: len(FORWARD_TABLE)] == [1, 0, 0, 0, 0, 0, 0]
+    assert out["isv"][4] == 2 and int(out["counters"][oracle.FORWARD_TOTAL]) == 2
+    assert out["s_action"][:3].tolist() == [1, 1, -1]  # hold LONG for the two that fired
+    assert out["s_reward"][:2].tolist() == [
+        50.0,
+        10.0,
+    ]  # (20 - 10) * 10 * 0.5, (12 - 10) * 10 * 0.5
+    assert out["s_h_t"][:4].tolist() == [2.0, 3.0, 12.0, 13.0]  # stored h of slots 1 and 6
+    assert out["s_done"][:2].tolist() == [1.0, 1.0] and out["s_synthetic"][:3].tolist() == [1, 1, 0]
+
+
+def test_forward_injects_after_lookahead() -> None:
+    check_forward_table(NumpyBackend())
+
+
+def check_many_closes_in_one_step(backend: Backend, B: int = 5000) -> None:
+    cases = [dict(closed=1, entry=10.0, peak=12.0, dir=1, actual=1.0, fires=True)] * B
+    from tests.her_scenarios import run_inject_table as run
+
+    out = run(backend, cases) if B <= 64 - 10 else None
+    if out is not None:
+        assert int(out["counters"][1]) == B
+    # at scale: a replay large enough for B synthetic rows, every one in its own slot
+    env, replay, hs, _, _ = build(backend, wave_book(T=200), [f"env.num_envs={B}",
+                                  "her.threshold=0.0", "replay.capacity_log2=14"])  # fmt: skip
+    env.reset(np.full(B, 2))
+    run_ = Stepper(env, replay, hs)
+    run_.step(np.full(B, LONG))
+    for _ in range(5):
+        run_.step(np.full(B, LONG))
+    head = int(replay.read_state()[0])
+    run_.step(np.full(B, FLAT))  # all B trades close in the same step, all beat threshold 0
+    assert float(hs.isv.values("her_inject_count")[0]) == B
+    state = replay.read_state()
+    assert int(state[0]) == head + 2 * B  # B real rows, then B synthetic ones
+    synthetic = backend.download(replay.arrays["s_synthetic"])
+    slots = (head + B + np.arange(B)) % replay.cfg.capacity
+    assert synthetic[slots].all() and synthetic.sum() == B
+    assert hs.totals()["backward"] == B
+
+
+def test_many_closes_in_one_step_across_blocks() -> None:
+    check_many_closes_in_one_step(NumpyBackend())
+
+
+class CountingBackend(NumpyBackend):
+    """Counts the bytes every allocation asks for."""
+
+    allocated = 0
+
+    def alloc(self, shape, dtype):
+        arr = super().alloc(shape, dtype)
+        CountingBackend.allocated += arr.nbytes
+        return arr
+
+    def zeros(self, shape, dtype):
+        arr = super().zeros(shape, dtype)
+        CountingBackend.allocated += arr.nbytes
+        return arr
+
+
+def test_her_off_allocates_and_launches_nothing() -> None:
+    sizes, launches, her_bytes = {}, {}, 0
+    for variant in ("'off'", "'on'"):
+        CountingBackend.allocated = 0
+        env, replay, hs, runtime, _ = build(CountingBackend(), wave_book(), [f"her={variant}"])
+        run = Stepper(env, replay, hs)
+        for _ in range(5):
+            run.step(np.full(env.num_envs, LONG))
+        sizes[variant], launches[variant] = CountingBackend.allocated, runtime.launch_counts()
+        if hs is not None:
+            her_bytes = sum(arr.nbytes for arr in hs.arrays.values())
+    her_kernels = {"her_track", "her_inject", "her_record", "her_forward"}
+    assert not her_kernels & set(launches["'off'"]), launches["'off'"]
+    assert {k: launches["'on'"][k] for k in her_kernels} == dict.fromkeys(her_kernels, 5)
+    assert her_bytes > 0 and sizes["'off'"] == sizes["'on'"] - her_bytes
+
+
+def test_after_10k_steps_injections_appear_on_done_steps() -> None:
+    be = NumpyBackend()
+    env, replay, hs, _, isv = build(be, wave_book(T=400), ["env.num_envs=8", "her.lookahead=20",
+                                    "replay.capacity_log2=12"])  # fmt: skip
+    gen = np.random.default_rng(0)
+    run = Stepper(env, replay, hs)
+    fired_without_close = 0
+    for _ in range(10_000):
+        run.step(gen.choice([FLAT, LONG, SHORT], size=8, p=[0.2, 0.4, 0.4]))
+        count = float(isv.values("her_inject_count")[0])
+        if count > 0 and not be.download(env.arrays["done"]).any():
+            fired_without_close += 1
+    totals = hs.totals()
+    assert totals["steps"] == 10_000 and totals["backward"] > 0 and totals["forward"] > 0
+    assert fired_without_close == 0
+
+
+def test_her_config() -> None:
+    assert HerConfig.from_cfg(compose_train(["her='off'"])[0].her) is None
+    assert HerConfig.from_cfg(compose_train(["her=backward"])[0].her) == HerConfig(True, False, 0)
+    with pytest.raises(ConfigError, match=r"her\.closed_ring=100 must be a power of two"):
+        HerConfig.from_cfg(compose_train(["her.closed_ring=100"])[0].her)
