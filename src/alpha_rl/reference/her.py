@@ -14,6 +14,7 @@ from alpha_rl.reference.per import boosted_leaf, claim, write_rows
 F32 = np.float32
 RING, BLOCK = 512, 1024
 STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2
+LAUNCH_TOTAL, RING_TOTAL = 4, 5  # the kernels' scratch words: the last launch's totals
 ACTION_LONG, ACTION_SHORT = 1, 2
 
 
@@ -79,6 +80,8 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, rc, h_t, eff_action, max
                             isv[boost_idx])  # fmt: skip
     if record_forward:
         ring_claim[:B] = claim(was_closed, ring_state, ring_lookback, BLOCK)
+        counters[RING_TOTAL] = np.uint64(int(was_closed.sum()))
+    counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[BACKWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:
         isv[count_idx] = total
@@ -119,6 +122,7 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     total = _push_synthetic(fires, np.arange(R), f_h, H, action, forward_pnl * isv[scale_idx],
                             max_leaf, storage, mask, alpha, isv[boost_idx])  # fmt: skip
     f_dir[:R] = np.where(due, 0, d)
+    counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[FORWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:
         isv[count_idx] = total
