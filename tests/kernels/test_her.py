@@ -36,10 +36,12 @@ def test_many_closes_in_one_step_gpu(cuda_backend) -> None:
 @pytest.mark.parametrize("B", [1, 33, 1024, 5000])
 @pytest.mark.parametrize("variant", ["'on'", "backward", "forward"])
 def test_her_matches_reference_over_random_steps(cuda_backend, B: int, variant: str) -> None:
+    # the ring must outlive the lookahead: with B envs closing every few steps, ~8 B slots
+    ring = max(64, 1 << int(np.ceil(np.log2(8 * B))))
     overrides = [f"env.num_envs={B}", f"her={variant}", "her.threshold=1.0",
-                 "replay.capacity_log2=15"]  # fmt: skip
+                 f"replay.capacity_log2={max(15, int(np.log2(ring)))}"]  # fmt: skip
     if variant != "backward":
-        overrides += ["her.lookahead=4", "her.closed_ring=64"]
+        overrides += ["her.lookahead=4", f"her.closed_ring={ring}"]
     env, replay, hs, _, _ = build(cuda_backend, wave_book(T=300), overrides)
     gen = np.random.default_rng(B)
     run = Stepper(env, replay, hs, audit=True)
