@@ -138,52 +138,48 @@ class Hindsight:
         }
         return [named.get(arg.name) for arg in decl.args if arg.is_pointer]
 
+    def _scalars(self, decl) -> list:
+        """The scalar arguments of one HER kernel, the same for the device and the oracle."""
+        sl, env, rp, R = self.slots, self.env, self.replay.cfg, self.cfg.closed_ring
+        common = [
+            rp.capacity - 1,
+            rp.alpha,
+            self.lot_mult,
+            sl["threshold"],
+            sl["boost"],
+            sl["scale"],
+        ]
+        return {
+            her.TRACK.name: [env.num_envs],
+            her.INJECT.name: [
+                env.num_envs,
+                env.obs_dim,
+                env.rc_stride,
+                *common,
+                sl["backward_count"],
+                int(self.cfg.backward),
+                int(self.cfg.forward),
+            ],
+            her.RECORD.name: [env.num_envs, env.obs_dim, env.rc_stride, R],
+            her.FORWARD.name: [R, env.obs_dim, *common, sl["lookahead"], sl["forward_count"]],
+        }[decl.name]
+
+    def _launch(self, kernel, h_t: Any, stream: Any) -> None:
+        kernel(*self._args(kernel.decl, h_t), *self._scalars(kernel.decl), stream=stream)
+
     def track(self, stream: Any = None) -> None:
         """Step 6: follow every env's trade (after the env step)."""
-        self._track(*self._args(her.TRACK, None), self.env.num_envs, stream=stream)
+        self._launch(self._track, None, stream)
 
     def inject(self, h_t: Any, stream: Any = None) -> None:
         """Step 8: backward synthetic transitions for this step's closes; forward-ring claims."""
-        s, env = self.slots, self.env
-        self._inject(
-            *self._args(her.INJECT, h_t),
-            env.num_envs,
-            env.obs_dim,
-            env.rc_stride,
-            self.replay.cfg.capacity - 1,
-            self.replay.cfg.alpha,
-            self.lot_mult,
-            s["threshold"],
-            s["boost"],
-            s["scale"],
-            s["backward_count"],
-            int(self.cfg.backward),
-            int(self.cfg.forward),
-            stream=stream,
-        )
+        self._launch(self._inject, h_t, stream)
 
     def forward(self, h_t: Any, stream: Any = None) -> None:
         """Step 9: record this step's closes in the ring, then judge the ring's due trades."""
-        if not self.cfg.forward:
-            return
-        s, env, R = self.slots, self.env, self.cfg.closed_ring
-        self._record(
-            *self._args(her.RECORD, h_t), env.num_envs, env.obs_dim, env.rc_stride, R, stream=stream
-        )
-        self._forward(
-            *self._args(her.FORWARD, h_t),
-            R,
-            env.obs_dim,
-            self.replay.cfg.capacity - 1,
-            self.replay.cfg.alpha,
-            self.lot_mult,
-            s["threshold"],
-            s["boost"],
-            s["scale"],
-            s["lookahead"],
-            s["forward_count"],
-            stream=stream,
-        )
+        if self.cfg.forward:
+            self._launch(self._record, h_t, stream)
+            self._launch(self._forward, h_t, stream)
 
     def totals(self) -> dict[str, int]:
         """Steps tracked and synthetic transitions pushed so far (a device->host read)."""
@@ -224,60 +220,27 @@ class Hindsight:
             out[name] = int(bad.sum())
         return out
 
+    def _oracle(self, decl, host: dict) -> None:
+        """The oracle of `decl` on host copies, with the device launch's scalar arguments."""
+        fn = getattr(oracle, decl.name)
+        fn(*(host.get(a.name) for a in decl.args if a.is_pointer), *self._scalars(decl))
+
     def audit_track(self) -> dict[str, int]:
         """Run track on the device and on the oracle; mismatching elements per output."""
-        before = self._host(None)
+        host = self._host(None)
         self.track()
+        self._oracle(her.TRACK, host)
         outs = [a.name for a in her.TRACK.args if a.role.name == "OUT"]
-        oracle.her_track(
-            *(before.get(a.name) for a in her.TRACK.args if a.is_pointer), self.env.num_envs
-        )
-        return self._mismatches(self._host(None), before, outs)
+        return self._mismatches(self._host(None), host, outs)
 
     def audit_inject_forward(self, h_t: Any) -> dict[str, int]:
         """Run inject (and record + forward) on the device and on the oracle; mismatches."""
         host = self._host(h_t)
         self.inject(h_t)
         self.forward(h_t)
-        s, env, rp = self.slots, self.env, self.replay.cfg
         decls = [her.INJECT] + ([her.RECORD, her.FORWARD] if self.cfg.forward else [])
-        oracle.her_inject(
-            *(host.get(a.name) for a in her.INJECT.args if a.is_pointer),
-            env.num_envs,
-            env.obs_dim,
-            env.rc_stride,
-            rp.capacity - 1,
-            rp.alpha,
-            self.lot_mult,
-            s["threshold"],
-            s["boost"],
-            s["scale"],
-            s["backward_count"],
-            int(self.cfg.backward),
-            int(self.cfg.forward),
-        )
-        if self.cfg.forward:
-            R = self.cfg.closed_ring
-            oracle.her_record(
-                *(host.get(a.name) for a in her.RECORD.args if a.is_pointer),
-                env.num_envs,
-                env.obs_dim,
-                env.rc_stride,
-                R,
-            )
-            oracle.her_forward(
-                *(host.get(a.name) for a in her.FORWARD.args if a.is_pointer),
-                R,
-                env.obs_dim,
-                rp.capacity - 1,
-                rp.alpha,
-                self.lot_mult,
-                s["threshold"],
-                s["boost"],
-                s["scale"],
-                s["lookahead"],
-                s["forward_count"],
-            )
+        for decl in decls:
+            self._oracle(decl, host)
         outs = {a.name for d in decls for a in d.args if a.role.name == "OUT"}
         return self._mismatches(self._host(h_t), host, sorted(o for o in outs if o in host))
 

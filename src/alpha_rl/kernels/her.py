@@ -3,6 +3,7 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
+from alpha_rl.kernels.per import STORAGE
 
 STEM = Stem("her")
 
@@ -13,13 +14,7 @@ STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2  # counters[]
 COUNTERS = 8
 
 REPLAY_OUT = (
-    Out("s_h_t", F32),
-    Out("s_h_tp1", F32),
-    Out("s_action", I32),
-    Out("s_reward", F32),
-    Out("s_done", F32),
-    Out("s_synthetic", U8),
-    Out("leaves", F32),
+    *STORAGE,
     Out("rstate", U64),
     Out("rlookback", U64),
 )

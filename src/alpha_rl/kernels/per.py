@@ -12,6 +12,17 @@ F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 FANOUT, PUSH_BLOCK, MAX_BATCH = ref.FANOUT, ref.PUSH_BLOCK, ref.MAX_BATCH  # = cuda/per.cu
 SAMPLES_PER_BLOCK = ref.SAMPLE_BLOCK // 32  # one warp per sample
 
+# the replay storage every transition writer fills (per_push, and the HER kernels)
+STORAGE = (
+    Out("s_h_t", F32),
+    Out("s_h_tp1", F32),
+    Out("s_action", I32),
+    Out("s_reward", F32),
+    Out("s_done", F32),
+    Out("s_synthetic", U8),
+    Out("leaves", F32),
+)
+
 PUSH = STEM.kernel(
     "per_push",
     In("flags", U8, nullable=True),
@@ -22,13 +33,7 @@ PUSH = STEM.kernel(
     In("done", F32),
     In("priority", F32, nullable=True),
     In("max_leaf", F32),
-    Out("s_h_t", F32),
-    Out("s_h_tp1", F32),
-    Out("s_action", I32),
-    Out("s_reward", F32),
-    Out("s_done", F32),
-    Out("s_synthetic", U8),
-    Out("leaves", F32),
+    *STORAGE,
     Out("slot_out", I32, nullable=True),
     Out("state", U64),
     Out("lookback", U64),
