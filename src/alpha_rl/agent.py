@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError
+from alpha_rl.errors import ConfigError, require
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import dqn, mlp
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -206,9 +206,7 @@ class AgentConfig:
             (0 <= cfg.eps_end <= cfg.eps_start <= 1, "agent.epsilon: 0 <= end <= start <= 1"),
             (cfg.eps_decay_steps > 0, "agent.epsilon.decay_steps must be > 0"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(f"{message} (see conf/agent/)")
+        require(checks, "conf/agent/")
         return cfg
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError
+from alpha_rl.errors import ConfigError, require
 from alpha_rl.isv import DeviceIsv, IsvLayout
 from alpha_rl.kernels import experience, perception, reward
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -83,9 +83,7 @@ class EnvConfig:
              "env.perception.pnl_scale_ticks and time_scale_steps must be > 0"),
             (cfg.perception.hidden_dim >= 1, "env.perception.hidden_dim must be >= 1"),
         ]  # fmt: skip
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(f"{message} (see conf/env/)")
+        require(checks, "conf/env/")
         return cfg
 
 

@@ -9,6 +9,13 @@ class ConfigError(AlphaRlError):
     """A composed configuration is invalid (bad value, missing key, impossible combination)."""
 
 
+def require(checks: list[tuple[bool, str]], where: str) -> None:
+    """Raise ConfigError with the first failing check's message, pointing at `where`."""
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{message} (see {where})")
+
+
 class MarketDataError(ConfigError):
     """A market data file or generator setting is unusable (the message names file, row, column)."""
 

@@ -17,7 +17,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError, ReplayError
+from alpha_rl.errors import ConfigError, ReplayError, require
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import per
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -55,9 +55,7 @@ class ReplayConfig:
             (1 <= cfg.batch_size <= per.MAX_BATCH,
              f"replay.batch_size must be in 1..{per.MAX_BATCH}"),
         ]  # fmt: skip
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(f"{message} (see conf/replay/)")
+        require(checks, "conf/replay/")
         return cfg
 
 
