@@ -78,20 +78,19 @@ def test_push_fills_slots_in_row_order_and_wraps() -> None:
     assert read(rp, "s_synthetic").tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
 
 
-def test_new_priority_is_the_current_max_not_the_historic_one() -> None:
+def test_new_priority_is_the_largest_updated_priority_so_far() -> None:
     be = NumpyBackend()
     rp = make_replay(be, 2, batch=2)  # N = 4
     rp.push(*rows(be, 0, 4))
+    assert be.download(rp.max_leaf)[0] == 0.0  # nothing updated yet: new leaves get 1
     rp.update(be.upload(np.array([0, 1], np.int32)), be.upload(np.array([9.0, 2.0], np.float32)))
     rp.rebuild()
     assert be.download(rp.max_leaf)[0] == pytest.approx(9.0)
     rp.push(*rows(be, 4, 1))  # overwrites slot 0, the one holding 9
     assert read(rp, "leaves")[0] == pytest.approx(9.0)
-    rp.rebuild()  # 9 is gone: the max over the current contents is 2
-    assert be.download(rp.max_leaf)[0] == pytest.approx(9.0)  # slot 0 itself got 9 as the max
     rp.update(be.upload(np.array([0, 0], np.int32)), be.upload(np.array([5.0, 0.5], np.float32)))
     rp.rebuild()
-    assert be.download(rp.max_leaf)[0] == pytest.approx(2.0)
+    assert be.download(rp.max_leaf)[0] == pytest.approx(9.0)  # the max never goes down
     rp.push(*rows(be, 5, 1), priority=be.upload(np.array([4.0], np.float32)))
     assert read(rp, "leaves")[1] == pytest.approx(4.0)
 
@@ -118,7 +117,7 @@ def test_rebuild_sums_and_max() -> None:
     tree = read(rp, "tree")
     np.testing.assert_allclose(tree[:4], rp.arrays["leaves"].reshape(4, 1024).sum(1), rtol=1e-6)
     assert rp.total() == pytest.approx(rp.arrays["leaves"].astype(np.float64).sum(), rel=1e-6)
-    assert be.download(rp.max_leaf)[0] == rp.arrays["leaves"].max()
+    assert read(rp, "tree_max")[-1] == rp.arrays["leaves"].max()
 
 
 def test_sampling_frequencies_follow_priority_to_the_alpha() -> None:
@@ -220,6 +219,8 @@ def test_config_is_checked() -> None:
     with pytest.raises(ConfigError, match=r"replay.batch_size must be in 1..4096"):
         ReplayConfig.from_cfg(cfg.replay)
     cfg, _ = compose_train()
+    assert ReplayConfig.from_cfg(cfg.replay).capacity == 2**17
+    cfg, _ = compose_train(["scale=gpu"])
     assert ReplayConfig.from_cfg(cfg.replay).capacity == 2**20
     with pytest.raises(ConfigError, match="needs replay capacity"):
         make_replay(NumpyBackend(), 3, max_push=9)

@@ -6,6 +6,12 @@ rows, flags optional), `rebuild` (the tree from the leaves, once per step after 
 `sample` (M stratified indices and importance weights; β annealed on the device),
 `update` (priorities from TD errors). Nothing is copied to the host except by `size`,
 `check` and `read_*`, meant for log points and tests.
+
+`max_leaf`, the leaf new transitions get (max_priority^alpha; HER's synthetic rows get
+boost^alpha times it), is the largest leaf any priority update has written (1 before the
+first), as in Schaul et al.'s PER. It is deliberately not the maximum over the current leaves:
+synthetic rows are pushed at boost^alpha times the maximum, so a maximum over the leaves would
+grow by that factor on every step with an injection until it overflowed.
 """
 
 from __future__ import annotations
@@ -92,6 +98,7 @@ class Replay:
             "leaves": be.zeros(N, F32),
             "tree": be.zeros(tree_size, F32),
             "tree_max": be.zeros(tree_size, F32),
+            "max_leaf": be.zeros(1, F32),
             "layout": be.upload(self.layout_host),
             "state": be.zeros(STATE_WORDS, np.uint64),
             "lookback": be.zeros(-(-max_push // per.PUSH_BLOCK), np.uint64),
@@ -99,7 +106,7 @@ class Replay:
             "weights": be.zeros(cfg.batch_size, F32),
             "probs": be.zeros(cfg.batch_size, F32),
         }
-        self.max_leaf = self.arrays["tree_max"][self.top : self.top + 1]
+        self.max_leaf = self.arrays["max_leaf"]
         self._levels = []  # (sums, maxima, entries) views of each internal level, bottom up
         for level in range(1, levels + 1):
             offset, size = int(self.layout_host[2 * level - 1]), int(self.layout_host[2 * level])
@@ -174,6 +181,10 @@ class Replay:
         a, c = self.arrays, self.cfg
         self._update(indices, delta, a["leaves"], self.max_leaf, int(indices.shape[0]), c.alpha,
                      c.eps, stream=stream)  # fmt: skip
+
+    def mark_filled(self, filled: bool) -> None:
+        """Declare whether the storage holds transitions (after restoring it from a checkpoint)."""
+        self._pushed = filled
 
     # --- host reads (log points and tests) ---
     def read_state(self) -> np.ndarray:
