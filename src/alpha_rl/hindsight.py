@@ -6,8 +6,8 @@ trades, and launches the her_* kernels in the step order of DESIGN §9: `track` 
 replay's own push. `hindsight_for(cfg, ...)` returns None for `her='off'`: then nothing is
 allocated and nothing launched.
 
-`audit_track` and `audit_inject_forward` run the same kernels on the GPU and, on a host copy of
-everything they read and write, the NumPy oracle, and count the outputs that differ.
+`audit_track` and `audit_inject_forward` run the same kernels under the runtime's audit (the
+GPU launch and, on host copies of its inputs, the NumPy oracle) and count the outputs that differ.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.reference import her as oracle
 from alpha_rl.replay import Replay
 
 F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
@@ -47,6 +46,7 @@ RING_STATE = {
     "f_env": I32,
     "f_episode": I32,
 }
+KERNELS = (her.TRACK.name, her.INJECT.name, her.RECORD.name, her.FORWARD.name)
 REPLAY_ARRAYS = (
     "s_h_t",
     "s_h_tp1",
@@ -191,58 +191,18 @@ class Hindsight:
         }
 
     # --- audit: the GPU against the oracle on the same inputs ---
-    def _host(self, h_t: Any) -> dict[str, np.ndarray]:
-        be = self.runtime.backend
-        arrays = {
-            **self.env.arrays,
-            **self.arrays,
-            "isv": self.isv.array,
-            "h_t": h_t,
-            "max_leaf": self.replay.max_leaf,
-            **{
-                (
-                    "rstate" if k == "state" else "rlookback" if k == "lookback" else k
-                ): self.replay.arrays[k]
-                for k in REPLAY_ARRAYS
-            },
-        }
-        return {k: be.download(v) for k, v in arrays.items() if v is not None}
-
-    @staticmethod
-    def _mismatches(gpu: dict, host: dict, names) -> dict[str, int]:
-        out = {}
-        for name in names:
-            a, b = gpu[name], host[name]
-            if name == "leaves":  # powf on both sides: allow an ulp
-                bad = ~np.isclose(a, b, rtol=1e-6, atol=0)
-            else:
-                bad = ~((a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else a == b)
-            out[name] = int(bad.sum())
-        return out
-
-    def _oracle(self, decl, host: dict) -> None:
-        """The oracle of `decl` on host copies, with the device launch's scalar arguments."""
-        fn = getattr(oracle, decl.name)
-        fn(*(host.get(a.name) for a in decl.args if a.is_pointer), *self._scalars(decl))
-
     def audit_track(self) -> dict[str, int]:
-        """Run track on the device and on the oracle; mismatching elements per output."""
-        host = self._host(None)
-        self.track()
-        self._oracle(her.TRACK, host)
-        outs = [a.name for a in her.TRACK.args if a.role.name == "OUT"]
-        return self._mismatches(self._host(None), host, outs)
+        """Track on the device and on the oracle (same inputs); mismatching elements per kernel."""
+        with self.runtime.auditing([her.TRACK.name]) as audit:
+            self.track()
+        return audit.mismatches
 
     def audit_inject_forward(self, h_t: Any) -> dict[str, int]:
-        """Run inject (and record + forward) on the device and on the oracle; mismatches."""
-        host = self._host(h_t)
-        self.inject(h_t)
-        self.forward(h_t)
-        decls = [her.INJECT] + ([her.RECORD, her.FORWARD] if self.cfg.forward else [])
-        for decl in decls:
-            self._oracle(decl, host)
-        outs = {a.name for d in decls for a in d.args if a.role.name == "OUT"}
-        return self._mismatches(self._host(h_t), host, sorted(o for o in outs if o in host))
+        """Inject (and record + forward) audited the same way; mismatching elements per kernel."""
+        with self.runtime.auditing(KERNELS) as audit:
+            self.inject(h_t)
+            self.forward(h_t)
+        return audit.mismatches
 
 
 def hindsight_for(

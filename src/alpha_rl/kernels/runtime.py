@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,7 @@ class BoundKernel:
         self._per_block = decl.launch.items_per_block
         self._blocks = decl.launch.blocks
         self.launches = 0  # calls that launched (or ran the oracle), for tests and audits
+        self.audit: Any = None  # a KernelAudit while the runtime audits this kernel
         self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
@@ -136,7 +138,10 @@ class BoundKernel:
                 return
             grid = (blocks, 1, 1)
         self.launches += 1
-        self._launch(grid, values, stream)
+        if self.audit is not None:
+            self.audit.run(self, args, values, lambda: self._launch(grid, values, stream))
+        else:
+            self._launch(grid, values, stream)
 
     def __repr__(self) -> str:
         return f"<{self.decl.name} on {self._backend.name}>"
@@ -158,6 +163,7 @@ class KernelRuntime:
         self._cubin_dir = cubin_dir or paths.default_cubin_dir()
         self._modules: dict[str, Any] = {}
         self.bound: list[BoundKernel] = []  # every kernel bound through this runtime
+        self.cubins: dict[str, Path] = {}  # stem -> the cubin loaded for it (cuda backend)
 
     def bind(self, decl: KernelDecl) -> BoundKernel:
         """The launcher for `decl` on this runtime's backend."""
@@ -178,19 +184,39 @@ class KernelRuntime:
             counts[kernel.decl.name] = counts.get(kernel.decl.name, 0) + kernel.launches
         return counts
 
-    def _oracle_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
-        oracle = getattr(
-            importlib.import_module(f"alpha_rl.reference.{stem.name}"), decl.name, None
-        )
-        if oracle is None:
+    def oracle(self, decl: KernelDecl) -> Callable[..., None]:
+        """The NumPy oracle of `decl` with this runtime's defines: `oracle(*values)`."""
+        stem = stems()[decl.stem]
+        fn = getattr(importlib.import_module(f"alpha_rl.reference.{stem.name}"), decl.name, None)
+        if fn is None:
             raise KernelCallError(f"alpha_rl.reference.{stem.name} has no oracle {decl.name}")
         kwargs = {
             axis.kwarg(): v
             for axis, v in zip(stem.axes, stem.select(self.defines).values(), strict=True)
         }
+        return lambda *values: fn(*values, **kwargs)
+
+    @contextmanager
+    def auditing(self, names: Iterable[str]) -> Iterator[Any]:
+        """Within the block, every launch of a kernel named in `names` also runs its oracle on
+        host copies of the same inputs; yields the KernelAudit holding the mismatch counts."""
+        from alpha_rl.kernels.audit import KernelAudit
+
+        audit = KernelAudit(self)
+        chosen = [k for k in self.bound if k.decl.name in set(names)]
+        for kernel in chosen:
+            kernel.audit = audit
+        try:
+            yield audit
+        finally:
+            for kernel in chosen:
+                kernel.audit = None
+
+    def _oracle_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
+        oracle = self.oracle(decl)
 
         def launch(_grid: tuple, args: list, _stream: Any) -> None:
-            oracle(*args, **kwargs)
+            oracle(*args)
 
         return launch
 
@@ -225,4 +251,5 @@ class KernelRuntime:
                 f"RC_STRIDE={chosen.get('RC_STRIDE', 0)}; run `make cubins`"
             )
         self._modules[stem.name] = module
+        self.cubins[stem.name] = path
         return module
