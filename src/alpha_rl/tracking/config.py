@@ -1,0 +1,135 @@
+"""The typed `tracking` config: conf/tracking/*.yaml checked and turned into a frozen dataclass.
+
+Every error names the key (`tracking.batch_size`), the value found and what would be accepted.
+Defaults live in conf/tracking/local.yaml, never here.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from alpha_rl.errors import ConfigError, require
+
+WHERE = "conf/tracking/"
+MAX_METRICS_PER_REQUEST = 1000  # MLflow's limit on metrics in one log_batch request
+MAX_HTTP_RETRIES = 10  # MLflow refuses MLFLOW_HTTP_REQUEST_MAX_RETRIES above this
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Where runs go and how the tracker batches and retries (units in conf/tracking/local.yaml)."""
+
+    uri: str
+    experiment: str
+    batch_size: int
+    flush_every_s: float
+    retry_s: float
+    final_retry_s: float
+    http_timeout_s: int
+    http_retries: int
+
+    def __post_init__(self) -> None:
+        uri = self.uri.strip()
+        require(
+            [
+                (bool(uri), "tracking.uri is empty: give an MLflow tracking URI"),
+                (
+                    uri == "databricks" or ("://" in uri and not uri.startswith("file:")),
+                    f"tracking.uri={self.uri!r}: MLflow file stores are not supported; use a "
+                    "database (sqlite:///mlflow.db) or a server (http://127.0.0.1:5000)",
+                ),
+                (
+                    bool(self.experiment.strip()) and len(self.experiment) <= 500,
+                    f"tracking.experiment={self.experiment!r}: needs 1..500 characters",
+                ),
+                (
+                    1 <= self.batch_size <= MAX_METRICS_PER_REQUEST,
+                    f"tracking.batch_size={self.batch_size}: must be in "
+                    f"1..{MAX_METRICS_PER_REQUEST} (metric values per request)",
+                ),
+                (
+                    self.flush_every_s > 0,
+                    f"tracking.flush_every_s={self.flush_every_s}: must be > 0 (seconds)",
+                ),
+                (self.retry_s >= 0, f"tracking.retry_s={self.retry_s}: must be >= 0 (seconds)"),
+                (
+                    self.final_retry_s >= 0,
+                    f"tracking.final_retry_s={self.final_retry_s}: must be >= 0 (seconds)",
+                ),
+                (
+                    self.http_timeout_s >= 1,
+                    f"tracking.http_timeout_s={self.http_timeout_s}: must be >= 1 (seconds)",
+                ),
+                (
+                    0 <= self.http_retries <= MAX_HTTP_RETRIES,
+                    f"tracking.http_retries={self.http_retries}: must be in 0..{MAX_HTTP_RETRIES}",
+                ),
+            ],
+            WHERE,
+        )
+
+    @classmethod
+    def from_cfg(cls, node: DictConfig | Mapping[str, Any]) -> TrackingConfig:
+        """The typed config of a composed `tracking` node; ConfigError names any bad key."""
+        try:
+            data = (
+                OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+                if isinstance(node, DictConfig)
+                else dict(node)
+            )
+        except OmegaConfBaseException as exc:
+            raise ConfigError(
+                f"the tracking config cannot be resolved: {exc} (see {WHERE})"
+            ) from exc
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        missing = [name for name in names if name not in data]
+        require(
+            [
+                (not unknown, f"unknown key(s) tracking.{', tracking.'.join(unknown)}"),
+                (not missing, f"missing key(s) tracking.{', tracking.'.join(missing)}"),
+            ],
+            WHERE,
+        )
+        return cls(**{name: _CONVERT[name](name, data[name]) for name in names})
+
+
+def _fail(key: str, value: object, what: str) -> ConfigError:
+    return ConfigError(f"tracking.{key}={value!r}: expected {what} (see {WHERE})")
+
+
+def _str(key: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _fail(key, value, "a string")
+    return value
+
+
+def _int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _fail(key, value, "an integer")
+    return int(value)
+
+
+def _float(key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise _fail(key, value, "a finite number")
+    return float(value)
+
+
+_CONVERT = {
+    "uri": _str,
+    "experiment": _str,
+    "batch_size": _int,
+    "flush_every_s": _float,
+    "retry_s": _float,
+    "final_retry_s": _float,
+    "http_timeout_s": _int,
+    "http_retries": _int,
+}

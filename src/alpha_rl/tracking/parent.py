@@ -1,0 +1,147 @@
+"""One MLflow parent run per Hydra multirun, its jobs' runs nested under it.
+
+The parent's id lives in `<sweep dir>/mlflow_parent.json` ({uri, experiment, run_id}). The Hydra
+callback `ParentRunCallback` writes it before the first job starts and marks the parent FINISHED
+after the last. Without the callback, the first job that calls `parent_run_for` creates the
+parent; an exclusive lock on `<sweep dir>/mlflow_parent.lock` makes parallel jobs agree on one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from alpha_rl.tracking.config import TrackingConfig
+from alpha_rl.tracking.records import write_json
+from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
+
+log = logging.getLogger("alpha_rl.tracking")
+
+PARENT_FILE = "mlflow_parent.json"
+LOCK_FILE = "mlflow_parent.lock"
+SWEEP_TAG = "alpha_rl.sweep_dir"
+
+
+def parent_name(sweep_dir: Path) -> str:
+    """The parent run's name: `sweep__<date>__<time>` from the last two parts of the sweep dir."""
+    return "__".join(["sweep", *Path(sweep_dir).parts[-2:]])
+
+
+def parent_run_for(sweep_dir: Path, cfg: TrackingConfig, *, create: bool = True) -> str | None:
+    """The parent run id of a multirun: read from the sweep dir, or (create=True) created there.
+
+    None when the file is absent and create is False, when the file names another store or
+    experiment, or when the store is unreachable (the job's run is then not nested).
+    """
+    sweep_dir = Path(sweep_dir)
+    found, run_id = _read(sweep_dir, cfg)
+    if found or not create:
+        return run_id
+    with _locked(sweep_dir):
+        found, run_id = _read(sweep_dir, cfg)
+        return run_id if found else _create(sweep_dir, cfg, parent_name(sweep_dir))
+
+
+class ParentRunCallback(Callback):
+    """Hydra callback: one parent run per multirun (config from `config.tracking`)."""
+
+    def __init__(self, parent_name: str | None = None) -> None:
+        self.parent_name = parent_name
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Create the parent run and write <sweep dir>/mlflow_parent.json."""
+        cfg = TrackingConfig.from_cfg(config.tracking)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        with _locked(sweep_dir):
+            found, _ = _read(sweep_dir, cfg)
+            if not found:
+                _create(sweep_dir, cfg, self.parent_name or parent_name(sweep_dir))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Mark the parent run FINISHED (retrying up to tracking.final_retry_s)."""
+        cfg = TrackingConfig.from_cfg(config.tracking)
+        _, run_id = _read(Path(config.hydra.sweep.dir), cfg)
+        if not run_id:
+            return
+        store = _store(cfg)
+
+        def attempt() -> bool:
+            try:
+                store.call("finish the parent run", lambda c: c.set_terminated(run_id, "FINISHED"))
+            except (StoreDown, Rejected):
+                return False
+            return True
+
+        if not store.retry_until(time.monotonic() + cfg.final_retry_s, attempt):
+            log.warning("the parent run %s stays RUNNING: its store %s is down", run_id, store.uri)
+
+
+def _store(cfg: TrackingConfig) -> Store:
+    set_http_limits(cfg.http_timeout_s, cfg.http_retries)
+    return Store(resolve_uri(cfg.uri), cfg.retry_s)
+
+
+def _read(sweep_dir: Path, cfg: TrackingConfig) -> tuple[bool, str | None]:
+    """(file present, parent run id if it belongs to cfg's store and experiment)."""
+    path = sweep_dir / PARENT_FILE
+    if not path.is_file():
+        return False, None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read %s (%s): the run is not nested", path, exc)
+        return True, None
+    if (data.get("uri"), data.get("experiment")) != (resolve_uri(cfg.uri), cfg.experiment):
+        log.warning(
+            "%s names run %s of %s / %s, not this job's store %s / %s: the run is not nested",
+            path,
+            data.get("run_id"),
+            data.get("uri"),
+            data.get("experiment"),
+            cfg.uri,
+            cfg.experiment,
+        )
+        return True, None
+    return True, data.get("run_id")
+
+
+def _create(sweep_dir: Path, cfg: TrackingConfig, name: str) -> str | None:
+    """Create the parent run and write its file; None (and a warning) if the store is down."""
+    store = _store(cfg)
+    tags = {SWEEP_TAG: str(sweep_dir.resolve())}
+    try:
+        experiment_id = store.experiment_id(cfg.experiment)
+        run = store.call(
+            "create the parent run",
+            lambda c: c.create_run(experiment_id, tags=tags, run_name=name),
+        )
+    except (StoreDown, Rejected) as exc:
+        log.warning(
+            "no parent run for sweep %s (%s): its jobs' runs are not nested", sweep_dir, exc
+        )
+        return None
+    run_id = run.info.run_id
+    data = {"uri": store.uri, "experiment": cfg.experiment, "run_id": run_id}
+    write_json(sweep_dir / PARENT_FILE, data)
+    return run_id
+
+
+@contextmanager
+def _locked(sweep_dir: Path) -> Iterator[None]:
+    """Hold an exclusive flock on <sweep_dir>/mlflow_parent.lock (creating the dir)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with (sweep_dir / LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,196 @@
+"""The store boundary: the one place that calls MLflow, and the outage bookkeeping around it.
+
+`Store.call` runs one client request. Any exception is sorted into one of two kinds:
+`Rejected` (the store answered and refused this request for good: a bad key, a changed param)
+and `StoreDown` (everything else: no database, no server, a timeout, a full disk). A store that
+is down is retried only after `retry_s`; the first failure of an outage logs one warning, the
+first success after it one info line.
+
+mlflow is imported on first use, never at import time of alpha_rl.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+log = logging.getLogger("alpha_rl.tracking")
+
+T = TypeVar("T")
+SQLITE_PREFIX = "sqlite:///"
+ARTIFACT_DIR = "mlartifacts"  # created beside a SQLite database file
+MIN_PAUSE_S = 1.0  # finish()'s shortest pause between two attempts, whatever retry_s says
+# error codes of requests that no retry will ever get through (the store answered)
+_REJECTIONS = frozenset({"INVALID_PARAMETER_VALUE", "BAD_REQUEST"})
+
+
+class StoreDown(Exception):  # noqa: N818 (a state, not an error to report)
+    """The store cannot be reached now; whatever was being sent stays buffered."""
+
+
+class Rejected(Exception):  # noqa: N818
+    """The store answered and refused the request; sending it again would not help."""
+
+
+def mlflow_client_class() -> type:
+    """mlflow.tracking.MlflowClient, imported here on first use (telemetry off by default)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient
+
+
+def entities() -> Any:
+    """The mlflow.entities module (Metric, Param, RunTag)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow.entities
+
+    return mlflow.entities
+
+
+def resolve_uri(uri: str) -> str:
+    """`uri` with a relative SQLite database path made absolute (any other URI unchanged)."""
+    path = _sqlite_path(uri)
+    if path is None or path.is_absolute():
+        return uri
+    return SQLITE_PREFIX + str(path.resolve()) + _query(uri)
+
+
+def artifact_location(uri: str) -> str | None:
+    """Absolute artifact root for new experiments: `<db dir>/mlartifacts` for SQLite, else None."""
+    path = _sqlite_path(uri)
+    if path is None:
+        return None
+    return (path.resolve().parent / ARTIFACT_DIR).as_uri()
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith(SQLITE_PREFIX):
+        return None
+    path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
+    return None if path in ("", ":memory:") else Path(path)
+
+
+def _query(uri: str) -> str:
+    return "?" + uri.split("?", 1)[1] if "?" in uri else ""
+
+
+def set_http_limits(timeout_s: int, retries: int) -> None:
+    """Bound MLflow's HTTP requests (process-wide: every tracker of the process shares them)."""
+    os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(timeout_s)
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(retries)
+
+
+def is_rejection(exc: BaseException) -> bool:
+    """True for an MLflow error the store raised on purpose about this request's content."""
+    return getattr(exc, "error_code", None) in _REJECTIONS
+
+
+class Store:
+    """One MLflow client for one URI, with the outage state of that store."""
+
+    def __init__(self, uri: str, retry_s: float) -> None:
+        self.uri = uri
+        self.retry_s = retry_s
+        self._client: Any = None
+        self._down_since: float | None = None
+        self._next_try = 0.0
+        self._experiments: dict[str, str] = {}
+
+    @property
+    def down(self) -> bool:
+        """True from a failed request until the next successful one."""
+        return self._down_since is not None
+
+    def ready(self) -> bool:
+        """False while a known outage is in its retry backoff (callers then skip the send)."""
+        return self._down_since is None or time.monotonic() >= self._next_try
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """fn(client, *args); raises Rejected or StoreDown (never anything else from the store)."""
+        try:
+            if self._client is None:
+                self._client = mlflow_client_class()(tracking_uri=self.uri)
+            result = fn(self._client, *args)
+        except Exception as exc:  # the store boundary: whatever the client raises
+            if is_rejection(exc):
+                self._back()
+                raise Rejected(f"{what}: {exc}") from exc
+            self.mark_down(what, exc)
+            raise StoreDown(f"{what}: {type(exc).__name__}: {exc}") from exc
+        self._back()
+        return result
+
+    def retry_until(self, deadline: float, attempt: Callable[[], bool]) -> bool:
+        """Call attempt() until it returns True or time.monotonic() passes deadline."""
+        while True:
+            if attempt():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(max(self.retry_s, MIN_PAUSE_S), left))
+
+    def experiment_id(self, name: str) -> str:
+        """The id of experiment `name`, created if absent (a creation race is tolerated)."""
+        if name not in self._experiments:
+            self._experiments[name] = self.call(
+                f"get experiment {name!r}", _get_or_create, name, self.uri
+            )
+        return self._experiments[name]
+
+    def mark_down(self, what: str, exc: BaseException) -> None:
+        """Record a failed request: warn if it starts an outage, back off retry_s seconds."""
+        now = time.monotonic()
+        self._next_try = now + self.retry_s
+        if self._down_since is None:
+            self._down_since = now
+            log.warning(
+                "MLflow store %s unreachable (%s: %s: %s); buffering everything, retrying every "
+                "%.0f s at the next flush",
+                self.uri,
+                what,
+                type(exc).__name__,
+                _first_line(exc),
+                self.retry_s,
+            )
+        else:
+            log.debug("MLflow store %s still unreachable (%s: %s)", self.uri, what, exc)
+
+    def _back(self) -> None:
+        if self._down_since is not None:
+            log.info(
+                "MLflow store %s is reachable again after %.0f s; sending what was buffered",
+                self.uri,
+                time.monotonic() - self._down_since,
+            )
+            self._down_since = None
+
+
+def _get_or_create(client: Any, name: str, uri: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        try:
+            location = artifact_location(uri)
+            return client.create_experiment(name, artifact_location=location)
+        except Exception as exc:
+            if getattr(exc, "error_code", None) != "RESOURCE_ALREADY_EXISTS":
+                raise
+        experiment = client.get_experiment_by_name(name)  # another process created it meanwhile
+        if experiment is None:
+            raise RuntimeError(f"experiment {name!r} exists and does not: retry later")
+    if experiment.lifecycle_stage != "active":
+        raise RuntimeError(
+            f"experiment {name!r} is deleted; restore it (`mlflow experiments restore "
+            f"--experiment-id {experiment.experiment_id}`) or choose another tracking.experiment"
+        )
+    return experiment.experiment_id
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
