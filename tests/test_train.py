@@ -1,7 +1,8 @@
-"""`alpha-rl-train` end to end in a subprocess: compose, validate, report; clear errors."""
+"""`alpha-rl-train` end to end in a subprocess: compose, validate, train, report; clear errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,6 @@ from pathlib import Path
 
 from alpha_rl import paths
 from alpha_rl.isv import layout_from_config
-from alpha_rl.kernels.registry import all_kernels
 from tests.helpers import compose_train
 
 
@@ -19,8 +19,13 @@ def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "ALPHA_RL_ROOT": str(paths.project_root()),
     }
+    fixed = [
+        f"hydra.run.dir={tmp_path}/run",
+        "debug=tiny",
+        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+    ]
     return subprocess.run(
-        [sys.executable, "-m", "alpha_rl.train", f"hydra.run.dir={tmp_path}/run", *overrides],
+        [sys.executable, "-m", "alpha_rl.train", *fixed, *overrides],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -29,7 +34,7 @@ def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_default_experiment_validates_and_prints_the_isv_table(tmp_path: Path) -> None:
+def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) -> None:
     proc = _train(tmp_path, "backend=numpy")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -37,9 +42,10 @@ def test_default_experiment_validates_and_prints_the_isv_table(tmp_path: Path) -
     assert f"ISV layout: {len(layout_from_config(cfg, choices).slots)} slots" in out
     assert "549    1  her_threshold" in out
     assert "backend: numpy (backend=numpy)" in out
-    names = ", ".join(sorted(k.name for k in all_kernels()))
-    assert f"kernels bound: {names}" in out
+    assert "run FINISHED after 40 steps" in out
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db" in out
     assert (tmp_path / "run" / ".hydra" / "config.yaml").is_file()
+    assert (tmp_path / "run" / "diag.jsonl").is_file()
 
 
 def test_variant_overrides_change_the_layout(tmp_path: Path) -> None:
@@ -47,7 +53,9 @@ def test_variant_overrides_change_the_layout(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "her_threshold" not in out and "w_aux_align" not in out
-    assert "stride: 6" in out
+    assert "stride: 6" in (tmp_path / "run" / ".hydra" / "config.yaml").read_text()
+    last = (tmp_path / "run" / "diag.jsonl").read_text().splitlines()[-1]
+    assert json.loads(last)["hindsight"] == {"enabled": False}
 
 
 def test_clash_exits_2_with_the_message_and_no_traceback(tmp_path: Path) -> None:

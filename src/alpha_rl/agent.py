@@ -174,6 +174,8 @@ class AgentConfig:
     eps_end: float
     eps_decay_steps: float
     aux_lr: float
+    learn_start: int
+    updates_per_step: int
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:
@@ -195,6 +197,8 @@ class AgentConfig:
             float(e.end),
             float(e.decay_steps),
             float(node.aux_lr),
+            int(node.learn_start),
+            int(node.updates_per_step),
         )
         checks = [
             (len(cfg.hidden) >= 1 and min(cfg.hidden) >= 1, "agent.hidden: widths >= 1"),
@@ -205,6 +209,8 @@ class AgentConfig:
             (cfg.target_period >= 1, "agent.target_period must be >= 1"),
             (0 <= cfg.eps_end <= cfg.eps_start <= 1, "agent.epsilon: 0 <= end <= start <= 1"),
             (cfg.eps_decay_steps > 0, "agent.epsilon.decay_steps must be > 0"),
+            (cfg.learn_start >= 0, "agent.learn_start must be >= 0"),
+            (cfg.updates_per_step >= 1, "agent.updates_per_step must be >= 1"),
         ]
         require(checks, "conf/agent/")
         return cfg
@@ -413,3 +419,24 @@ class Learner:
         """Online Q [B, A] of h [B * H] read to the host (evaluation and tests)."""
         q = self.net.forward(self.views["theta"], h, self.env_bufs)
         return self.backend.download(q).reshape(-1, ACTIONS)[: self.num_envs]
+
+
+class GreedyPolicy:
+    """argmax_a Q(h, a) of the learner's online network for `num_envs` rows (evaluation), with
+    buffers and counters of its own so the learner's epsilon schedule and RNG stay untouched."""
+
+    def __init__(self, learner: Learner, num_envs: int) -> None:
+        be = learner.backend
+        self.learner, self.num_envs = learner, num_envs
+        self.bufs = learner.net.buffers(num_envs)
+        self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
+        self.counters = be.zeros(dqn.COUNTERS, np.uint64)
+
+    def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
+        """Greedy actions [B] int32 for h [B * H]; the aux head's p_up [B] in `p_up`."""
+        lr, B = self.learner, self.num_envs
+        q = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
+        lr.k.act(q, self.actions, self.counters, None, B, ACTIONS, lr.seed, 0.0, 0.0, 1.0, -1,
+                 stream=stream)  # fmt: skip
+        lr.k.aux_predict(h, lr.aux_w, self.p_up, B, lr.obs_dim, stream=stream)
+        return self.actions

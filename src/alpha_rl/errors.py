@@ -46,3 +46,11 @@ class KernelCallError(AlphaRlError):
 
 class ContractError(AlphaRlError):
     """A kernel's Python declaration disagrees with the parameter list nvcc compiled."""
+
+
+class DivergenceError(AlphaRlError):
+    """The loss or the network parameters became NaN or infinite; the run stops as FAILED."""
+
+
+class CheckpointError(AlphaRlError):
+    """A checkpoint is missing, unreadable or does not fit the configured run."""

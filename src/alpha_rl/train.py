@@ -4,32 +4,53 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from hydra.types import RunMode
+from omegaconf import DictConfig
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.session import open_session
+from alpha_rl.pipeline.run import Job, Outcome, run_job
 
 log = logging.getLogger("alpha_rl")
 
 
+def job_of(hc: object) -> Job:
+    """Where Hydra runs this job (its output dir; the sweep dir in a multirun)."""
+    multirun = hc.mode == RunMode.MULTIRUN  # type: ignore[attr-defined]
+    return Job(
+        output_dir=Path(hc.runtime.output_dir),  # type: ignore[attr-defined]
+        choices=dict(hc.runtime.choices),  # type: ignore[attr-defined]
+        sweep_dir=Path(hc.sweep.dir).resolve() if multirun else None,  # type: ignore[attr-defined]
+    )
+
+
+def report(outcome: Outcome, cfg: DictConfig) -> None:
+    """Where the results are and how to open them."""
+    uri = cfg.tracking.uri
+    log.info("run %s after %d steps: %s", outcome.status, outcome.steps, outcome.run_dir)
+    if outcome.run_id:
+        log.info("mlflow: run %s in experiment %r at %s", outcome.run_id,
+                 cfg.tracking.experiment, uri)  # fmt: skip
+    if str(uri).startswith("sqlite:"):
+        log.info("open it: mlflow ui --backend-store-uri %s   (then http://127.0.0.1:5000)", uri)
+
+
 def run(cfg: DictConfig) -> None:
-    """One job: validate the composed config, set up the backend and the device ISV, report."""
+    """One job: train, track and report. A user-caused error exits 2 with its message; a run
+    that ends FAILED exits 1 (a single run) or lets the sweep go on (a multirun)."""
+    job = job_of(HydraConfig.get())
     try:
-        with open_session(cfg, HydraConfig.get().runtime.choices) as session:
-            log.info("config:\n%s", OmegaConf.to_yaml(cfg, resolve=True))
-            log.info("%s", session.isv.layout.table())
-            log.info("kernels bound: %s", ", ".join(sorted(session.kernels)))
-            log.info(
-                "configuration, ISV and kernels validated; this version has no training "
-                "loop yet, so no steps were run"
-            )
+        outcome = run_job(cfg, job)
     except AlphaRlError as exc:
         log.error("%s", exc)
         sys.exit(2)
+    report(outcome, cfg)
+    if outcome.status != "FINISHED" and job.sweep_dir is None:
+        sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too
 
 
 def main() -> None:

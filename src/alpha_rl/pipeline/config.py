@@ -1,0 +1,136 @@
+"""Every typed config of a run, parsed and checked before anything is allocated.
+
+`plan_run(cfg)` turns the composed Hydra config into a `Plan`: the env, replay, agent and HER
+configs of their modules plus the run's own settings (steps, log points, evaluation,
+checkpoints, audit). Any bad value raises ConfigError naming the key, so a run fails at once,
+before the market is built or the GPU is touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from alpha_rl.agent import AgentConfig
+from alpha_rl.env import EnvConfig
+from alpha_rl.errors import ConfigError, require
+from alpha_rl.hindsight import HerConfig
+from alpha_rl.replay import ReplayConfig
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out evaluation (conf/eval/*.yaml)."""
+
+    every: int
+    steps: int
+    num_envs: int
+    sharpe_window: int
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The loop's own settings (conf/train.yaml, conf/checkpoint/, conf/audit/)."""
+
+    seed: int
+    steps: int
+    log_every: int
+    checkpoint_every: int
+    checkpoint_replay: bool
+    audit_every: int
+    resume: Path | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The checked configs of one run."""
+
+    run: RunConfig
+    env: EnvConfig
+    replay: ReplayConfig
+    agent: AgentConfig
+    her: HerConfig | None
+    eval: EvalConfig
+
+    @property
+    def max_push(self) -> int:
+        """Rows of the largest push: B real transitions, or the forward ring's claims."""
+        ring = self.her.closed_ring if self.her is not None else 0
+        return max(self.env.num_envs, ring)
+
+
+def _int(cfg: DictConfig, key: str) -> int:
+    value = _select(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={value!r} must be an integer (see conf/train.yaml)")
+    return value
+
+
+def _select(cfg: DictConfig, key: str) -> object:
+    node: object = cfg
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            raise ConfigError(f"{key} is missing from the config (see conf/)")
+        node = node[part]
+    return node
+
+
+def run_config(cfg: DictConfig) -> RunConfig:
+    """The loop's settings, range-checked."""
+    resume = cfg.get("resume")
+    run = RunConfig(
+        seed=_int(cfg, "seed"),
+        steps=_int(cfg, "steps"),
+        log_every=_int(cfg, "log_every"),
+        checkpoint_every=_int(cfg, "checkpoint.every"),
+        checkpoint_replay=bool(_select(cfg, "checkpoint.replay")),
+        audit_every=_int(cfg, "audit.every"),
+        resume=Path(str(resume)) if resume else None,
+    )
+    require(
+        [
+            (0 <= run.seed < 2**63, "seed must be in 0..2^63-1"),
+            (run.steps >= 1, "steps must be >= 1"),
+            (run.log_every >= 1, "log_every must be >= 1"),
+            (run.checkpoint_every >= 0, "checkpoint.every must be >= 0 (0: only at the end)"),
+            (run.audit_every >= 0, "audit.every must be >= 0 (0: never)"),
+        ],
+        "conf/train.yaml",
+    )
+    return run
+
+
+def eval_config(cfg: DictConfig) -> EvalConfig:
+    """Held-out evaluation settings, range-checked."""
+    ev = EvalConfig(*(_int(cfg, f"eval.{k}") for k in ("every", "steps", "num_envs",
+                                                        "sharpe_window")))  # fmt: skip
+    require(
+        [
+            (ev.every >= 0, "eval.every must be >= 0 (0: only at the end)"),
+            (ev.steps >= 1 and ev.num_envs >= 1, "eval.steps and eval.num_envs must be >= 1"),
+            (1 <= ev.sharpe_window <= ev.steps, "eval.sharpe_window must be in 1..eval.steps"),
+        ],
+        "conf/eval/",
+    )
+    return ev
+
+
+def plan_run(cfg: DictConfig) -> Plan:
+    """Parse and check every section; raises ConfigError naming the first bad key."""
+    plan = Plan(
+        run=run_config(cfg),
+        env=EnvConfig.from_cfg(cfg.env),
+        replay=ReplayConfig.from_cfg(cfg.replay),
+        agent=AgentConfig.from_cfg(cfg.agent),
+        her=HerConfig.from_cfg(cfg.her),
+        eval=eval_config(cfg),
+    )
+    if plan.max_push > plan.replay.capacity:
+        raise ConfigError(
+            f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "
+            f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs or "
+            "her.closed_ring); raise replay.capacity_log2"
+        )
+    return plan

@@ -1,0 +1,69 @@
+"""Held-out evaluation: the greedy policy on the held-out split, in environments of its own.
+
+Every evaluation resets its `eval.num_envs` environments to the same seeded start ticks of the
+held-out book, so successive evaluations differ only by the network. There is no exploration, no
+HER and no replay; the env kernels read the run's ISV (reward weights) but nothing writes it.
+The metrics come from closed trades only (PnL in USD); hindsight rewards never enter them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from alpha_rl.agent import GreedyPolicy, Learner
+from alpha_rl.env import Environment
+from alpha_rl.market.book import Book
+from alpha_rl.pipeline.config import Plan
+from alpha_rl.session import Session
+
+F32 = np.float32
+
+
+def sharpe(interval_pnl: np.ndarray) -> float:
+    """mean / sample std of the interval PnL series (not annualised); NaN when undefined."""
+    if interval_pnl.size < 2:
+        return float("nan")
+    std = float(interval_pnl.std(ddof=1))
+    return float(interval_pnl.mean()) / std if std > 0 else float("nan")
+
+
+class Evaluator:
+    """Greedy evaluation of `learner` on the held-out `book`."""
+
+    def __init__(self, session: Session, book: Book, plan: Plan, learner: Learner) -> None:
+        self.cfg = plan.eval
+        env_cfg = dataclasses.replace(plan.env, num_envs=plan.eval.num_envs)
+        self.env = Environment(env_cfg, book, session.runtime, session.isv, plan.run.seed,
+                               int(session.cfg.reward.stride))  # fmt: skip
+        self.policy = GreedyPolicy(learner, plan.eval.num_envs)
+        self.h = session.backend.zeros(plan.eval.num_envs * self.env.obs_dim, F32)
+
+    def due(self, t: int, steps: int) -> bool:
+        """Whether an evaluation runs after env step `t` (every `eval.every`, and at the end)."""
+        every = self.cfg.every
+        return t == steps or (every > 0 and t % every == 0)
+
+    def run(self) -> dict[str, float]:
+        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades of one evaluation."""
+        env, c = self.env, self.cfg
+        env.reset()
+        pnl, trades, realised, available = [], 0, 0.0, 0.0
+        done = 0
+        while done < c.steps:
+            for _ in range(min(c.sharpe_window, c.steps - done)):
+                env.perceive(self.h)
+                env.step(self.policy.act(self.h), self.policy.p_up)
+                done += 1
+            stats = env.harvest_trade_stats()
+            pnl.append(stats.realised)
+            trades += stats.trades
+            realised += stats.realised
+            available += stats.available
+        return {
+            "eval/pnl": realised,
+            "eval/sharpe": sharpe(np.asarray(pnl)),
+            "eval/capture_ratio": realised / available if available > 0 else float("nan"),
+            "eval/trades": float(trades),
+        }

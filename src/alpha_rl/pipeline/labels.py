@@ -1,0 +1,121 @@
+"""What a run is called and labelled with: params, tags, run name, and the resume compatibility
+check (a resumed run must have the checkpoint's config, up to the keys that may change)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from alpha_rl import paths
+from alpha_rl.build.manifest import Manifest
+from alpha_rl.errors import CheckpointError
+from alpha_rl.session import Session, cubin_dir
+
+# keys a resume may change: how long, how often it logs, where it reports, which device runs it
+RESUMABLE = ("steps", "resume", "log_every", "tracking.", "checkpoint.", "eval.", "audit.",
+             "backend.")  # fmt: skip
+
+
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """The run's config as plain data, resolved, without Hydra's own node."""
+    data: dict[str, Any] = {}
+    for key in cfg:
+        if key == "hydra":
+            continue
+        value = cfg[key]
+        is_node = isinstance(value, DictConfig | ListConfig)
+        data[str(key)] = OmegaConf.to_container(value, resolve=True) if is_node else value
+    return data
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out |= flatten(value, f"{name}.")
+        else:
+            out[name] = value
+    return out
+
+
+def config_yaml(cfg: DictConfig) -> str:
+    """The resolved config as YAML (the run artifact and the checkpoint's record)."""
+    return yaml.safe_dump(resolved(cfg), sort_keys=False)
+
+
+def check_resumable(saved_yaml: str, cfg: DictConfig) -> None:
+    """Raise CheckpointError naming each key (beyond RESUMABLE) that differs from the checkpoint."""
+    before = flatten(yaml.safe_load(saved_yaml) or {})
+    now = flatten(resolved(cfg))
+    differ = sorted(
+        k for k in set(before) | set(now)
+        if before.get(k) != now.get(k) and not k.startswith(RESUMABLE)
+    )  # fmt: skip
+    if differ:
+        shown = "; ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differ[:6])
+        raise CheckpointError(
+            f"resume: the config differs from the checkpoint's in {len(differ)} key(s): {shown}. "
+            "A resumed run keeps its config; only steps, log_every, eval, checkpoint, audit, "
+            "tracking and backend may change"
+        )
+
+
+def git_sha() -> str:
+    """HEAD of the project's git checkout (+"-dirty" with uncommitted changes), or "unknown"."""
+    root = str(paths.project_root())
+    try:
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True).stdout.strip()  # fmt: skip
+        status = ["git", "-C", root, "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{sha}-dirty" if dirty else sha
+
+
+def cubin_hashes(session: Session) -> str:
+    """`stem=sha256[:12]` of every cubin the run loaded (empty on the numpy backend)."""
+    manifest = Manifest.load(cubin_dir(session.cfg))
+    root = manifest.path.parent
+    out = []
+    for stem, path in sorted(session.runtime.cubins.items()):
+        entry = manifest.cubins.get(str(path.relative_to(root)), {})
+        out.append(f"{stem}={str(entry.get('cubin_sha256', '?'))[:12]}")
+    return " ".join(out)
+
+
+def tags(session: Session, choices: Mapping[str, str], audit: str) -> dict[str, str]:
+    """Variant labels, backend, GPU, git SHA and cubin hashes of a run."""
+    cfg, desc = session.cfg, session.backend.describe()
+    out = {
+        "her": str(choices.get("her", cfg.her.get("name", "?"))),
+        "reward_stride": str(cfg.reward.stride),
+        "beta": str(choices.get("beta", "?")),
+        "seed": str(cfg.seed),
+        "market": str(cfg.market.name),
+        "experiment": str(choices.get("experiment") or "none"),
+        "backend": session.backend.name,
+        "backend_reason": session.backend_reason,
+        "device": desc.get("gpu", desc.get("cpu", "?")),
+        "git_sha": git_sha(),
+        "audit": audit,
+    }
+    hashes = cubin_hashes(session)
+    if hashes:
+        out["cubins"] = hashes
+    return out
+
+
+def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:
+    """`{market}__{experiment}__{variant}__{seed}__{time}`."""
+    experiment = choices.get("experiment") or "single"
+    variant = f"her-{choices.get('her', '?')}_rc{cfg.reward.stride}_{choices.get('beta', '?')}"
+    stamp = time.strftime("%m%d-%H%M%S")
+    return f"{cfg.market.name}__{experiment}__{variant}__s{cfg.seed}__{stamp}"

@@ -1,0 +1,163 @@
+"""One training job from a composed config: check, build, step, log, evaluate, checkpoint, report.
+
+Order of failure: a bad config raises before the market is built or a device is touched; a
+run that diverges (NaN/inf in l_q or the parameters) stops, keeps its last checkpoint and ends as
+FAILED in MLflow with the reason as a tag; any other error ends it as FAILED too and is re-raised.
+The tracker writes the diag JSONL locally before it talks to the store, so a store outage never
+loses a metric.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from alpha_rl.errors import DivergenceError
+from alpha_rl.market import load_market
+from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.config import Plan, plan_run
+from alpha_rl.pipeline.evaluate import Evaluator
+from alpha_rl.pipeline.labels import check_resumable, config_yaml, flatten, resolved, run_name, tags
+from alpha_rl.pipeline.progress import Progress
+from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.session import Session, open_session
+from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
+
+log = logging.getLogger("alpha_rl")
+
+
+@dataclass(frozen=True)
+class Job:
+    """Where a job runs: its output directory, and the sweep directory of a multirun."""
+
+    output_dir: Path
+    choices: Mapping[str, str]
+    sweep_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished job reports."""
+
+    status: str
+    run_dir: Path
+    run_id: str | None
+    steps: int
+    reason: str | None = None
+
+
+def run_job(cfg: DictConfig, job: Job) -> Outcome:
+    """Run the job `cfg` describes; see the module docstring for what happens on failure."""
+    plan = plan_run(cfg)
+    tracking = TrackingConfig.from_cfg(cfg.tracking)
+    run_dir, meta = job.output_dir, None
+    if plan.run.resume is not None:
+        run_dir = plan.run.resume.resolve()
+        meta = checkpoint.read_meta(run_dir)
+        check_resumable(meta["config"], cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    market = load_market(cfg.market, plan.run.seed)
+    with open_session(cfg, job.choices) as session:
+        log.info("%s", session.isv.layout.table())
+        trainer = Trainer(session, market.train, plan)
+        evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+        resume_id = None
+        if meta is not None:
+            meta = checkpoint.restore(run_dir, trainer)
+            keep_diag_until(run_dir / "diag.jsonl", trainer.t)
+            resume_id = previous_run_id(run_dir)
+            log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
+        parent = parent_run_for(job.sweep_dir, tracking) if job.sweep_dir else None
+        tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
+                               parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
+        if meta is None:
+            describe_run(tracker, session, cfg, job, plan)
+        return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
+
+
+def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan):
+    """Params, tags and the config and ISV artifacts of a new run."""
+    if session.backend.name == "numpy":
+        audit = "not audited (numpy backend: the kernels are the oracles)"
+    else:
+        audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
+    tracker.log_params(flatten(resolved(cfg)))
+    tracker.set_tags(tags(session, job.choices, audit))
+    tracker.log_text(config_yaml(cfg), "config.yaml")
+    tracker.log_text(session.isv.layout.table(), "isv_table.txt")
+
+
+def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, run_dir: Path,
+          cfg_yaml: str) -> Outcome:  # fmt: skip
+    """Steps until `steps`, with log points, evaluations, audits and checkpoints."""
+    run, B = plan.run, trainer.env.num_envs
+    audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
+    progress = Progress(run.steps, start=trainer.t)
+    status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
+    try:
+        while trainer.t < run.steps:
+            t = trainer.t + 1
+            metrics: dict[str, float] = {}
+            diag: dict[str, Any] = {}
+            if audit_on and t % run.audit_every == 0:
+                audit = trainer.audited_step()
+                metrics["audit/mismatch"] = float(audit.total)
+                diag["audit"] = {"mismatches": audit.mismatches, "first": audit.first}
+                if audit.total:
+                    log.warning("audit at step %d: %d mismatches: %s", t, audit.total,
+                                ", ".join(audit.first))  # fmt: skip
+            else:
+                trainer.step()
+            if t % run.log_every == 0 or t == run.steps:
+                point, blocks = trainer.read_log_point()
+                now = time.perf_counter()
+                sps = (t - mark[1]) / (now - mark[0])
+                mark = (now, t)
+                metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * B}
+                diag |= blocks
+            if evaluator.due(t, run.steps):
+                metrics |= evaluator.run()
+                mark = (time.perf_counter(), t)  # evaluation time is not training time
+            if metrics:
+                tracker.log_point(t, metrics, diag)
+            if t == run.steps or (run.checkpoint_every and t % run.checkpoint_every == 0):
+                tracker.flush()
+                checkpoint.save(run_dir, trainer, run.checkpoint_replay, cfg_yaml)
+            progress.update(t, metrics)
+    except DivergenceError as exc:
+        status, reason = "FAILED", str(exc)
+        log.error("run stopped: %s (the last checkpoint is kept)", exc)
+    except KeyboardInterrupt:
+        status, reason = "KILLED", f"interrupted at step {trainer.t}"
+        raise
+    except BaseException as exc:
+        status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        progress.close()
+        tracker.finish(status, reason)
+    return Outcome(status, run_dir, tracker.run_id, trainer.t, reason)
+
+
+def keep_diag_until(path: Path, step: int) -> None:
+    """Drop the diag JSONL lines after `step` (written after the checkpoint a resume starts at)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]  # fmt: skip
+    path.write_text("".join(f"{line}\n" for line in kept))
+
+
+def previous_run_id(run_dir: Path) -> str | None:
+    """The MLflow run id a run directory reported to (its tracking.json), if any."""
+    path = run_dir / "tracking.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("run_id")

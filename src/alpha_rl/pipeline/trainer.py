@@ -1,0 +1,181 @@
+"""The step of DESIGN §9 over one run's environment, replay, learner and hindsight.
+
+`Trainer.step()` launches the kernels of one env step in the contract's order and copies
+nothing to the host, on either backend; `Trainer.read_log_point()` is the throttled read of the
+ISV and the diagnostics (step 12). `audited_step()` is the same step with the env, PER-push and
+HER launches checked against their oracles on that step's real data (cuda backend).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from alpha_rl.agent import Learner
+from alpha_rl.backend.base import DeviceArray
+from alpha_rl.env import Environment
+from alpha_rl.errors import DivergenceError
+from alpha_rl.hindsight import KERNELS as HER_KERNELS
+from alpha_rl.hindsight import Hindsight
+from alpha_rl.kernels import experience, per
+from alpha_rl.kernels.audit import KernelAudit
+from alpha_rl.market.book import Book
+from alpha_rl.pipeline.config import Plan
+from alpha_rl.replay import Replay
+from alpha_rl.session import Session
+
+F32 = np.float32
+log = logging.getLogger("alpha_rl")
+AUDITED = (experience.ENV_STEP.name, per.PUSH.name, *HER_KERNELS)
+LEARNER_STATE = ("theta", "target", "adam_m", "adam_v", "counters", "stats", "aux_w")
+
+
+class Trainer:
+    """Environment, replay, learner and (unless her='off') hindsight of one run."""
+
+    def __init__(self, session: Session, book: Book, plan: Plan) -> None:
+        self.session, self.plan = session, plan
+        rt, isv, seed = session.runtime, session.isv, plan.run.seed
+        self.rc_stride = int(session.cfg.reward.stride)
+        self.env = Environment(plan.env, book, rt, isv, seed, self.rc_stride)
+        B, H = self.env.num_envs, self.env.obs_dim
+        self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv)
+        self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed)
+        self.hindsight = (
+            Hindsight(plan.her, self.env, self.replay, rt, isv) if plan.her is not None else None
+        )
+        if plan.her is not None and plan.her.forward and plan.her.closed_ring < B:
+            log.warning(
+                "her.closed_ring=%d is smaller than env.num_envs=%d: closes beyond the ring's "
+                "room within one lookahead are never judged by forward HER; raise it",
+                plan.her.closed_ring, B,
+            )  # fmt: skip
+        self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
+        self.t = 0  # env steps done
+        self.stream: Any = None
+        self._her_seen = {"backward": 0, "forward": 0}
+
+    @property
+    def backend(self) -> Any:
+        return self.session.backend
+
+    # --- the step (DESIGN §9) ---
+    def step(self) -> None:
+        """One env step of every env, then the learner's updates; no device->host copy."""
+        env, learner, replay, hs = self.env, self.learner, self.replay, self.hindsight
+        a, s = env.arrays, self.stream
+        # --- act ---
+        env.perceive(self.h_t, s)  # 1
+        actions = learner.act(self.h_t, s)  # 2
+        # --- env ---
+        env.step(actions, learner.p_up, s)  # 3
+        env.perceive(self.h_tp1, s)  # 4
+        env.reward_diagnostics(s)  # 5
+        # --- replay and hindsight ---
+        if hs is not None:
+            hs.track(s)  # 6
+        replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"], stream=s)  # 7
+        if hs is not None:
+            hs.inject(self.h_t, s)  # 8
+            hs.forward(self.h_t, s)  # 9
+        replay.rebuild(s)  # 10
+        # --- learn ---
+        learner.train_aux(self.h_t, a["fill_mid"], a["post_mid"], s)  # 11
+        if self.learning:
+            for _ in range(self.plan.agent.updates_per_step):
+                learner.learn(replay, s)
+        self.t += 1
+
+    @property
+    def learning(self) -> bool:
+        """Whether the step about to run updates the Q-network."""
+        return self.t >= self.plan.agent.learn_start
+
+    def audited_step(self) -> KernelAudit:
+        """`step()` with the env, PER-push and HER kernels checked against their oracles."""
+        with self.session.runtime.auditing(AUDITED) as audit:
+            self.step()
+        return audit
+
+    # --- the log point (step 12) ---
+    def read_log_point(self) -> tuple[dict[str, float], dict[str, Any]]:
+        """Metrics of DESIGN §10 keyed by name, and the diag blocks of the JSONL line."""
+        isv = self.backend.download(self.session.isv.array)
+        layout = self.session.isv.layout
+        slot = lambda name: float(isv[int(layout.index(name))])  # noqa: E731
+        m: dict[str, float] = {"agent/epsilon": slot("epsilon")}
+        if self.t > self.plan.agent.learn_start:  # l_q exists once an update has run
+            m |= {"loss/l_q": slot("loss_q"), "loss/grad_norm": slot("grad_norm")}
+        m["loss/l_aux"] = slot("loss_aux")
+        ema = int(layout.index("reward_component_ema"))
+        m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(6)}
+        if self.rc_stride == 7:
+            m["reward/aux_align_ema"] = slot("reward_aux_align_ema")
+        stats = self.env.harvest_trade_stats()
+        m |= {"trade/pnl": stats.realised, "trade/capture_ratio": stats.capture_ratio,
+              "trade/count": float(stats.trades)}  # fmt: skip
+        size = self.replay.size()
+        synthetic = self.backend.download(self.replay.arrays["s_synthetic"][:size])
+        m |= {"replay/size": float(size), "replay/synthetic_frac": float(synthetic.mean())}
+        hindsight = self._hindsight_block(slot)
+        m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
+        self.check_finite(m)
+        return m, {"hindsight": hindsight}
+
+    def _hindsight_block(self, slot: Any) -> dict[str, Any]:
+        hs = self.hindsight
+        if hs is None:
+            return {"enabled": False}
+        totals = hs.totals()
+        interval = sum(totals[k] - self._her_seen[k] for k in self._her_seen)
+        self._her_seen = {k: totals[k] for k in self._her_seen}
+        block: dict[str, Any] = {"enabled": True}
+        if hs.cfg.backward:
+            block["inject_count_step"] = slot("her_inject_count")
+        if hs.cfg.forward:
+            block["forward_inject_count_step"] = slot("her_forward_inject_count")
+        block |= {
+            "threshold": slot("her_threshold"),
+            "priority_boost": slot("her_priority_boost"),
+            "backward_total": totals["backward"],
+            "forward_total": totals["forward"],
+            "inject_total": totals["backward"] + totals["forward"],
+            "inject_interval": interval,
+        }
+        return block
+
+    def check_finite(self, metrics: dict[str, float]) -> None:
+        """Raise DivergenceError when l_q or any network parameter is NaN or infinite."""
+        l_q = metrics.get("loss/l_q", 0.0)
+        if not np.isfinite(l_q):
+            raise DivergenceError(f"loss/l_q is NaN or infinite ({l_q}) at step {self.t}")
+        theta = self.backend.download(self.learner.theta)
+        bad = int((~np.isfinite(theta)).sum())
+        if bad:
+            raise DivergenceError(
+                f"{bad} of {theta.size} Q-network parameters are NaN or infinite at step {self.t}"
+            )
+
+    # --- state for checkpoints ---
+    def state_arrays(self, with_replay: bool) -> dict[str, DeviceArray]:
+        """Every device array a resume needs, by checkpoint key."""
+        out: dict[str, DeviceArray] = {f"env.{k}": v for k, v in self.env.arrays.items()}
+        out |= {f"learner.{k}": getattr(self.learner, k) for k in LEARNER_STATE}
+        out["isv"] = self.session.isv.array
+        if self.hindsight is not None:
+            out |= {f"her.{k}": v for k, v in self.hindsight.arrays.items()}
+        if with_replay:
+            out |= {f"replay.{k}": v for k, v in self.replay.arrays.items() if k != "layout"}
+        return out
+
+    def host_state(self) -> dict[str, Any]:
+        """The host-side counters a resume needs."""
+        return {"t": self.t, "her_seen": dict(self._her_seen)}
+
+    def restore_host_state(self, state: dict[str, Any], with_replay: bool) -> None:
+        """Set the host-side counters of a checkpoint (after its arrays were written back)."""
+        self.t = int(state["t"])
+        self._her_seen = {k: int(v) for k, v in state["her_seen"].items()}
+        self.replay.mark_filled(with_replay and self.t > 0)

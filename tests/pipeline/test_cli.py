@@ -1,0 +1,46 @@
+"""`alpha-rl-train` as a user runs it: a single run and a `-m` sweep, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+TINY = ["debug=tiny", "backend=numpy"]
+
+
+def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    cmd = [sys.executable, "-m", "alpha_rl.train", *args, *TINY,
+           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> None:
+    done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
+    assert done.returncode == 0, done.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("alpha_rl")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 4
+    parent = parents[0]
+    assert parent.info.status == "FINISHED"
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
+    labels = sorted((r.data.tags["her"], r.data.tags["seed"]) for r in children)
+    assert labels == [("off", "0"), ("off", "1"), ("on", "0"), ("on", "1")]
+    assert {r.data.tags["experiment"] for r in children} == {"her_ablation"}
+    assert {r.info.status for r in children} == {"FINISHED"}
+    assert sorted(p.name for p in (tmp_path / "multirun" / "sweep").iterdir() if p.is_dir()) == [
+        "0", "1", "2", "3"]  # fmt: skip
+
+
+def test_a_bad_override_exits_2_naming_the_key(tmp_path: Path) -> None:
+    done = train(tmp_path, "eval.sharpe_window=0")
+    assert done.returncode == 2
+    assert "eval.sharpe_window" in done.stderr + done.stdout
+    assert not (tmp_path / "mlflow.db").exists()  # nothing was started

@@ -1,0 +1,79 @@
+"""The pipeline on the cuda backend. Each job runs in a subprocess of its own: the test session
+holds its own CUDA context, and one process opens one cuda backend at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+SMALL = ["backend=cuda", "debug=tiny", "env.num_envs=256", "steps=60", "her.closed_ring=1024"]
+
+
+def run(tmp_path: Path, cubins: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    cmd = [sys.executable, "-m", "alpha_rl.train", *args, f"backend.cubin_dir={cubins}",
+           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def diag(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "diag.jsonl").read_text().splitlines()]
+
+
+def test_audited_cuda_run_matches_the_oracles(tmp_path: Path, built_cubins: Path) -> None:
+    run(tmp_path, built_cubins, *SMALL, "audit.every=10", "hydra.run.dir=out")
+    lines = [x for x in diag(tmp_path / "out") if "audit" in x]
+    assert [x["step"] for x in lines] == [10, 20, 30, 40, 50, 60]
+    for line in lines:
+        assert line["metrics"]["audit/mismatch"] == 0, line["audit"]
+        audited = set(line["audit"]["mismatches"])
+        assert {"experience_env_step", "per_push", "her_track", "her_inject", "her_forward"} <= (
+            audited
+        )
+    assert diag(tmp_path / "out")[-1]["hindsight"]["inject_total"] > 0
+
+
+def test_cuda_resume_equals_an_unbroken_run(tmp_path: Path, built_cubins: Path) -> None:
+    run(tmp_path, built_cubins, *SMALL, "hydra.run.dir=whole")
+    run(tmp_path, built_cubins, *SMALL, "steps=30", "hydra.run.dir=half")
+    run(tmp_path, built_cubins, *SMALL, f"resume={tmp_path / 'half'}", "hydra.run.dir=ignored")
+    l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
+    assert l_q("half") == l_q("whole")
+
+
+SCRIPT = """
+import sys
+from hydra import compose, initialize_config_dir
+import pycuda.driver as drv
+from alpha_rl import paths
+from alpha_rl.pipeline.run import Job, run_job
+overrides = sys.argv[2:]
+with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+    for n, her in enumerate(["on", "off"]):
+        cfg = compose("train", overrides=[*overrides, f"her={her}"], return_hydra_config=True)
+        out = run_job(cfg, Job(__import__("pathlib").Path(sys.argv[1]) / str(n),
+                               dict(cfg.hydra.runtime.choices)))
+        assert out.status == "FINISHED", out
+        assert drv.Context.get_current() is None, "a CUDA context outlived its job"
+print("two jobs, no context left behind")
+"""
+
+
+def test_jobs_in_one_process_leave_no_cuda_context(tmp_path: Path, built_cubins: Path) -> None:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    args = [*SMALL, f"backend.cubin_dir={built_cubins}",
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    cmd = [sys.executable, "-c", textwrap.dedent(SCRIPT), str(tmp_path), *args]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "no context left behind" in done.stdout

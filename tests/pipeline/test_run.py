@@ -1,0 +1,135 @@
+"""Whole jobs on the numpy backend, tracked into a SQLite MLflow store made for each test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from alpha_rl.errors import CheckpointError, ConfigError
+from alpha_rl.pipeline import run as pipeline_run
+from alpha_rl.pipeline.run import Job, run_job
+from tests.helpers import compose_train
+
+TINY = ["backend=numpy", "debug=tiny"]
+
+
+def job(tmp_path: Path, overrides: list[str], name: str = "run"):
+    cfg, choices = compose_train([*TINY, f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+                                  *overrides])  # fmt: skip
+    return run_job(cfg, Job(tmp_path / name, choices))
+
+
+def client(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+
+
+def history(tmp_path: Path, run_id: str, key: str) -> list[tuple[int, float]]:
+    points = client(tmp_path).get_metric_history(run_id, key)
+    return sorted((p.step, p.value) for p in points)
+
+
+def theta(run_dir: Path) -> np.ndarray:
+    with np.load(run_dir / "checkpoint" / "state.npz", allow_pickle=False) as npz:
+        return npz["learner.theta"]
+
+
+def test_a_run_records_metrics_params_tags_and_artifacts(tmp_path: Path) -> None:
+    out = job(tmp_path, [])
+    assert out.status == "FINISHED" and out.steps == 40
+    run = client(tmp_path).get_run(out.run_id)
+    l_q = history(tmp_path, out.run_id, "loss/l_q")
+    assert [s for s, _ in l_q] == [15, 20, 25, 30, 35, 40]  # every log step after learn_start 10
+    for key in ("her/inject_count_step", "her/inject_total", "her/threshold",
+                "her/priority_boost", "trade/capture_ratio", "replay/synthetic_frac",
+                "reward/ema_c0", "perf/sps", "eval/pnl", "eval/sharpe"):  # fmt: skip
+        assert history(tmp_path, out.run_id, key), key
+    assert run.data.params["agent.lr"] == "0.0003" and len(run.data.params) > 100
+    tags = run.data.tags
+    assert (tags["her"], tags["reward_stride"], tags["beta"]) == ("on", "7", "sentinel")
+    assert tags["backend"] == "numpy" and tags["audit"].startswith("not audited")
+    assert tags["git_sha"] and run.info.status == "FINISHED"
+    names = {a.path for a in client(tmp_path).list_artifacts(out.run_id)}
+    assert {"config.yaml", "isv_table.txt", "diag.jsonl"} <= names
+    lines = [json.loads(x) for x in (out.run_dir / "diag.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert lines[-1]["hindsight"]["inject_total"] > 0
+
+
+def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path) -> None:
+    six = job(tmp_path, ["reward_variant=stride6"], "six")
+    seven = job(tmp_path, ["reward_variant=stride7_sentinel"], "seven")
+    a, b = history(tmp_path, six.run_id, "loss/l_q"), history(tmp_path, seven.run_id, "loss/l_q")
+    assert len(a) == 6 and a == b
+    np.testing.assert_array_equal(theta(six.run_dir), theta(seven.run_dir))
+    active = job(tmp_path, ["reward_variant=stride7_active"], "active")
+    assert history(tmp_path, active.run_id, "loss/l_q") != a  # the check can tell them apart
+
+
+def test_resume_continues_the_same_run_and_equals_an_unbroken_one(tmp_path: Path) -> None:
+    whole = job(tmp_path, [], "whole")
+    half = job(tmp_path, ["steps=20"], "half")
+    assert theta(half.run_dir).shape == theta(whole.run_dir).shape
+    resumed = job(tmp_path, [f"resume={half.run_dir}"], "ignored")
+    assert resumed.run_id == half.run_id and resumed.run_dir == half.run_dir
+    assert resumed.steps == 40
+    assert history(tmp_path, half.run_id, "loss/l_q") == history(tmp_path, whole.run_id, "loss/l_q")
+    np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))
+    steps = [json.loads(x)["step"] for x in (half.run_dir / "diag.jsonl").read_text().split()]
+    assert steps == sorted(set(steps))
+
+
+def test_resume_refuses_a_changed_config(tmp_path: Path) -> None:
+    half = job(tmp_path, ["steps=20"], "half")
+    with pytest.raises(CheckpointError, match=r"agent\.lr: 0\.0003 -> 0\.001"):
+        job(tmp_path, [f"resume={half.run_dir}", "agent.lr=0.001"])
+    with pytest.raises(CheckpointError, match="no checkpoint there"):
+        job(tmp_path, [f"resume={tmp_path / 'nowhere'}"])
+
+
+def test_a_bad_config_fails_before_anything_is_allocated(tmp_path, monkeypatch) -> None:
+    def touched(*_a, **_k):
+        raise AssertionError("the market or the backend was touched before the config check")
+
+    monkeypatch.setattr(pipeline_run, "load_market", touched)
+    monkeypatch.setattr(pipeline_run, "open_session", touched)
+    with pytest.raises(ConfigError, match=r"eval\.num_envs"):
+        job(tmp_path, ["eval.num_envs=0"])
+    with pytest.raises(ConfigError, match=r"replay\.capacity_log2"):
+        job(tmp_path, ["replay.capacity_log2=2"])
+
+
+def test_a_diverging_run_ends_failed_with_its_reason(tmp_path: Path) -> None:
+    out = job(tmp_path, ["agent.lr=1e30", "agent.grad_clip=0", "checkpoint.every=10"])
+    assert out.status == "FAILED" and "NaN or infinite" in (out.reason or "")
+    run = client(tmp_path).get_run(out.run_id)
+    assert run.info.status == "FAILED"
+    assert "NaN or infinite" in run.data.tags["alpha_rl.failure_reason"]
+    meta = json.loads((out.run_dir / "checkpoint" / "meta.json").read_text())
+    assert meta["step"] == 10  # the last good state is kept
+
+
+def test_a_store_outage_mid_run_loses_nothing(tmp_path: Path, monkeypatch) -> None:
+    real = MlflowClient.log_batch
+    calls = {"n": 0}
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if 2 <= calls["n"] <= 6:
+            raise ConnectionError("tracking store unreachable")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", flaky)
+    out = job(tmp_path, ["tracking.batch_size=10", "tracking.retry_s=0"])
+    assert calls["n"] > 6, "the outage window was never reached"
+    monkeypatch.setattr(MlflowClient, "log_batch", real)
+    lines = [json.loads(x) for x in (out.run_dir / "diag.jsonl").read_text().splitlines()]
+    for line in lines:
+        for key, value in line["metrics"].items():
+            stored = dict(history(tmp_path, out.run_id, key))
+            assert line["step"] in stored, (key, line["step"])
+            if value is not None and np.isfinite(value):
+                assert stored[line["step"]] == pytest.approx(value, rel=1e-6), key

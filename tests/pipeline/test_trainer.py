@@ -1,0 +1,164 @@
+"""The step of DESIGN §9 on the numpy backend: kernel order, no host copies, log points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.market import load_market
+from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.evaluate import Evaluator, sharpe
+from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.session import open_session
+from tests.helpers import compose_train
+
+TINY = ["backend=numpy", "debug=tiny"]
+
+
+def make_trainer(overrides: list[str]):
+    cfg, choices = compose_train([*TINY, *overrides])
+    plan = plan_run(cfg)
+    market = load_market(cfg.market, plan.run.seed)
+    return cfg, choices, plan, market
+
+
+def record_launches(runtime) -> list[str]:
+    """Every launch through `runtime`'s kernels from now on, by kernel name, in order."""
+    order: list[str] = []
+    for kernel in runtime.bound:
+        launch = kernel._launch
+
+        def recording(grid, values, stream, _launch=launch, _name=kernel.decl.name):
+            order.append(_name)
+            _launch(grid, values, stream)
+
+        kernel._launch = recording
+    return order
+
+
+def first_positions(order: list[str], names: list[str]) -> list[int]:
+    return [order.index(name) for name in names]
+
+
+def test_step_launches_in_the_contract_order() -> None:
+    cfg, choices, plan, market = make_trainer(["agent.learn_start=0"])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        order = record_launches(session.runtime)
+        trainer.step()
+    contract = [
+        "perception_observe", "dqn_act", "dqn_aux_predict", "experience_env_step",
+        "reward_component_ema", "reward_decomp_diag", "her_track", "per_push", "her_inject",
+        "her_record", "her_forward", "per_tree_reduce", "dqn_aux_train", "per_sample",
+        "dqn_gather", "dqn_td", "dqn_grad_norm", "dqn_adam", "dqn_target_sync", "per_update",
+    ]  # fmt: skip
+    positions = first_positions(order, contract)
+    assert positions == sorted(positions), list(zip(contract, positions, strict=True))
+    assert order.count("perception_observe") == 2  # h_t (1) and h_tp1 (4)
+    second = order.index("perception_observe", 1)
+    assert order.index("experience_env_step") < second < order.index("reward_component_ema")
+
+
+def test_no_learner_update_before_learn_start() -> None:
+    cfg, choices, plan, market = make_trainer(["agent.learn_start=3"])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        order = record_launches(session.runtime)
+        for _ in range(3):
+            trainer.step()
+        assert "dqn_td" not in order
+        trainer.step()
+        assert order.count("dqn_td") == 1
+
+
+def test_her_off_launches_no_her_kernel() -> None:
+    cfg, choices, plan, market = make_trainer(["her='off'"])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        order = record_launches(session.runtime)
+        trainer.step()
+    assert trainer.hindsight is None and not [k for k in order if k.startswith("her_")]
+
+
+def test_step_copies_nothing_to_the_host(monkeypatch) -> None:
+    cfg, choices, plan, market = make_trainer(["agent.learn_start=0"])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        be = type(session.backend)
+        copies: list[str] = []
+        for name in ("download", "write", "upload"):
+            real = getattr(be, name)
+            monkeypatch.setattr(be, name, lambda self, *a, _n=name, _r=real: (
+                copies.append(_n), _r(self, *a))[1])  # fmt: skip
+        for _ in range(3):
+            trainer.step()
+        assert copies == []
+        trainer.read_log_point()
+        assert "download" in copies  # the log point is where the host reads
+
+
+def test_long_her_run_stays_finite() -> None:
+    """Synthetic rows are pushed at boost^alpha * max priority; the max must not compound."""
+    cfg, choices, plan, market = make_trainer(["agent.learn_start=1000", "steps=400"])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        for _ in range(400):
+            trainer.step()
+        _, diag = trainer.read_log_point()
+        be = session.backend
+        assert diag["hindsight"]["inject_total"] > 0
+        assert float(be.download(trainer.replay.max_leaf)[0]) == 0.0  # no update ran
+        assert np.isfinite(be.download(trainer.replay.arrays["leaves"])).all()
+        assert np.isfinite(trainer.replay.total())
+
+
+def test_log_point_metrics_and_hindsight_block() -> None:
+    cfg, choices, plan, market = make_trainer([])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        for _ in range(30):
+            trainer.step()
+        metrics, diag = trainer.read_log_point()
+    for key in ("loss/l_q", "loss/l_aux", "her/inject_count_step", "her/forward_inject_count_step",
+                "her/inject_total", "her/threshold", "her/priority_boost", "trade/capture_ratio",
+                "trade/pnl", "reward/ema_c0", "reward/ema_c5", "reward/aux_align_ema",
+                "replay/synthetic_frac"):  # fmt: skip
+        assert key in metrics, key
+    block = diag["hindsight"]
+    assert block["threshold"] == pytest.approx(1.5) and block["priority_boost"] == pytest.approx(3)
+    assert block["inject_total"] == block["backward_total"] + block["forward_total"] > 0
+    assert 0 < metrics["replay/synthetic_frac"] < 1
+
+
+def test_nan_parameters_stop_the_run() -> None:
+    from alpha_rl.errors import DivergenceError
+
+    cfg, choices, plan, market = make_trainer([])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        trainer.step()
+        trainer.learner.theta[3] = np.nan
+        with pytest.raises(DivergenceError, match=r"1 of \d+ Q-network parameters are NaN"):
+            trainer.read_log_point()
+
+
+def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None:
+    cfg, choices, plan, market = make_trainer([])
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        for _ in range(15):
+            trainer.step()
+        be = session.backend
+        before = {k: be.download(v).copy() for k, v in trainer.state_arrays(True).items()}
+        evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+        first, second = evaluator.run(), evaluator.run()
+        after = {k: be.download(v) for k, v in trainer.state_arrays(True).items()}
+    np.testing.assert_equal(first, second)  # NaN-aware
+    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/capture_ratio", "eval/trades"}
+    for key, value in before.items():
+        np.testing.assert_array_equal(value, after[key], err_msg=key)
+
+
+def test_sharpe_of_interval_pnl() -> None:
+    assert sharpe(np.array([1.0, 3.0])) == pytest.approx(2.0 / np.sqrt(2.0))
+    assert np.isnan(sharpe(np.array([1.0]))) and np.isnan(sharpe(np.array([2.0, 2.0])))
