@@ -17,7 +17,7 @@ from alpha_rl import paths
 from alpha_rl.build.contract import ABI_VERSION
 from alpha_rl.errors import BackendError, CubinError
 from alpha_rl.kernels import reward
-from alpha_rl.kernels.registry import all_kernels, stems
+from alpha_rl.kernels.registry import stems
 from alpha_rl.kernels.runtime import KernelRuntime
 
 pytestmark = pytest.mark.gpu
@@ -113,7 +113,15 @@ def test_context_is_released_and_can_be_reopened_in_one_process() -> None:
 
 def test_train_with_auto_picks_cuda_here(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "alpha_rl.train", "backend=auto", f"hydra.run.dir={tmp_path}"],
+        [
+            sys.executable,
+            "-m",
+            "alpha_rl.train",
+            "backend=auto",
+            "debug=tiny",
+            f"hydra.run.dir={tmp_path}",
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -123,5 +131,4 @@ def test_train_with_auto_picks_cuda_here(tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "backend: cuda (auto: GPU, pycuda and fresh cubins present;" in out
-    names = ", ".join(sorted(k.name for k in all_kernels()))
-    assert f"kernels bound: {names}" in out
+    assert "run FINISHED after 40 steps" in out
