@@ -7,6 +7,7 @@
 PYTHON ?= python3
 VENV   := .venv
 ARCHS  ?= 90
+EXPERIMENT ?= her_ablation
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS   ?=
 EXTRAS ?= dev
@@ -23,7 +24,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train test test-gpu cubins lint clean venv
+.PHONY: help train sweep test test-gpu cubins lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +45,9 @@ venv: $(STAMP) ## create or refresh .venv only
 
 train: $(STAMP) ## run the default experiment (Hydra overrides in ARGS="...")
 	$(PY) -m alpha_rl.train $(ARGS)
+
+sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|reward_variants)
+	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) $(ARGS)
 
 test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
 	$(PY) -m pytest -m "not gpu" -q $(ARGS)

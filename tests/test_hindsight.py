@@ -180,7 +180,9 @@ def test_her_off_allocates_and_launches_nothing() -> None:
     sizes, launches, her_bytes = {}, {}, 0
     for variant in ("'off'", "'on'"):
         CountingBackend.allocated = 0
-        env, replay, hs, runtime, _ = build(CountingBackend(), wave_book(), [f"her={variant}"])
+        env, replay, hs, runtime, _ = build(
+            CountingBackend(), wave_book(), [f"her={variant}", "++her.closed_ring=256"]
+        )
         run = Stepper(env, replay, hs)
         for _ in range(5):
             run.step(np.full(env.num_envs, LONG))

@@ -162,3 +162,16 @@ def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None
 def test_sharpe_of_interval_pnl() -> None:
     assert sharpe(np.array([1.0, 3.0])) == pytest.approx(2.0 / np.sqrt(2.0))
     assert np.isnan(sharpe(np.array([1.0]))) and np.isnan(sharpe(np.array([2.0, 2.0])))
+
+
+def test_forward_her_fires_at_the_default_config() -> None:
+    """The forward ring must outlive the lookahead at the default B (256 slots did not)."""
+    cfg, choices = compose_train(["backend=numpy", "agent.learn_start=100000"])
+    plan = plan_run(cfg)
+    market = load_market(cfg.market, plan.run.seed)
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        for _ in range(2 * int(cfg.her.lookahead) + 20):
+            trainer.step()
+        _, diag = trainer.read_log_point()
+    assert diag["hindsight"]["forward_total"] > 0 and diag["hindsight"]["backward_total"] > 0

@@ -46,11 +46,17 @@ class Trainer:
         self.hindsight = (
             Hindsight(plan.her, self.env, self.replay, rt, isv) if plan.her is not None else None
         )
-        if plan.her is not None and plan.her.forward and plan.her.closed_ring < B:
+        her = session.cfg.her
+        if (
+            plan.her is not None
+            and plan.her.forward
+            and plan.her.closed_ring < B * her.lookahead // 4
+        ):
             log.warning(
-                "her.closed_ring=%d is smaller than env.num_envs=%d: closes beyond the ring's "
-                "room within one lookahead are never judged by forward HER; raise it",
-                plan.her.closed_ring, B,
+                "her.closed_ring=%d holds fewer than a quarter of the closes %d envs can make in "
+                "one lookahead (%d steps): trades overwritten before they come due are never "
+                "judged by forward HER; raise her.closed_ring",
+                plan.her.closed_ring, B, her.lookahead,
             )  # fmt: skip
         self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
         self.t = 0  # env steps done
