@@ -107,6 +107,8 @@ def test_a_diverging_run_ends_failed_with_its_reason(tmp_path: Path) -> None:
     assert out.status == "FAILED" and "NaN or infinite" in (out.reason or "")
     run = client(tmp_path).get_run(out.run_id)
     assert run.info.status == "FAILED"
+    l_q = history(tmp_path, out.run_id, "loss/l_q")
+    assert l_q[-1][0] == 15 and not np.isfinite(l_q[-1][1])  # the NaN point itself is recorded
     assert "NaN or infinite" in run.data.tags["alpha_rl.failure_reason"]
     meta = json.loads((out.run_dir / "checkpoint" / "meta.json").read_text())
     assert meta["step"] == 10  # the last good state is kept

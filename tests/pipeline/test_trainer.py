@@ -137,9 +137,13 @@ def test_nan_parameters_stop_the_run() -> None:
     with open_session(cfg, choices) as session:
         trainer = Trainer(session, market.train, plan)
         trainer.step()
+        metrics, _ = trainer.read_log_point()
+        assert trainer.finite(metrics)
+        trainer.check_finite(metrics)
         trainer.learner.theta[3] = np.nan
+        assert not trainer.finite(metrics)
         with pytest.raises(DivergenceError, match=r"1 of \d+ Q-network parameters are NaN"):
-            trainer.read_log_point()
+            trainer.check_finite(metrics)
 
 
 def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None:

@@ -109,6 +109,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             if audit_on and t % run.audit_every == 0:
                 audit = trainer.audited_step()
                 metrics["audit/mismatch"] = float(audit.total)
+                metrics |= {f"audit/{k}": float(v) for k, v in audit.mismatches.items()}
                 diag["audit"] = {"mismatches": audit.mismatches, "first": audit.first}
                 if audit.total:
                     log.warning("audit at step %d: %d mismatches: %s", t, audit.total,
@@ -122,6 +123,9 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 mark = (now, t)
                 metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * B}
                 diag |= blocks
+                if not trainer.finite(point):
+                    tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
+                    trainer.check_finite(point)  # raises DivergenceError
             if evaluator.due(t, run.steps):
                 metrics |= evaluator.run()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time

@@ -107,7 +107,8 @@ class Trainer:
 
     # --- the log point (step 12) ---
     def read_log_point(self) -> tuple[dict[str, float], dict[str, Any]]:
-        """Metrics of DESIGN §10 keyed by name, and the diag blocks of the JSONL line."""
+        """Metrics of DESIGN §10 keyed by name, and the diag blocks of the JSONL line (call
+        `check_finite` on the metrics once they are recorded)."""
         isv = self.backend.download(self.session.isv.array)
         layout = self.session.isv.layout
         slot = lambda name: float(isv[int(layout.index(name))])  # noqa: E731
@@ -127,7 +128,6 @@ class Trainer:
         m |= {"replay/size": float(size), "replay/synthetic_frac": float(synthetic.mean())}
         hindsight = self._hindsight_block(slot)
         m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
-        self.check_finite(m)
         return m, {"hindsight": hindsight}
 
     def _hindsight_block(self, slot: Any) -> dict[str, Any]:
@@ -151,6 +151,12 @@ class Trainer:
             "inject_interval": interval,
         }
         return block
+
+    def finite(self, metrics: dict[str, float]) -> bool:
+        """Whether l_q and every network parameter are finite (a parameter read: log points)."""
+        if not np.isfinite(metrics.get("loss/l_q", 0.0)):
+            return False
+        return bool(np.isfinite(self.backend.download(self.learner.theta)).all())
 
     def check_finite(self, metrics: dict[str, float]) -> None:
         """Raise DivergenceError when l_q or any network parameter is NaN or infinite."""
