@@ -24,7 +24,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep test test-gpu cubins lint clean venv
+.PHONY: help train sweep kill-check test test-gpu cubins lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -48,6 +48,9 @@ train: $(STAMP) ## run the default experiment (Hydra overrides in ARGS="...")
 
 sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|reward_variants)
 	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) $(ARGS)
+
+kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
+	$(PY) -m alpha_rl.killcheck $(ARGS)
 
 test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
 	$(PY) -m pytest -m "not gpu" -q $(ARGS)

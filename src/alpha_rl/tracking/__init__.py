@@ -20,14 +20,18 @@ Importing this package does not import mlflow; the first store request does.
 
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.parent import ParentRunCallback, parent_run_for
+from alpha_rl.tracking.reader import RunReader, RunRecord, TrackingReadError
 from alpha_rl.tracking.sync import StoreUnreachableError, sync_run
 from alpha_rl.tracking.tracker import Tracker, open_tracker
 
 __all__ = [
     "ParentRunCallback",
+    "RunReader",
+    "RunRecord",
     "StoreUnreachableError",
     "Tracker",
     "TrackingConfig",
+    "TrackingReadError",
     "open_tracker",
     "parent_run_for",
     "sync_run",

@@ -1,0 +1,3 @@
+from alpha_rl.killcheck.cli import main
+
+main()

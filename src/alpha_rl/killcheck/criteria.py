@@ -1,0 +1,126 @@
+"""The seed plan's five kill criteria and its speed-up claim, judged on MLflow runs (DESIGN §11).
+
+Each judge returns a `Judgement`: the value found, the threshold it was held to, a verdict
+(PASS, KILL, NOT-EVALUATED; INFO for the speed-up report, which is not a kill criterion) and the
+evidence per run. Criteria 1-3 rest on the GPU-vs-oracle audit (`audit/<kernel>` metrics): runs
+without it are "not audited", never a pass. Across seeds, ratios get a bootstrap interval
+(scipy.stats.bootstrap, percentile method).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from alpha_rl.killcheck.config import Criteria
+from alpha_rl.tracking import RunRecord
+
+PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"
+AUDITS = {
+    "1 track": ("her_track",),
+    "2 backward inject": ("her_inject",),
+    "3 forward inject": ("her_record", "her_forward"),
+}
+
+
+@dataclass
+class Judgement:
+    """One row of the verdict table."""
+
+    criterion: str
+    value: str
+    threshold: str
+    verdict: str
+    required: bool = True
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def interval(values: list[float], crit: Criteria, log: bool = False) -> tuple[float, float, float]:
+    """(estimate, low, high) of the mean of `values` (geometric with log=True) across seeds;
+    low = high = estimate for a single value."""
+    x = np.log(values) if log else np.asarray(values, np.float64)
+    est = float(x.mean())
+    if len(x) < 2 or np.all(x == x[0]):
+        lo = hi = est
+    else:
+        res = stats.bootstrap((x,), np.mean, confidence_level=crit.confidence,
+                              n_resamples=crit.resamples, method="percentile",
+                              random_state=np.random.default_rng(crit.bootstrap_seed))  # fmt: skip
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    f = np.exp if log else float
+    return float(f(est)), float(f(lo)), float(f(hi))
+
+
+def _flag(run: RunRecord, name: str) -> bool:
+    return run.params.get(f"her.{name}", "").strip().lower() == "true"
+
+
+def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:
+    """Criteria 1-3: zero audit mismatches of the kernels of `name` (and, for backward, the
+    counters: no more backward injections in a log interval than trades closed in it)."""
+    direction = "forward" if name.startswith("3") else "backward" if name.startswith("2") else ""
+    runs = [r for r in runs if not direction or _flag(r, direction)]
+    threshold = "0 mismatches on audited runs"
+    if not runs:
+        return Judgement(name, f"no HER run with {direction} enabled", threshold, NOT_EVALUATED,
+                         crit.require_audit)  # fmt: skip
+    evidence, audits, bad = {}, 0, 0
+    for run in runs:
+        counts = [v for key in AUDITS[name] for _, v in run.metrics.get(f"audit/{key}", [])]
+        audits, bad = audits + len(counts), bad + int(np.nansum(counts))
+        evidence[run.run_id] = {"audits": len(counts), "mismatches": int(np.nansum(counts)),
+                                "audit": run.tags.get("audit", "?")}  # fmt: skip
+    broken = _counter_violations(runs) if direction == "backward" else {}
+    if broken:
+        evidence["counter_violations"] = broken
+        return Judgement(name, f"backward injections exceed closed trades in {broken}",
+                         "injections <= closes per interval", KILL, True, evidence)  # fmt: skip
+    if bad:
+        return Judgement(name, f"{bad} mismatches in {audits} audits", threshold, KILL, True,
+                         evidence)  # fmt: skip
+    if audits == 0:
+        how = "; ".join(sorted({r.tags.get("audit", "no audit tag") for r in runs}))
+        note = "; counters consistent" if direction == "backward" else ""
+        return Judgement(name, f"no audits (audit: {how}){note}", threshold, NOT_EVALUATED,
+                         crit.require_audit, evidence)  # fmt: skip
+    return Judgement(name, f"0 mismatches in {audits} audits over {len(runs)} runs", threshold,
+                     PASS, crit.require_audit, evidence)  # fmt: skip
+
+
+def _counter_violations(runs: list[RunRecord]) -> dict[str, list[int]]:
+    """Per run, the log steps where the backward total grew by more than the trades closed."""
+    out = {}
+    for run in runs:
+        steps, total = run.series("her/backward_total")
+        closes = dict(run.metrics.get("trade/count", []))
+        if len(steps) < 2:
+            continue
+        grown = np.diff(total)
+        bad = [int(s) for s, g in zip(steps[1:], grown, strict=True)
+               if s in closes and g > closes[s]]  # fmt: skip
+        if bad:
+            out[run.run_id] = bad[:5]
+    return out
+
+
+def judge_injections(runs: list[RunRecord], crit: Criteria) -> Judgement:
+    """Criterion 4: every HER run that reached min_steps_with_her injected by then."""
+    name, need = "4 injections on done steps", crit.min_steps_with_her
+    threshold = f"her/inject_total > 0 by step {need}"
+    long = [r for r in runs if r.last_step >= need]
+    if not long:
+        longest = max((r.last_step for r in runs), default=0)
+        return Judgement(name, f"runs too short: longest {longest} < {need} steps", threshold,
+                         NOT_EVALUATED)  # fmt: skip
+    evidence = {}
+    for run in long:
+        steps, total = run.series("her/inject_total")
+        evidence[run.run_id] = float(total[steps <= need][-1]) if (steps <= need).any() else 0.0
+    zero = [rid for rid, v in evidence.items() if not v > 0]
+    value = (
+        f"{len(long) - len(zero)} of {len(long)} runs injected (min {min(evidence.values()):.0f})"
+    )
+    return Judgement(name, value, threshold, KILL if zero else PASS, True, evidence)

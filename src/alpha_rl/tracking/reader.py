@@ -1,0 +1,135 @@
+"""Reading runs back from MLflow (for the kill-criteria check) and writing verdicts onto them.
+
+`RunReader(uri)` lists an experiment's runs (optionally only the children of one parent run,
+optionally narrowed by an MLflow filter string) as `RunRecord`s: params, tags, status and the full
+history of the metrics asked for. Unlike the Tracker, which must never stop a training run, a
+reader that cannot reach its store raises TrackingReadError: there is nothing to judge without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking.store import mlflow_client_class, resolve_uri
+
+PARENT_TAG = "mlflow.parentRunId"
+PAGE = 1000
+
+
+class TrackingReadError(AlphaRlError):
+    """The tracking store, experiment or run asked for cannot be read."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One MLflow run as the check sees it; metrics[key] = [(step, value), ...] sorted by step."""
+
+    run_id: str
+    name: str
+    status: str
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, list[tuple[int, float]]]
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps int64, values float64) of one metric; empty arrays when the run lacks it."""
+        points = self.metrics.get(key, [])
+        steps = np.array([s for s, _ in points], np.int64)
+        return steps, np.array([v for _, v in points], np.float64)
+
+    @property
+    def last_step(self) -> int:
+        """The largest step any of its loaded metrics reached (0 when none)."""
+        return max((pts[-1][0] for pts in self.metrics.values() if pts), default=0)
+
+
+class RunReader:
+    """Runs of one tracking store."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = resolve_uri(uri)
+        self.client = mlflow_client_class()(tracking_uri=self.uri)
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except AlphaRlError:
+            raise
+        except Exception as exc:  # the store boundary: any client failure
+            raise TrackingReadError(f"{self.uri}: cannot {what}: {exc}") from exc
+
+    def experiment_id(self, name: str) -> str:
+        """The id of experiment `name` (TrackingReadError naming the store when it is absent)."""
+        found = self._call(f"read experiment {name!r}",
+                           lambda: self.client.get_experiment_by_name(name))  # fmt: skip
+        if found is None:
+            raise TrackingReadError(
+                f"{self.uri} has no experiment {name!r}; pass the one the runs were logged to "
+                "(tracking.experiment)"
+            )
+        return found.experiment_id
+
+    def runs(
+        self,
+        experiment: str,
+        keys: Callable[[str], bool],
+        *,
+        parent_run_id: str | None = None,
+        filter_string: str = "",
+    ) -> list[RunRecord]:
+        """Every run of `experiment` (children of `parent_run_id` only, if given, and matching
+        `filter_string`), with the history of each metric whose key satisfies `keys`."""
+        clauses = [f"tags.`{PARENT_TAG}` = '{parent_run_id}'"] if parent_run_id else []
+        clauses += [filter_string] if filter_string else []
+        query, eid = " and ".join(clauses), self.experiment_id(experiment)
+        found, token = [], None
+        while True:
+            page = self._call("search runs", lambda t=token: self.client.search_runs(
+                [eid], filter_string=query, max_results=PAGE, page_token=t))  # fmt: skip
+            found.extend(page)
+            token = page.token
+            if not token:
+                break
+        return [self._record(run, keys) for run in found]
+
+    def run(self, run_id: str, keys: Callable[[str], bool]) -> RunRecord:
+        """One run by id."""
+        return self._record(self._call(f"read run {run_id}", lambda: self.client.get_run(run_id)),
+                            keys)  # fmt: skip
+
+    def _record(self, run: Any, keys: Callable[[str], bool]) -> RunRecord:
+        metrics, rid = {}, run.info.run_id
+        for key in sorted(k for k in run.data.metrics if keys(k)):
+            history = self._call(
+                f"read {key} of run {rid}", lambda k=key: self.client.get_metric_history(rid, k)
+            )
+            metrics[key] = sorted((int(m.step), float(m.value)) for m in history)
+        return RunRecord(
+            run.info.run_id,
+            run.info.run_name or run.info.run_id,
+            run.info.status,
+            dict(run.data.params),
+            dict(run.data.tags),
+            metrics,
+        )
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """Set `tags` on a run."""
+        for key, value in tags.items():
+            self._call(
+                f"tag run {run_id}", lambda k=key, v=value: self.client.set_tag(run_id, k, v)
+            )
+
+    def log_artifacts(self, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
+        """Upload local files to a run under `artifact_path`."""
+        upload = self.client.log_artifact
+        for path in paths:
+            self._call(
+                f"upload {path} to {run_id}", lambda p=path: upload(run_id, str(p), artifact_path)
+            )
