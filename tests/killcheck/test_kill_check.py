@@ -83,6 +83,9 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     code, report = store.check(tmp_path)
     assert code == 0 and report["verdict"] == "KEEP", capsys.readouterr().out
     assert set(rows(report).values()) == {"PASS", "INFO"}
+    assert (
+        report["settings"]["window"] == 0.25 and report["settings"]["min_steps_with_her"] == 10000
+    )
     speed = report["criteria"][-1]["evidence"]["speedup"]
     assert speed["geomean"] == pytest.approx(3.0, rel=0.05)  # 0.25 reached at 3000 vs 7500+
     out = capsys.readouterr().out
@@ -151,6 +154,7 @@ def test_unpaired_runs_cannot_be_judged(tmp_path: Path, capsys) -> None:
     code, report = store.check(tmp_path)
     assert code == 2 and report["verdict"] == "CANNOT-JUDGE"
     assert len(report["unpaired"]) == 4 and report["pairs"] == []
+    assert rows(report)["5 no destabilisation"] == "NOT-EVALUATED"
     assert capsys.readouterr().out.count("unpaired:") == 4
 
 

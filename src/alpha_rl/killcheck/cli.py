@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or Path("kill_check") / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
     meta = {"tracking_uri": reader.uri, "experiment": args.experiment, "parent": parent,
-            "filter": args.filter, "criteria": vars(crit)}  # fmt: skip
+            "filter": args.filter, "settings": vars(crit)}  # fmt: skip
     write_json(out / JSON, rows, overall, pairing, meta)
     files = [out / JSON]
     if pairing.pairs:

@@ -65,8 +65,8 @@ def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:
     runs = [r for r in runs if not direction or _flag(r, direction)]
     threshold = "0 mismatches on audited runs"
     if not runs:
-        return Judgement(name, f"no HER run with {direction} enabled", threshold, NOT_EVALUATED,
-                         crit.require_audit)  # fmt: skip
+        which = f"no HER run with {direction} enabled" if direction else "no HER runs"
+        return Judgement(name, which, threshold, NOT_EVALUATED, crit.require_audit)
     evidence, audits, bad = {}, 0, 0
     for run in runs:
         counts = [v for key in AUDITS[name] for _, v in run.metrics.get(f"audit/{key}", [])]
