@@ -6,8 +6,6 @@ Defaults live in conf/market/*.yaml, never here.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import MarketDataError
 
 SOURCES = ("synthetic_waves", "file")
@@ -136,22 +135,20 @@ def _check_split(split: float) -> None:
     _check(0 < split < 1, "split", split, "the training fraction must be in (0, 1)")
 
 
+def _expected(key: str, value: object, what: str) -> MarketDataError:
+    return _fail(key, value, f"expected {what}")
+
+
 def _int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise _fail(key, value, "expected an integer")
-    return int(value)
+    return to_int(key, value, _expected)
 
 
 def _float(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise _fail(key, value, "expected a finite number")
-    return float(value)
+    return to_float(key, value, _expected)
 
 
 def _str(key: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise _fail(key, value, "expected a string")
-    return value
+    return to_str(key, value, _expected)
 
 
 def _optional(convert: Callable[[str, object], Any]) -> Callable[[str, object], Any]:

@@ -6,8 +6,6 @@ Defaults live in conf/tracking/local.yaml, never here.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import ConfigError, require
 
 WHERE = "conf/tracking/"
@@ -106,21 +105,15 @@ def _fail(key: str, value: object, what: str) -> ConfigError:
 
 
 def _str(key: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise _fail(key, value, "a string")
-    return value
+    return to_str(key, value, _fail)
 
 
 def _int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise _fail(key, value, "an integer")
-    return int(value)
+    return to_int(key, value, _fail)
 
 
 def _float(key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise _fail(key, value, "a finite number")
-    return float(value)
+    return to_float(key, value, _fail)
 
 
 _CONVERT = {
