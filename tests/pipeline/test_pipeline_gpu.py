@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -49,6 +50,16 @@ def test_cuda_resume_equals_an_unbroken_run(tmp_path: Path, built_cubins: Path) 
     run(tmp_path, built_cubins, *SMALL, f"resume={tmp_path / 'half'}", "hydra.run.dir=ignored")
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
     assert l_q("half") == l_q("whole")
+
+
+def test_graph_replay_equals_kernel_by_kernel_launches(tmp_path: Path, built_cubins: Path) -> None:
+    run(tmp_path, built_cubins, *SMALL, "backend.graph=false", "hydra.run.dir=eager")
+    run(tmp_path, built_cubins, *SMALL, "backend.graph=true", "hydra.run.dir=graph")
+    l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
+    assert len(l_q("graph")) == 12 and l_q("graph") == l_q("eager")
+    theta = [np.load(tmp_path / d / "checkpoint" / "state.npz")["learner.theta"]
+             for d in ("eager", "graph")]  # fmt: skip
+    np.testing.assert_array_equal(*theta)
 
 
 SCRIPT = """

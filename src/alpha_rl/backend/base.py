@@ -45,6 +45,10 @@ class Backend(ABC):
     def is_array(self, obj: object) -> bool:
         """Whether `obj` is a device array of this backend."""
 
+    def new_stream(self) -> Any:
+        """A stream to queue work on (None: the default stream, and always on numpy)."""
+        return None
+
     def synchronize(self) -> None:
         """Wait until all queued device work is done (no-op on numpy)."""
         return None

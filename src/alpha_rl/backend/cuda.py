@@ -131,6 +131,9 @@ class CudaBackend(Backend):
         return int(out[0])
 
     # --- lifecycle ---
+    def new_stream(self) -> Any:
+        return self._drv.Stream()
+
     def synchronize(self) -> None:
         self._drv.Context.synchronize()
 

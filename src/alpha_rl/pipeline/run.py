@@ -79,7 +79,10 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
             describe_run(tracker, session, cfg, job, plan)
-        return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
+        try:
+            return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
+        finally:
+            trainer.close()
 
 
 def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan):

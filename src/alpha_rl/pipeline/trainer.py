@@ -4,6 +4,11 @@
 nothing to the host, on either backend; `Trainer.read_log_point()` is the throttled read of the
 ISV and the diagnostics (step 12). `audited_step()` is the same step with the env, PER-push and
 HER launches checked against their oracles on that step's real data (cuda backend).
+
+With `backend.graph` on the cuda backend, the first step once learning has started is captured
+into a CUDA graph and every later step replays it: the same launches with the same arguments
+(everything that changes between steps lives on the device), without the host cost of each
+checked launch. Audited steps launch eagerly, on the same stream.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 
 from alpha_rl.agent import Learner
 from alpha_rl.backend.base import DeviceArray
+from alpha_rl.backend.graph import Graph
 from alpha_rl.env import Environment
 from alpha_rl.errors import DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
@@ -60,7 +66,9 @@ class Trainer:
             )  # fmt: skip
         self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
         self.t = 0  # env steps done
-        self.stream: Any = None
+        self.stream: Any = session.backend.new_stream()
+        self.use_graph = bool(session.cfg.backend.get("graph")) and session.backend.name == "cuda"
+        self.graph: Graph | None = None
         self._her_seen = {"backward": 0, "forward": 0}
 
     @property
@@ -70,6 +78,16 @@ class Trainer:
     # --- the step (DESIGN §9) ---
     def step(self) -> None:
         """One env step of every env, then the learner's updates; no device->host copy."""
+        if self.graph is None and self.use_graph and self.learning:
+            self.graph = Graph(self.stream, self.launch_step)
+        if self.graph is not None:
+            self.graph.launch()
+        else:
+            self.launch_step()
+        self.t += 1
+
+    def launch_step(self) -> None:
+        """Queue the kernels of one step (DESIGN §9) on the trainer's stream."""
         env, learner, replay, hs = self.env, self.learner, self.replay, self.hindsight
         a, s = env.arrays, self.stream
         # --- act ---
@@ -92,7 +110,6 @@ class Trainer:
         if self.learning:
             for _ in range(self.plan.agent.updates_per_step):
                 learner.learn(replay, s)
-        self.t += 1
 
     @property
     def learning(self) -> bool:
@@ -102,8 +119,14 @@ class Trainer:
     def audited_step(self) -> KernelAudit:
         """`step()` with the env, PER-push and HER kernels checked against their oracles."""
         with self.session.runtime.auditing(AUDITED) as audit:
-            self.step()
+            self.launch_step()
+            self.t += 1
         return audit
+
+    def close(self) -> None:
+        """Free the step's CUDA graph (before the backend closes)."""
+        if self.graph is not None:
+            self.graph.close()
 
     # --- the log point (step 12) ---
     def read_log_point(self) -> tuple[dict[str, float], dict[str, Any]]:
