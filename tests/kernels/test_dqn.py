@@ -85,7 +85,7 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     fill = gen.integers(0, 3, B).astype(np.float32)
     train = {"h": h, "p_up": want["p_up"], "fill_mid": fill,
              "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,
-             "partial": np.zeros(-(-B // 1024) * (H + 3), np.float32),
+             "partial": np.zeros(-(-B // dqn.AUX_ROWS) * (H + 3), np.float32),
              "counters": np.zeros(4, np.uint64), "isv": np.zeros(2, np.float32)}  # fmt: skip
     got, want = _both(cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 0.1, 1])
     np.testing.assert_allclose(got["w"], want["w"], rtol=1e-5, atol=1e-6)

@@ -10,7 +10,7 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
 ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3
-AUX_ROWS = 1024
+AUX_ROWS = 128
 
 
 def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, x_t, x_tp1, action, reward,
