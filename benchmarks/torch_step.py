@@ -135,8 +135,8 @@ class Peer:
         h2 = self.perceive()
         # --- HER track (peak in the trade's favour) ---
         m = self.mid[self.cursor]
-        self.peak = torch.where(self.pos > 0, torch.maximum(self.peak, m),
-                                torch.where(self.pos < 0, torch.minimum(self.peak, m), self.peak))  # fmt: skip
+        short = torch.where(self.pos < 0, torch.minimum(self.peak, m), self.peak)
+        self.peak = torch.where(self.pos > 0, torch.maximum(self.peak, m), short)
         # --- PER push, HER backward, ring record, HER forward ---
         done = closing.float()
         self.push(h, h2, a, reward, done, torch.full((B,), self.max_p**ALPHA, device=self.dev))
