@@ -24,7 +24,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check test test-gpu cubins lint clean venv
+.PHONY: help train sweep kill-check bench gpu-ablation test test-gpu cubins lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,16 @@ sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|r
 
 kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
+
+bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch peer, learner and replay
+	$(PY) benchmarks/train_step.py --envs 4096 65536
+	$(PY) benchmarks/torch_step.py --envs 4096 65536
+	$(PY) benchmarks/learner_update.py
+	$(PY) benchmarks/replay_cycle.py --breakdown
+
+gpu-ablation: $(STAMP) ## GPU: HER on/off x 5 seeds at scale=gpu, then the kill check on the sweep
+	$(PY) -m alpha_rl.train -m experiment=her_ablation backend=cuda scale=gpu 'seed=0,1,2,3,4' hydra.sweep.dir=multirun/gpu_ablation $(ARGS)
+	$(PY) -m alpha_rl.killcheck --sweep multirun/gpu_ablation
 
 test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
 	$(PY) -m pytest -m "not gpu" -q $(ARGS)
