@@ -20,9 +20,9 @@ import numpy as np
 
 from alpha_rl.agent import Learner
 from alpha_rl.backend.base import DeviceArray
-from alpha_rl.backend.graph import Graph
+from alpha_rl.backend.graph import Graph, graphs_available
 from alpha_rl.env import Environment
-from alpha_rl.errors import DivergenceError
+from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
 from alpha_rl.hindsight import Hindsight
 from alpha_rl.kernels import experience, per
@@ -69,6 +69,11 @@ class Trainer:
         self.stream: Any = session.backend.new_stream()
         self.use_graph = bool(session.cfg.backend.get("graph")) and session.backend.name == "cuda"
         self.graph: Graph | None = None
+        if self.use_graph and not graphs_available():
+            raise BackendError(
+                "backend.graph=true needs cuda-bindings (pip install -e '.[gpu]' installs it); "
+                "or run with backend.graph=false to launch the kernels one by one"
+            )
         self._her_seen = {"backward": 0, "forward": 0}
 
     @property
