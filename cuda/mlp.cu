@@ -6,16 +6,19 @@
 //   op(B) = B [K, N] row-major, or B^T when trans_b (B stored [N, K]).
 //   Forward Y = X W^T + b: A = X, B = W (trans_b). Input gradient dX = dY W (* act mask): A = dY,
 //   B = W. Weight gradient dW = dY^T X: A = dY (trans_a), B = X. bias and mask may be NULL.
-//   Tiles of MLP_BM x MLP_BN outputs per block of 256 threads, each thread a 4 x 4 micro-tile,
-//   K in steps of MLP_BK; every output sums k = 0 .. K-1 in order.
+//   Tiles of MLP_BM x MLP_BN outputs per block of 256 threads, each thread a 2 x 2 micro-tile,
+//   K in steps of MLP_BK; every output sums k = 0 .. K-1 in order. (32 x 32 tiles: the learner's
+//   512-row products then run on 128 blocks instead of 32.)
 // mlp_bias_grad: db[n] = sum_m dY[m, n] (one thread per column, rows in order).
 // mlp_dueling_forward: Q[m, a] = VA[m, A] + VA[m, a] - mean_{a'} VA[m, a'],   VA [M, A+1]
 //   holding the A advantages then the value.
 // mlp_dueling_backward: dVA[m, a] = dQ[m, a] - mean_{a'} dQ[m, a'], dVA[m, A] = sum_a dQ[m, a].
 #include "common.cuh"
 
-#define MLP_BM 64
-#define MLP_BN 64
+#define MLP_BM 32
+#define MLP_BN 32
+#define MLP_TM 2  // rows of a thread's micro-tile (MLP_BM / 16)
+#define MLP_TN 2  // columns (MLP_BN / 16)
 #define MLP_BK 16
 #define MLP_THREADS 256
 
@@ -40,8 +43,8 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
     const int tid = threadIdx.x;
     const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
     const int m0 = (blockIdx.x / tiles_n) * MLP_BM, n0 = (blockIdx.x % tiles_n) * MLP_BN;
-    const int tm = (tid / 16) * 4, tn = (tid % 16) * 4;
-    float acc[4][4] = {};
+    const int tm = (tid / 16) * MLP_TM, tn = (tid % 16) * MLP_TN;
+    float acc[MLP_TM][MLP_TN] = {};
     for (int k0 = 0; k0 < K; k0 += MLP_BK) {
         for (int e = tid; e < MLP_BK * MLP_BM; e += MLP_THREADS) {
             const int kk = trans_a ? e / MLP_BM : e % MLP_BK;
@@ -56,25 +59,25 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < MLP_BK; ++kk) {
-            float a[4], b[4];
+            float a[MLP_TM], b[MLP_TN];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) a[i] = As[kk][tm + i];
+            for (int i = 0; i < MLP_TM; ++i) a[i] = As[kk][tm + i];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tn + j];
+            for (int j = 0; j < MLP_TN; ++j) b[j] = Bs[kk][tn + j];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < MLP_TM; ++i) {
 #pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                for (int j = 0; j < MLP_TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
             }
         }
         __syncthreads();
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < MLP_TM; ++i) {
         const int m = m0 + tm + i;
         if (m >= M) continue;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < MLP_TN; ++j) {
             const int n = n0 + tn + j;
             if (n >= N) continue;
             float v = acc[i][j] + (bias != nullptr ? bias[n] : 0.0f);

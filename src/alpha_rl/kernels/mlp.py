@@ -7,7 +7,7 @@ from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
 STEM = Stem("mlp")
 
 F32, I32 = np.float32, np.int32
-TILE = 64  # MLP_BM = MLP_BN
+TILE = 32  # MLP_BM = MLP_BN
 
 
 def _tiles(v) -> int:
