@@ -22,6 +22,7 @@ from alpha_rl.killcheck.criteria import AUDITS, Judgement, judge_audit, judge_in
 from alpha_rl.killcheck.pairs import Pairing, her_enabled, pair_runs
 from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, plot, table, verdict, write_json
 from alpha_rl.tracking import RunReader, RunRecord
+from alpha_rl.tracking.parent import PARENT_FILE
 
 WANTED = ("loss/", "her/", "audit/", "trade/", "eval/")
 PNG, JSON = "kill_check.png", "kill_check.json"
@@ -45,7 +46,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def parent_of_sweep(sweep: Path) -> str:
     """The parent run id a multirun directory recorded (mlflow_parent.json)."""
-    path = sweep / "mlflow_parent.json"
+    path = sweep / PARENT_FILE
     if not path.is_file():
         raise AlphaRlError(f"--sweep {sweep}: no {path.name} there (not a multirun directory?)")
     return str(json.loads(path.read_text())["run_id"])

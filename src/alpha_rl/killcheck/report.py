@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import numpy as np
 from alpha_rl.killcheck.criteria import KILL, NOT_EVALUATED, Judgement
 from alpha_rl.killcheck.pairs import Pairing
 from alpha_rl.tracking import RunRecord
+from alpha_rl.tracking.records import json_safe
 
 KEEP, CANNOT_JUDGE = "KEEP", "CANNOT-JUDGE"
 EXIT = {KEEP: 0, KILL: 1, CANNOT_JUDGE: 2}
@@ -41,16 +41,6 @@ def table(rows: list[Judgement], overall: str, pairing: Pairing) -> str:
     return "\n".join(out)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def write_json(path: Path, rows: list[Judgement], overall: str, pairing: Pairing,
                meta: dict[str, Any]) -> None:  # fmt: skip
     """The whole report: settings, pairs, unpaired runs, every row with its evidence."""
@@ -64,7 +54,7 @@ def write_json(path: Path, rows: list[Judgement], overall: str, pairing: Pairing
         "unpaired": [{"run": r.run_id, "name": r.name, "why": why} for r, why in pairing.unpaired],
         "criteria": [asdict(r) for r in rows],
     }
-    path.write_text(json.dumps(_jsonable(report), indent=1, allow_nan=False))
+    path.write_text(json.dumps(json_safe(report), indent=1, allow_nan=False))
 
 
 def _band(runs: list[RunRecord], key: str) -> tuple[np.ndarray, ...] | None:
