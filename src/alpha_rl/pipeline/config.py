@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.agent import AgentConfig
 from alpha_rl.env import EnvConfig
@@ -68,13 +68,14 @@ def _int(cfg: DictConfig, key: str) -> int:
     return value
 
 
+_ABSENT = object()
+
+
 def _select(cfg: DictConfig, key: str) -> object:
-    node: object = cfg
-    for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node:
-            raise ConfigError(f"{key} is missing from the config (see conf/)")
-        node = node[part]
-    return node
+    value = OmegaConf.select(cfg, key, default=_ABSENT)
+    if value is _ABSENT:
+        raise ConfigError(f"{key} is missing from the config (see conf/)")
+    return value
 
 
 def run_config(cfg: DictConfig) -> RunConfig:
