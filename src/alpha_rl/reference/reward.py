@@ -33,9 +33,7 @@ def reward_component_ema(
     if isv is None or n <= 0:
         return
     mean = core_components(rc, n, rc_stride).astype(np.float64).mean(axis=0)
-    a = np.float64(isv[alpha_idx])
-    old = isv[ema_idx : ema_idx + RC_CORE].astype(np.float64)
-    isv[ema_idx : ema_idx + RC_CORE] = ((1.0 - a) * old + a * mean).astype(np.float32)
+    isv[ema_idx : ema_idx + RC_CORE] = _ema(isv[ema_idx : ema_idx + RC_CORE], isv[alpha_idx], mean)
 
 
 def _ema(old: np.ndarray, a: np.float32, mean: np.ndarray) -> np.ndarray:
