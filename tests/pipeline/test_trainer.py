@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -15,11 +17,14 @@ from tests.helpers import compose_train
 TINY = ["backend=numpy", "debug=tiny"]
 
 
-def make_trainer(overrides: list[str]):
-    cfg, choices = compose_train([*TINY, *overrides])
+@contextmanager
+def trainer_for(overrides: list[str], base: tuple[str, ...] = TINY):
+    """(trainer, market) of the composed config, its session open for the block."""
+    cfg, choices = compose_train([*base, *overrides])
     plan = plan_run(cfg)
     market = load_market(cfg.market, plan.run.seed)
-    return cfg, choices, plan, market
+    with open_session(cfg, choices) as session:
+        yield Trainer(session, market.train, plan), market
 
 
 def record_launches(runtime) -> list[str]:
@@ -41,10 +46,8 @@ def first_positions(order: list[str], names: list[str]) -> list[int]:
 
 
 def test_step_launches_in_the_contract_order() -> None:
-    cfg, choices, plan, market = make_trainer(["agent.learn_start=0"])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
-        order = record_launches(session.runtime)
+    with trainer_for(["agent.learn_start=0"]) as (trainer, _):
+        order = record_launches(trainer.session.runtime)
         trainer.step()
     contract = [
         "perception_observe", "dqn_act", "dqn_aux_predict", "experience_env_step",
@@ -60,10 +63,8 @@ def test_step_launches_in_the_contract_order() -> None:
 
 
 def test_no_learner_update_before_learn_start() -> None:
-    cfg, choices, plan, market = make_trainer(["agent.learn_start=3"])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
-        order = record_launches(session.runtime)
+    with trainer_for(["agent.learn_start=3"]) as (trainer, _):
+        order = record_launches(trainer.session.runtime)
         for _ in range(3):
             trainer.step()
         assert "dqn_td" not in order
@@ -72,19 +73,15 @@ def test_no_learner_update_before_learn_start() -> None:
 
 
 def test_her_off_launches_no_her_kernel() -> None:
-    cfg, choices, plan, market = make_trainer(["her='off'"])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
-        order = record_launches(session.runtime)
+    with trainer_for(["her='off'"]) as (trainer, _):
+        order = record_launches(trainer.session.runtime)
         trainer.step()
     assert trainer.hindsight is None and not [k for k in order if k.startswith("her_")]
 
 
 def test_step_copies_nothing_to_the_host(monkeypatch) -> None:
-    cfg, choices, plan, market = make_trainer(["agent.learn_start=0"])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
-        be = type(session.backend)
+    with trainer_for(["agent.learn_start=0"]) as (trainer, _):
+        be = type(trainer.backend)
         copies: list[str] = []
         for name in ("download", "write", "upload"):
             real = getattr(be, name)
@@ -99,13 +96,11 @@ def test_step_copies_nothing_to_the_host(monkeypatch) -> None:
 
 def test_long_her_run_stays_finite() -> None:
     """Synthetic rows are pushed at boost^alpha * max priority; the max must not compound."""
-    cfg, choices, plan, market = make_trainer(["agent.learn_start=1000", "steps=400"])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
+    with trainer_for(["agent.learn_start=1000", "steps=400"]) as (trainer, _):
         for _ in range(400):
             trainer.step()
         _, diag = trainer.read_log_point()
-        be = session.backend
+        be = trainer.backend
         assert diag["hindsight"]["inject_total"] > 0
         assert float(be.download(trainer.replay.max_leaf)[0]) == 0.0  # no update ran
         assert np.isfinite(be.download(trainer.replay.arrays["leaves"])).all()
@@ -113,9 +108,7 @@ def test_long_her_run_stays_finite() -> None:
 
 
 def test_log_point_metrics_and_hindsight_block() -> None:
-    cfg, choices, plan, market = make_trainer([])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
+    with trainer_for([]) as (trainer, _):
         for _ in range(30):
             trainer.step()
         metrics, diag = trainer.read_log_point()
@@ -133,9 +126,7 @@ def test_log_point_metrics_and_hindsight_block() -> None:
 def test_nan_parameters_stop_the_run() -> None:
     from alpha_rl.errors import DivergenceError
 
-    cfg, choices, plan, market = make_trainer([])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
+    with trainer_for([]) as (trainer, _):
         trainer.step()
         metrics, _ = trainer.read_log_point()
         assert trainer.finite(metrics)
@@ -147,14 +138,12 @@ def test_nan_parameters_stop_the_run() -> None:
 
 
 def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None:
-    cfg, choices, plan, market = make_trainer([])
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
+    with trainer_for([]) as (trainer, market):
         for _ in range(15):
             trainer.step()
-        be = session.backend
+        be = trainer.backend
         before = {k: be.download(v).copy() for k, v in trainer.state_arrays(True).items()}
-        evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+        evaluator = Evaluator(trainer.session, market.heldout, trainer.plan, trainer.learner)
         first, second = evaluator.run(), evaluator.run()
         after = {k: be.download(v) for k, v in trainer.state_arrays(True).items()}
     np.testing.assert_equal(first, second)  # NaN-aware
@@ -170,12 +159,8 @@ def test_sharpe_of_interval_pnl() -> None:
 
 def test_forward_her_fires_at_the_default_config() -> None:
     """The forward ring must outlive the lookahead at the default B (256 slots did not)."""
-    cfg, choices = compose_train(["backend=numpy", "agent.learn_start=100000"])
-    plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed)
-    with open_session(cfg, choices) as session:
-        trainer = Trainer(session, market.train, plan)
-        for _ in range(2 * int(cfg.her.lookahead) + 20):
+    with trainer_for(["agent.learn_start=100000"], base=("backend=numpy",)) as (trainer, _):
+        for _ in range(2 * int(trainer.session.cfg.her.lookahead) + 20):
             trainer.step()
         _, diag = trainer.read_log_point()
     assert diag["hindsight"]["forward_total"] > 0 and diag["hindsight"]["backward_total"] > 0
