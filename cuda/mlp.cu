@@ -9,6 +9,10 @@
 //   Tiles of MLP_BM x MLP_BN outputs per block of 256 threads, each thread a 2 x 2 micro-tile,
 //   K in steps of MLP_BK; every output sums k = 0 .. K-1 in order. (32 x 32 tiles: the learner's
 //   512-row products then run on 128 blocks instead of 32.)
+// mlp_gemm_partial: split-K for products with few outputs and a long K (the weight gradients):
+//   P[s, M, N] = op(A)[:, Ks] @ op(B)[Ks, :] for the s-th of `splits` chunks Ks of K (chunks of
+//   ceil(K / splits) rounded up to MLP_BK), one block per (split, tile); no bias, ReLU or mask.
+// mlp_sum_splits: C[i] = sum_s P[s, i] for i < MN, splits added in order (deterministic).
 // mlp_bias_grad: db[n] = sum_m dY[m, n] (one thread per column, rows in order).
 // mlp_dueling_forward: Q[m, a] = VA[m, A] + VA[m, a] - mean_{a'} VA[m, a'],   VA [M, A+1]
 //   holding the A advantages then the value.
@@ -34,27 +38,25 @@ __device__ __forceinline__ float load_b(const float* __restrict__ B, int k, int 
     return trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
 }
 
-extern "C" __global__ void __launch_bounds__(MLP_THREADS)
-mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
-         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
-         int trans_b, int relu) {
+// The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
+__device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const float* __restrict__ B,
+                                         int M, int N, int K, int trans_a, int trans_b,
+                                         int m0, int n0, int k_begin, int k_end,
+                                         float (&acc)[MLP_TM][MLP_TN]) {
     __shared__ float As[MLP_BK][MLP_BM];
     __shared__ float Bs[MLP_BK][MLP_BN];
     const int tid = threadIdx.x;
-    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
-    const int m0 = (blockIdx.x / tiles_n) * MLP_BM, n0 = (blockIdx.x % tiles_n) * MLP_BN;
     const int tm = (tid / 16) * MLP_TM, tn = (tid % 16) * MLP_TN;
-    float acc[MLP_TM][MLP_TN] = {};
-    for (int k0 = 0; k0 < K; k0 += MLP_BK) {
+    for (int k0 = k_begin; k0 < k_end; k0 += MLP_BK) {
         for (int e = tid; e < MLP_BK * MLP_BM; e += MLP_THREADS) {
             const int kk = trans_a ? e / MLP_BM : e % MLP_BK;
             const int mm = trans_a ? e % MLP_BM : e / MLP_BK;
-            As[kk][mm] = load_a(A, m0 + mm, k0 + kk, M, K, trans_a);
+            As[kk][mm] = k0 + kk < k_end ? load_a(A, m0 + mm, k0 + kk, M, K, trans_a) : 0.0f;
         }
         for (int e = tid; e < MLP_BK * MLP_BN; e += MLP_THREADS) {
             const int kk = trans_b ? e % MLP_BK : e / MLP_BN;
             const int nn = trans_b ? e / MLP_BK : e % MLP_BN;
-            Bs[kk][nn] = load_b(B, k0 + kk, n0 + nn, K, N, trans_b);
+            Bs[kk][nn] = k0 + kk < k_end ? load_b(B, k0 + kk, n0 + nn, K, N, trans_b) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -72,6 +74,17 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
         }
         __syncthreads();
     }
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
+         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
+         int trans_b, int relu) {
+    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
+    const int m0 = (blockIdx.x / tiles_n) * MLP_BM, n0 = (blockIdx.x % tiles_n) * MLP_BN;
+    const int tm = (threadIdx.x / 16) * MLP_TM, tn = (threadIdx.x % 16) * MLP_TN;
+    float acc[MLP_TM][MLP_TN] = {};
+    mlp_tile(A, B, M, N, K, trans_a, trans_b, m0, n0, 0, K, acc);
 #pragma unroll
     for (int i = 0; i < MLP_TM; ++i) {
         const int m = m0 + tm + i;
@@ -87,6 +100,40 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
             C[at] = v;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ P,
+                 int M, int N, int K, int trans_a, int trans_b, int splits) {
+    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
+    const int tiles = ((M + MLP_BM - 1) / MLP_BM) * tiles_n;
+    const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
+    const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
+    const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
+    const int m0 = (tile / tiles_n) * MLP_BM, n0 = (tile % tiles_n) * MLP_BN;
+    const int tm = (threadIdx.x / 16) * MLP_TM, tn = (threadIdx.x % 16) * MLP_TN;
+    float acc[MLP_TM][MLP_TN] = {};
+    mlp_tile(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
+    float* out = P + static_cast<size_t>(split) * M * N;
+#pragma unroll
+    for (int i = 0; i < MLP_TM; ++i) {
+        const int m = m0 + tm + i;
+        if (m >= M) continue;
+#pragma unroll
+        for (int j = 0; j < MLP_TN; ++j) {
+            const int n = n0 + tn + j;
+            if (n < N) out[static_cast<size_t>(m) * N + n] = acc[i][j];
+        }
+    }
+}
+
+extern "C" __global__ void mlp_sum_splits(const float* __restrict__ P, float* __restrict__ C,
+                                          int MN, int splits) {
+    const int i = global_index_1d();
+    if (i >= MN) return;
+    float s = 0.0f;
+    for (int k = 0; k < splits; ++k) s += P[static_cast<size_t>(k) * MN + i];
+    C[i] = s;
 }
 
 extern "C" __global__ void mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db,

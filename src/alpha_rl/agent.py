@@ -26,6 +26,7 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32, I32 = np.float32, np.int32
 ACTIONS = 3  # FLAT, LONG, SHORT
+SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,25 @@ class QNetwork:
     def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
         self.layout, self.ops, self.alloc = layout, ops, alloc
 
+    def splits(self, rows: int) -> int:
+        """K-splits of the weight-gradient products over `rows` (1: one pass; needs the ops
+        gemm_partial and sum_splits): a chunk of about SPLIT_ROWS rows per split, at most 8."""
+        if not hasattr(self.ops, "gemm_partial"):
+            return 1
+        return max(1, min(MAX_SPLITS, rows // SPLIT_ROWS))
+
     def buffers(self, rows: int) -> SimpleNamespace:
         """Activation buffers for `rows` inputs: h per layer, q, and backward scratch."""
         widths = [ly.n_out for ly in self.layout.layers]
+        splits = self.splits(rows)
+        biggest = max(ly.n_in * ly.n_out for ly in self.layout.layers)
         return SimpleNamespace(
             rows=rows,
             h=[self.alloc(rows * w) for w in widths],
             d=[self.alloc(rows * w) for w in widths],
             q=self.alloc(rows * self.layout.actions) if self.layout.dueling else None,
+            splits=splits,
+            work=self.alloc(splits * biggest) if splits > 1 else None,
         )
 
     def forward(self, params: list, x: Any, bufs: SimpleNamespace, stream: Any = None) -> Any:
@@ -133,9 +145,14 @@ class QNetwork:
         for i in range(last, -1, -1):
             layer, (W, _), (gW, gb) = self.layout.layers[i], params[i], grads[i]
             x_in = bufs.h[i - 1] if i > 0 else x
-            self.ops.gemm(
-                d, x_in, None, None, gW, layer.n_out, layer.n_in, bufs.rows, 1, 0, 0, stream=stream
-            )
+            n_out, n_in, S = layer.n_out, layer.n_in, bufs.splits
+            if S > 1:  # dW = dY^T X over many rows and few outputs: split K across blocks
+                self.ops.gemm_partial(d, x_in, bufs.work, n_out, n_in, bufs.rows, 1, 0, S,
+                                      stream=stream)  # fmt: skip
+                self.ops.sum_splits(bufs.work, gW, n_out * n_in, S, stream=stream)
+            else:
+                self.ops.gemm(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0,
+                              stream=stream)  # fmt: skip
             self.ops.bias_grad(d, gb, bufs.rows, layer.n_out, stream=stream)
             if i > 0:  # gradient at the layer's input, through the previous ReLU
                 self.ops.gemm(
@@ -249,6 +266,8 @@ class Learner:
         bind = runtime.bind
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
+            gemm_partial=bind(mlp.GEMM_PARTIAL),
+            sum_splits=bind(mlp.SUM_SPLITS),
             bias_grad=bind(mlp.BIAS_GRAD),
             duel_f=bind(mlp.DUELING_FORWARD),
             duel_b=bind(mlp.DUELING_BACKWARD),

@@ -60,3 +60,28 @@ def test_mlp_bias_grad_and_dueling_match_reference(cuda_backend, rows: int) -> N
     rt.bind(mlp.DUELING_BACKWARD)(cuda_backend.upload(dq), dva, rows, 3)
     ref.mlp_dueling_backward(dq, want_dva, rows, 3)
     np.testing.assert_allclose(cuda_backend.download(dva), want_dva, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [33, 512, 1000])
+@pytest.mark.parametrize("splits", [1, 4, 8])
+def test_mlp_split_k_matches_reference(cuda_backend, rows: int, splits: int) -> None:
+    gen = np.random.default_rng(rows + splits)
+    up = cuda_backend.upload
+    runtime = KernelRuntime(cuda_backend, {})
+    partial, total = runtime.bind(mlp.GEMM_PARTIAL), runtime.bind(mlp.SUM_SPLITS)
+    for M, N in ((256, 256), (256, 32), (3, 256)):  # the weight gradients of 32 -> 256 -> 256 -> 3
+        A = gen.normal(size=rows * M).astype(np.float32)  # dY [rows, M]: op(A) = dY^T
+        B = gen.normal(size=rows * N).astype(np.float32)  # X [rows, N]
+        P = up(np.full(splits * M * N, np.nan, np.float32))
+        C = up(np.full(M * N, np.nan, np.float32))
+        partial(up(A), up(B), P, M, N, rows, 1, 0, splits)
+        total(P, C, M * N, splits)
+        want_p = np.full(splits * M * N, np.nan, np.float32)
+        ref.mlp_gemm_partial(A, B, want_p, M, N, rows, 1, 0, splits)
+        got_p = cuda_backend.download(P)
+        np.testing.assert_allclose(got_p, want_p, rtol=1e-4, atol=1e-5 * np.sqrt(rows) * 4)
+        want = np.zeros(M * N, np.float32)
+        ref.mlp_gemm(A, B, None, None, want, M, N, rows, 1, 0, 0)
+        got = cuda_backend.download(C)
+        assert not np.isnan(got).any()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(rows) * 4)

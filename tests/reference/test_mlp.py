@@ -115,3 +115,37 @@ def test_full_chain_gradient_of_l_q() -> None:
     grad = np.zeros(layout.size)
     net.backward(layer_views(theta, layout), x_t, bufs, dq, layer_views(grad, layout))
     np.testing.assert_allclose(grad, numeric_grad(l_q, theta), atol=1e-8)
+
+
+def test_split_k_equals_one_pass() -> None:
+    gen = np.random.default_rng(5)
+    M, N, K = 7, 5, 300
+    A, B = gen.normal(size=K * M), gen.normal(size=K * N)  # A stored [K, M] (trans_a)
+    want = np.zeros(M * N)
+    mlp_ref.mlp_gemm(A, B, None, None, want, M, N, K, 1, 0, 0)
+    for splits in (1, 2, 3, 7, 40):  # 40: more splits than K / 16 chunks, the tail ones empty
+        P, got = np.full(splits * M * N, np.nan), np.zeros(M * N)
+        mlp_ref.mlp_gemm_partial(A, B, P, M, N, K, 1, 0, splits)
+        mlp_ref.mlp_sum_splits(P, got, M * N, splits)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"splits={splits}")
+    assert mlp_ref.split_chunk(300, 3) == 112 and mlp_ref.split_chunk(512, 4) == 128
+
+
+def test_backward_with_split_k_matches_finite_differences() -> None:
+    ops = oracle_ops()
+    ops.gemm_partial = lambda *a, stream=None: mlp_ref.mlp_gemm_partial(*a)
+    ops.sum_splits = lambda *a, stream=None: mlp_ref.mlp_sum_splits(*a)
+    layout = NetLayout.build(H, (5, 6), A, False)
+    net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64))
+    rows = 300  # two splits of the 128-row SPLIT_ROWS
+    gen = np.random.default_rng(8)
+    theta = init_params(layout, 2).astype(np.float64) + gen.normal(0, 0.1, layout.size)
+    x, weights = gen.normal(size=rows * H), gen.normal(size=rows * A)
+    bufs = net.buffers(rows)
+    assert bufs.splits == 2
+    loss = lambda t: float(net.forward(layer_views(t, layout), x, bufs) @ weights)  # noqa: E731
+    loss(theta)
+    grad = np.zeros(layout.size)
+    net.backward(layer_views(theta, layout), x, bufs, weights.copy(), layer_views(grad, layout))
+    num = numeric_grad(loss, theta)
+    assert np.abs(grad - num).max() < 1e-6 * max(1.0, np.abs(num).max())

@@ -26,6 +26,26 @@ GEMM = STEM.kernel(
     doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
 )
 
+GEMM_PARTIAL = STEM.kernel(
+    "mlp_gemm_partial",
+    In("A", F32),
+    In("B", F32),
+    Out("P", F32),
+    *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "splits")),
+    launch=Launch(block=256, blocks=lambda v: _tiles(v) * int(v["splits"])),
+    doc="P[s] = op(A)[:, chunk s of K] @ op(B)[chunk s of K, :] (split-K, no epilogue)",
+)
+
+SUM_SPLITS = STEM.kernel(
+    "mlp_sum_splits",
+    In("P", F32),
+    Out("C", F32),
+    Scalar("MN", I32),
+    Scalar("splits", I32),
+    launch=Grid1D(over="MN", block=256),
+    doc="C[i] = sum_s P[s, i], splits in order",
+)
+
 BIAS_GRAD = STEM.kernel(
     "mlp_bias_grad",
     In("dY", F32),

@@ -25,6 +25,33 @@ def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
     C[: M * N] = out.ravel()
 
 
+BK = 16  # MLP_BK: split-K chunks are multiples of it
+
+
+def split_chunk(K: int, splits: int) -> int:
+    """Rows of K per split: ceil(K / splits) rounded up to a multiple of BK."""
+    per_split = -(-K // splits)
+    return -(-per_split // BK) * BK
+
+
+def mlp_gemm_partial(A, B, P, M, N, K, trans_a, trans_b, splits) -> None:
+    """P[s] = op(A)[:, Ks] @ op(B)[Ks, :] for the chunks Ks of K (empty chunks give zeros)."""
+    M, N, K, splits = int(M), int(N), int(K), int(splits)
+    a, b, chunk = _op(A, M, K, trans_a), _op(B, K, N, trans_b), split_chunk(K, splits)
+    for s in range(splits):
+        lo, hi = min(K, s * chunk), min(K, (s + 1) * chunk)
+        P[s * M * N : (s + 1) * M * N] = (a[:, lo:hi] @ b[lo:hi, :]).ravel()
+
+
+def mlp_sum_splits(P, C, MN, splits) -> None:
+    """C[i] = sum_s P[s, i], adding the splits in order."""
+    MN, splits = int(MN), int(splits)
+    acc = P[:MN].copy()
+    for s in range(1, splits):
+        acc = acc + P[s * MN : (s + 1) * MN]
+    C[:MN] = acc
+
+
 def mlp_bias_grad(dY, db, M, N) -> None:
     """db[n] = sum_m dY[m, n]."""
     db[: int(N)] = dY[: int(M) * int(N)].reshape(int(M), int(N)).sum(axis=0)
