@@ -13,7 +13,8 @@
 //   P[s, M, N] = op(A)[:, Ks] @ op(B)[Ks, :] for the s-th of `splits` chunks Ks of K (chunks of
 //   ceil(K / splits) rounded up to MLP_BK), one block per (split, tile); no bias, ReLU or mask.
 // mlp_sum_splits: C[i] = sum_s P[s, i] for i < MN, splits added in order (deterministic).
-// mlp_bias_grad: db[n] = sum_m dY[m, n] (one thread per column, rows in order).
+// mlp_bias_grad: db[n] = sum_m dY[m, n]: blocks of MLP_BG_COLS columns x MLP_BG_LANES lanes; lane
+//   l sums rows l, l + LANES, ... in order, then lane 0 adds the lanes in order (deterministic).
 // mlp_dueling_forward: Q[m, a] = VA[m, A] + VA[m, a] - mean_{a'} VA[m, a'],   VA [M, A+1]
 //   holding the A advantages then the value.
 // mlp_dueling_backward: dVA[m, a] = dQ[m, a] - mean_{a'} dQ[m, a'], dVA[m, A] = sum_a dQ[m, a].
@@ -136,13 +137,25 @@ extern "C" __global__ void mlp_sum_splits(const float* __restrict__ P, float* __
     C[i] = s;
 }
 
-extern "C" __global__ void mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db,
-                                         int M, int N) {
-    const int n = global_index_1d();
-    if (n >= N) return;
+#define MLP_BG_COLS 32
+#define MLP_BG_LANES 32
+
+extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
+mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {
+    __shared__ float part[MLP_BG_LANES][MLP_BG_COLS + 1];
+    const int c = threadIdx.x % MLP_BG_COLS, lane = threadIdx.x / MLP_BG_COLS;
+    const int n = blockIdx.x * MLP_BG_COLS + c;
     float s = 0.0f;
-    for (int m = 0; m < M; ++m) s += dY[static_cast<size_t>(m) * N + n];
-    db[n] = s;
+    if (n < N) {
+        for (int m = lane; m < M; m += MLP_BG_LANES) s += dY[static_cast<size_t>(m) * N + n];
+    }
+    part[lane][c] = s;
+    __syncthreads();
+    if (lane == 0 && n < N) {
+        float t = 0.0f;
+        for (int l = 0; l < MLP_BG_LANES; ++l) t += part[l][c];
+        db[n] = t;
+    }
 }
 
 extern "C" __global__ void mlp_dueling_forward(const float* __restrict__ VA, float* __restrict__ Q,

@@ -52,8 +52,8 @@ BIAS_GRAD = STEM.kernel(
     Out("db", F32),
     Scalar("M", I32),
     Scalar("N", I32),
-    launch=Grid1D(over="N", block=128),
-    doc="db[n] = sum_m dY[m, n]",
+    launch=Launch(block=1024, over="N", per_block=32),
+    doc="db[n] = sum_m dY[m, n] (32 columns x 32 row lanes per block)",
 )
 
 DUELING_FORWARD = STEM.kernel(
