@@ -1,6 +1,8 @@
 // perception.cu — the observation h [B, H] of each env (DESIGN §3).
 //
-// perception_observe, one thread per env b (n = B), at tick t = cursor[b], position dir d:
+// perception_observe, blocks of PERCEPTION_ENVS envs (n = B): one thread per env computes its
+//   features into shared memory, then the block's threads share the H outputs of its envs (each
+//   output summed over f in order, as before). For env b at tick t = cursor[b], position dir d:
 //   features x [F], F = K + 7, each independent of the instrument's price level:
 //     x[k]   = (mid_t - mid_{max(t - h_k, 0)}) / tick / sqrt(h_k)      k < K, h = horizons
 //     x[K]   = (ask0 - bid0) / tick - 1                                 spread beyond one tick
@@ -35,23 +37,17 @@ __device__ __forceinline__ float imbalance(float bid_size, float ask_size) {
     return total > 0.0f ? DIV(SUB(bid_size, ask_size), total) : 0.0f;
 }
 
-extern "C" __global__ void perception_observe(
+#define PERCEPTION_ENVS 32
+#define PERCEPTION_THREADS 256
+
+// The features x [K + 7] of env b (see the header).
+__device__ __forceinline__ void perception_features(
     const float* __restrict__ bid_px, const float* __restrict__ ask_px,
-    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz,
-    const int* __restrict__ cursor, const int* __restrict__ pos,
-    const int* __restrict__ trade_len, const float* __restrict__ entry_px,
-    const float* __restrict__ peak_mid, const int* __restrict__ horizons,
-    const float* __restrict__ proj_w, const float* __restrict__ proj_b, float* __restrict__ h,
-    int n, int T, int L, int K, int H, float tick, float inv_pnl_scale, float inv_time_scale) {
-    const int b = global_index_1d();
-    if (b >= n) return;
-    const int t = cursor[b];
-    const int d = pos[b];
+    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz, int t, int d, int len,
+    float entry, float peak, const int* __restrict__ horizons, int L, int K, float tick,
+    float inv_pnl_scale, float inv_time_scale, float* __restrict__ x) {
     const float dir = static_cast<float>(d);
     const float mid = mid_at(bid_px, ask_px, t, L);
-    const int F = K + 7;
-
-    float x[PERCEPTION_MAX_FEATURES];
     for (int k = 0; k < K; ++k) {
         const int hk = horizons[k];
         const float past = mid_at(bid_px, ask_px, max(t - hk, 0), L);
@@ -67,18 +63,40 @@ extern "C" __global__ void perception_observe(
     x[K + 2] = imbalance(bid_total, ask_total);
     x[K + 3] = dir;
     const bool in_trade = d != 0;
-    x[K + 4] = in_trade ? MUL(DIV(MUL(dir, SUB(mid, entry_px[b])), tick), inv_pnl_scale) : 0.0f;
-    x[K + 5] = in_trade ? MUL(static_cast<float>(trade_len[b]), inv_time_scale) : 0.0f;
-    x[K + 6] = in_trade ? MUL(DIV(MUL(dir, SUB(peak_mid[b], mid)), tick), inv_pnl_scale) : 0.0f;
+    x[K + 4] = in_trade ? MUL(DIV(MUL(dir, SUB(mid, entry)), tick), inv_pnl_scale) : 0.0f;
+    x[K + 5] = in_trade ? MUL(static_cast<float>(len), inv_time_scale) : 0.0f;
+    x[K + 6] = in_trade ? MUL(DIV(MUL(dir, SUB(peak, mid)), tick), inv_pnl_scale) : 0.0f;
+}
 
-    float* __restrict__ out = h + static_cast<size_t>(b) * H;
-    if (proj_w == nullptr) {
-        for (int j = 0; j < H; ++j) out[j] = x[j];
-        return;
+extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_observe(
+    const float* __restrict__ bid_px, const float* __restrict__ ask_px,
+    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz,
+    const int* __restrict__ cursor, const int* __restrict__ pos,
+    const int* __restrict__ trade_len, const float* __restrict__ entry_px,
+    const float* __restrict__ peak_mid, const int* __restrict__ horizons,
+    const float* __restrict__ proj_w, const float* __restrict__ proj_b, float* __restrict__ h,
+    int n, int T, int L, int K, int H, float tick, float inv_pnl_scale, float inv_time_scale) {
+    __shared__ float xs[PERCEPTION_ENVS][PERCEPTION_MAX_FEATURES];
+    const int first = blockIdx.x * PERCEPTION_ENVS;
+    const int envs = min(PERCEPTION_ENVS, n - first);
+    const int F = K + 7;
+    if (threadIdx.x < envs) {
+        const int b = first + threadIdx.x;
+        perception_features(bid_px, ask_px, bid_sz, ask_sz, cursor[b], pos[b], trade_len[b],
+                            entry_px[b], peak_mid[b], horizons, L, K, tick, inv_pnl_scale,
+                            inv_time_scale, xs[threadIdx.x]);
     }
-    for (int j = 0; j < H; ++j) {
-        float acc = proj_b[j];
-        for (int f = 0; f < F; ++f) acc = ADD(acc, MUL(proj_w[j * F + f], x[f]));
-        out[j] = tanhf(acc);
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < envs * H; idx += PERCEPTION_THREADS) {
+        const int e = idx / H, j = idx - e * H;
+        float v;
+        if (proj_w == nullptr) {
+            v = xs[e][j];
+        } else {
+            float acc = proj_b[j];
+            for (int f = 0; f < F; ++f) acc = ADD(acc, MUL(proj_w[j * F + f], xs[e][f]));
+            v = tanhf(acc);
+        }
+        h[static_cast<size_t>(first + e) * H + j] = v;
     }
 }

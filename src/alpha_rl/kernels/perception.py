@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
+from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
 
 STEM = Stem("perception")
 
@@ -24,6 +24,6 @@ OBSERVE = STEM.kernel(
     Scalar("tick", F32),
     Scalar("inv_pnl_scale", F32),
     Scalar("inv_time_scale", F32),
-    launch=Grid1D(over="n", block=128),
+    launch=Launch(block=256, over="n", per_block=32),
     doc="h [B, H]: price-level-free features of book and position, optionally tanh-projected",
 )
