@@ -6,9 +6,12 @@
 //   op(B) = B [K, N] row-major, or B^T when trans_b (B stored [N, K]).
 //   Forward Y = X W^T + b: A = X, B = W (trans_b). Input gradient dX = dY W (* act mask): A = dY,
 //   B = W. Weight gradient dW = dY^T X: A = dY (trans_a), B = X. bias and mask may be NULL.
-//   Tiles of MLP_BM x MLP_BN outputs per block of 256 threads, each thread a 2 x 2 micro-tile,
-//   K in steps of MLP_BK; every output sums k = 0 .. K-1 in order. (32 x 32 tiles: the learner's
-//   512-row products then run on 128 blocks instead of 32.)
+//   Tiles of 32 x 32 outputs per block of 256 threads, each thread a 2 x 2 micro-tile, K in
+//   steps of MLP_BK; every output sums k = 0 .. K-1 in order (fmaf), so the result does not
+//   depend on the tile. (32 x 32 tiles: the learner's 512-row products run on 128 blocks.)
+// mlp_gemm_64: the same product on 64 x 64 tiles, a 4 x 4 micro-tile per thread (half the
+//   shared-memory reads per multiply-add), for products with enough rows to fill the GPU with
+//   64 x 64 tiles (the acting forward over every env). Bit-identical to mlp_gemm.
 // mlp_gemm_partial: split-K for products with few outputs and a long K (the weight gradients):
 //   P[s, M, N] = op(A)[:, Ks] @ op(B)[Ks, :] for the s-th of `splits` chunks Ks of K (chunks of
 //   ceil(K / splits) rounded up to MLP_BK), one block per (split, tile); no bias, ReLU or mask.
@@ -20,10 +23,6 @@
 // mlp_dueling_backward: dVA[m, a] = dQ[m, a] - mean_{a'} dQ[m, a'], dVA[m, A] = sum_a dQ[m, a].
 #include "common.cuh"
 
-#define MLP_BM 32
-#define MLP_BN 32
-#define MLP_TM 2  // rows of a thread's micro-tile (MLP_BM / 16)
-#define MLP_TN 2  // columns (MLP_BN / 16)
 #define MLP_BK 16
 #define MLP_THREADS 256
 
@@ -39,59 +38,128 @@ __device__ __forceinline__ float load_b(const float* __restrict__ B, int k, int 
     return trans_b ? B[static_cast<size_t>(n) * K + k] : B[static_cast<size_t>(k) * N + n];
 }
 
+// T consecutive floats from shared memory (16- or 8-byte aligned by construction) into r.
+template <int T>
+__device__ __forceinline__ void load_frag(const float* p, float (&r)[T]) {
+    if constexpr (T % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < T; i += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(p + i);
+            r[i] = v.x, r[i + 1] = v.y, r[i + 2] = v.z, r[i + 3] = v.w;
+        }
+    } else if constexpr (T % 2 == 0) {
+#pragma unroll
+        for (int i = 0; i < T; i += 2) {
+            const float2 v = *reinterpret_cast<const float2*>(p + i);
+            r[i] = v.x, r[i + 1] = v.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < T; ++i) r[i] = p[i];
+    }
+}
+
+// A tile shape: BM x BN outputs per block of MLP_THREADS threads, a TM x TN micro-tile each.
+template <int BM_, int BN_, int TM_, int TN_>
+struct MlpTile {
+    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_;
+    static constexpr int COLS = BN / TN;  // threads along N
+    static_assert((BM / TM) * (BN / TN) == MLP_THREADS, "one micro-tile per thread");
+    static constexpr int LA = BM * MLP_BK / MLP_THREADS;  // A elements each thread stages
+    static constexpr int LB = BN * MLP_BK / MLP_THREADS;
+};
+using MlpSmall = MlpTile<32, 32, 2, 2>;  // mlp_gemm, mlp_gemm_partial
+using MlpWide = MlpTile<64, 64, 4, 4>;   // mlp_gemm_64
+
 // The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
+// The next K-step's elements are fetched into registers while the current one is multiplied
+// from shared memory. Every output adds its products in k order (fmaf), whatever the tile.
+template <class T>
 __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const float* __restrict__ B,
                                          int M, int N, int K, int trans_a, int trans_b,
                                          int m0, int n0, int k_begin, int k_end,
-                                         float (&acc)[MLP_TM][MLP_TN]) {
-    __shared__ float As[MLP_BK][MLP_BM];
-    __shared__ float Bs[MLP_BK][MLP_BN];
+                                         float (&acc)[T::TM][T::TN]) {
+    // rows padded by 4 floats: the transposing stores spread over banks, float4 reads stay aligned
+    __shared__ __align__(16) float As[MLP_BK][T::BM + 4];
+    __shared__ __align__(16) float Bs[MLP_BK][T::BN + 4];
     const int tid = threadIdx.x;
-    const int tm = (tid / 16) * MLP_TM, tn = (tid % 16) * MLP_TN;
-    for (int k0 = k_begin; k0 < k_end; k0 += MLP_BK) {
-        for (int e = tid; e < MLP_BK * MLP_BM; e += MLP_THREADS) {
-            const int kk = trans_a ? e / MLP_BM : e % MLP_BK;
-            const int mm = trans_a ? e % MLP_BM : e / MLP_BK;
-            As[kk][mm] = k0 + kk < k_end ? load_a(A, m0 + mm, k0 + kk, M, K, trans_a) : 0.0f;
+    const int tm = (tid / T::COLS) * T::TM, tn = (tid % T::COLS) * T::TN;
+    float ra[T::LA], rb[T::LB];
+    // staged element i of this thread: (kk, mm) in the A tile, (kk, nn) in the B tile, chosen so
+    // that consecutive threads read consecutive addresses of the stored matrix
+    auto a_at = [&](int i, int& kk, int& mm) {
+        const int e = tid + i * MLP_THREADS;
+        kk = trans_a ? e / T::BM : e % MLP_BK;
+        mm = trans_a ? e % T::BM : e / MLP_BK;
+    };
+    auto b_at = [&](int i, int& kk, int& nn) {
+        const int e = tid + i * MLP_THREADS;
+        kk = trans_b ? e % MLP_BK : e / T::BN;
+        nn = trans_b ? e / MLP_BK : e % T::BN;
+    };
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < T::LA; ++i) {
+            int kk, mm;
+            a_at(i, kk, mm);
+            ra[i] = k0 + kk < k_end ? load_a(A, m0 + mm, k0 + kk, M, K, trans_a) : 0.0f;
         }
-        for (int e = tid; e < MLP_BK * MLP_BN; e += MLP_THREADS) {
-            const int kk = trans_b ? e % MLP_BK : e / MLP_BN;
-            const int nn = trans_b ? e / MLP_BK : e % MLP_BN;
-            Bs[kk][nn] = k0 + kk < k_end ? load_b(B, k0 + kk, n0 + nn, K, N, trans_b) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < T::LB; ++i) {
+            int kk, nn;
+            b_at(i, kk, nn);
+            rb[i] = k0 + kk < k_end ? load_b(B, k0 + kk, n0 + nn, K, N, trans_b) : 0.0f;
+        }
+    };
+    if (k_begin < k_end) fetch(k_begin);
+    for (int k0 = k_begin; k0 < k_end; k0 += MLP_BK) {
+#pragma unroll
+        for (int i = 0; i < T::LA; ++i) {
+            int kk, mm;
+            a_at(i, kk, mm);
+            As[kk][mm] = ra[i];
+        }
+#pragma unroll
+        for (int i = 0; i < T::LB; ++i) {
+            int kk, nn;
+            b_at(i, kk, nn);
+            Bs[kk][nn] = rb[i];
         }
         __syncthreads();
+        if (k0 + MLP_BK < k_end) fetch(k0 + MLP_BK);
 #pragma unroll
         for (int kk = 0; kk < MLP_BK; ++kk) {
-            float a[MLP_TM], b[MLP_TN];
+            float a[T::TM], b[T::TN];
+            load_frag<T::TM>(&As[kk][tm], a);
+            load_frag<T::TN>(&Bs[kk][tn], b);
 #pragma unroll
-            for (int i = 0; i < MLP_TM; ++i) a[i] = As[kk][tm + i];
+            for (int i = 0; i < T::TM; ++i) {
 #pragma unroll
-            for (int j = 0; j < MLP_TN; ++j) b[j] = Bs[kk][tn + j];
-#pragma unroll
-            for (int i = 0; i < MLP_TM; ++i) {
-#pragma unroll
-                for (int j = 0; j < MLP_TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
             }
         }
         __syncthreads();
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MLP_THREADS)
-mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
-         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
-         int trans_b, int relu) {
-    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
-    const int m0 = (blockIdx.x / tiles_n) * MLP_BM, n0 = (blockIdx.x % tiles_n) * MLP_BN;
-    const int tm = (threadIdx.x / 16) * MLP_TM, tn = (threadIdx.x % 16) * MLP_TN;
-    float acc[MLP_TM][MLP_TN] = {};
-    mlp_tile(A, B, M, N, K, trans_a, trans_b, m0, n0, 0, K, acc);
+template <class T>
+__device__ __forceinline__ void mlp_gemm_body(const float* __restrict__ A,
+                                              const float* __restrict__ B,
+                                              const float* __restrict__ bias,
+                                              const float* __restrict__ mask,
+                                              float* __restrict__ C, int M, int N, int K,
+                                              int trans_a, int trans_b, int relu) {
+    const int tiles_n = (N + T::BN - 1) / T::BN;
+    const int m0 = (blockIdx.x / tiles_n) * T::BM, n0 = (blockIdx.x % tiles_n) * T::BN;
+    const int tm = (threadIdx.x / T::COLS) * T::TM, tn = (threadIdx.x % T::COLS) * T::TN;
+    float acc[T::TM][T::TN] = {};
+    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, 0, K, acc);
 #pragma unroll
-    for (int i = 0; i < MLP_TM; ++i) {
+    for (int i = 0; i < T::TM; ++i) {
         const int m = m0 + tm + i;
         if (m >= M) continue;
 #pragma unroll
-        for (int j = 0; j < MLP_TN; ++j) {
+        for (int j = 0; j < T::TN; ++j) {
             const int n = n0 + tn + j;
             if (n >= N) continue;
             float v = acc[i][j] + (bias != nullptr ? bias[n] : 0.0f);
@@ -104,24 +172,39 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
 }
 
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
+         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
+         int trans_b, int relu) {
+    mlp_gemm_body<MlpSmall>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu);
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm_64(const float* __restrict__ A, const float* __restrict__ B,
+            const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
+            int M, int N, int K, int trans_a, int trans_b, int relu) {
+    mlp_gemm_body<MlpWide>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu);
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ P,
                  int M, int N, int K, int trans_a, int trans_b, int splits) {
-    const int tiles_n = (N + MLP_BN - 1) / MLP_BN;
-    const int tiles = ((M + MLP_BM - 1) / MLP_BM) * tiles_n;
+    using T = MlpSmall;
+    const int tiles_n = (N + T::BN - 1) / T::BN;
+    const int tiles = ((M + T::BM - 1) / T::BM) * tiles_n;
     const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
     const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
     const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
-    const int m0 = (tile / tiles_n) * MLP_BM, n0 = (tile % tiles_n) * MLP_BN;
-    const int tm = (threadIdx.x / 16) * MLP_TM, tn = (threadIdx.x % 16) * MLP_TN;
-    float acc[MLP_TM][MLP_TN] = {};
-    mlp_tile(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
+    const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
+    const int tm = (threadIdx.x / T::COLS) * T::TM, tn = (threadIdx.x % T::COLS) * T::TN;
+    float acc[T::TM][T::TN] = {};
+    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
     float* out = P + static_cast<size_t>(split) * M * N;
 #pragma unroll
-    for (int i = 0; i < MLP_TM; ++i) {
+    for (int i = 0; i < T::TM; ++i) {
         const int m = m0 + tm + i;
         if (m >= M) continue;
 #pragma unroll
-        for (int j = 0; j < MLP_TN; ++j) {
+        for (int j = 0; j < T::TN; ++j) {
             const int n = n0 + tn + j;
             if (n < N) out[static_cast<size_t>(m) * N + n] = acc[i][j];
         }

@@ -27,6 +27,7 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 F32, I32 = np.float32, np.int32
 ACTIONS = 3  # FLAT, LONG, SHORT
 SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
+WIDE_MIN_BLOCKS = 128  # products that fill this many 64 x 64 tiles run on mlp_gemm_64
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,15 @@ class QNetwork:
     def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
         self.layout, self.ops, self.alloc = layout, ops, alloc
 
+    def gemm(self, M: int, N: int) -> Any:
+        """The gemm for an [M, N] output: the 64 x 64-tile kernel (ops.gemm_64, when given) once
+        the product fills WIDE_MIN_BLOCKS of its tiles, else the 32 x 32 one. Both add in the
+        same order, so the choice changes the speed, never the result."""
+        wide = getattr(self.ops, "gemm_64", None)
+        if wide is not None and mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS:
+            return wide
+        return self.ops.gemm
+
     def splits(self, rows: int) -> int:
         """K-splits of the weight-gradient products over `rows` (1: one pass; needs the ops
         gemm_partial and sum_splits): a chunk of about SPLIT_ROWS rows per split, at most 8."""
@@ -113,7 +123,7 @@ class QNetwork:
         """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
         inp, last = x, len(self.layout.layers) - 1
         for i, (layer, (W, b)) in enumerate(zip(self.layout.layers, params, strict=True)):
-            self.ops.gemm(
+            self.gemm(bufs.rows, layer.n_out)(
                 inp,
                 W,
                 b,
@@ -151,11 +161,11 @@ class QNetwork:
                                       stream=stream)  # fmt: skip
                 self.ops.sum_splits(bufs.work, gW, n_out * n_in, S, stream=stream)
             else:
-                self.ops.gemm(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0,
-                              stream=stream)  # fmt: skip
+                self.gemm(n_out, n_in)(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0,
+                                       stream=stream)  # fmt: skip
             self.ops.bias_grad(d, gb, bufs.rows, layer.n_out, stream=stream)
             if i > 0:  # gradient at the layer's input, through the previous ReLU
-                self.ops.gemm(
+                self.gemm(bufs.rows, layer.n_in)(
                     d,
                     W,
                     None,
@@ -266,6 +276,7 @@ class Learner:
         bind = runtime.bind
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
+            gemm_64=bind(mlp.GEMM_64),
             gemm_partial=bind(mlp.GEMM_PARTIAL),
             sum_splits=bind(mlp.SUM_SPLITS),
             bias_grad=bind(mlp.BIAS_GRAD),

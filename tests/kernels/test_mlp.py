@@ -12,14 +12,16 @@ from alpha_rl.reference import mlp as ref
 pytestmark = pytest.mark.gpu
 
 
-def _gemm(cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu) -> tuple[np.ndarray, np.ndarray]:
+def _gemm(
+    cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu, decl=mlp.GEMM
+) -> tuple[np.ndarray, np.ndarray]:
     want = np.zeros(M * N)
     as64 = lambda x: None if x is None else x.astype(np.float64)  # noqa: E731
     ref.mlp_gemm(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb, relu)
     up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
     C = cuda_backend.upload(np.full(M * N, np.nan, np.float32))
-    KernelRuntime(cuda_backend, {}).bind(mlp.GEMM)(up(A), up(B), up(bias), up(mask), C, M, N, K,
-                                                   ta, tb, relu)  # fmt: skip
+    KernelRuntime(cuda_backend, {}).bind(decl)(up(A), up(B), up(bias), up(mask), C, M, N, K,
+                                               ta, tb, relu)  # fmt: skip
     return cuda_backend.download(C), want
 
 
@@ -39,6 +41,25 @@ def test_mlp_gemm_matches_reference(cuda_backend, rows: int, hidden: int) -> Non
         K = case[6]
         assert not np.isnan(got).any()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(K) * 4)
+
+
+@pytest.mark.parametrize("rows", [1, 33, 4096, 4100])
+def test_mlp_gemm_64_is_bit_identical_to_mlp_gemm(cuda_backend, rows: int) -> None:
+    """Both tiles add every output's products in k order: the wide tile may only change speed."""
+    gen = np.random.default_rng(rows)
+    f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
+    for hidden, n_in in ((256, 32), (256, 256), (4, 256), (67, 45)):
+        cases = [
+            (f(rows, n_in), f(hidden, n_in), f(hidden), None, rows, hidden, n_in, 0, 1, 1),
+            (f(rows, hidden), f(rows, n_in), None, None, hidden, n_in, rows, 1, 0, 0),
+            (f(rows, hidden), f(hidden, n_in), None, f(rows, n_in), rows, n_in, hidden, 0, 0, 0),
+        ]
+        for case in cases:
+            small, want = _gemm(cuda_backend, *case)
+            wide, _ = _gemm(cuda_backend, *case, decl=mlp.GEMM_64)
+            assert not np.isnan(wide).any()
+            np.testing.assert_array_equal(wide, small)
+            np.testing.assert_allclose(wide, want, rtol=1e-4, atol=1e-5 * np.sqrt(case[6]) * 4)
 
 
 @pytest.mark.parametrize("rows", [1, 33, 512, 1000])

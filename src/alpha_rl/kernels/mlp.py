@@ -7,11 +7,16 @@ from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
 STEM = Stem("mlp")
 
 F32, I32 = np.float32, np.int32
-TILE = 32  # MLP_BM = MLP_BN
+TILE, WIDE_TILE = 32, 64  # output tiles of mlp_gemm (and mlp_gemm_partial), of mlp_gemm_64
+
+
+def tiles(M: int, N: int, tile: int = TILE) -> int:
+    """Blocks of a gemm launch: tile x tile outputs each."""
+    return -(-int(M) // tile) * -(-int(N) // tile)
 
 
 def _tiles(v) -> int:
-    return -(-int(v["M"]) // TILE) * -(-int(v["N"]) // TILE)
+    return tiles(v["M"], v["N"])
 
 
 GEMM = STEM.kernel(
@@ -24,6 +29,18 @@ GEMM = STEM.kernel(
     *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
     launch=Launch(block=256, blocks=_tiles),
     doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
+)
+
+GEMM_64 = STEM.kernel(
+    "mlp_gemm_64",
+    In("A", F32),
+    In("B", F32),
+    In("bias", F32, nullable=True),
+    In("mask", F32, nullable=True),
+    Out("C", F32),
+    *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
+    launch=Launch(block=256, blocks=lambda v: tiles(v["M"], v["N"], WIDE_TILE)),
+    doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
 )
 
 GEMM_PARTIAL = STEM.kernel(

@@ -1,0 +1,140 @@
+"""The GEMMs of one training step, each on both tiles of mlp_gemm, against cuBLAS.
+
+    python3 benchmarks/gemm_shapes.py [--envs 4096] [--batch 512] [--json out.json]
+
+For every product shape the step launches (acting forward over the envs, the learner's three
+forwards over the batch, the input and weight gradients; H = 32, hidden 256 x 256, 3 actions)
+it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and torch.matmul in FP32 with
+TF32 off (cuBLAS, the floor a hand-written FP32 kernel is measured against). Each kernel is
+launched 50 times inside one CUDA graph, so launch cost is not in the figure; CUDA events, median
+of 7 repeats. The weight gradients are also timed as the step runs them over 256+ rows (split-K:
+mlp_gemm_partial + mlp_sum_splits). Prints µs per product, TFLOP/s of what the step uses
+(agent.QNetwork.gemm / splits) and the per-step totals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from functools import partial
+
+import numpy as np
+from cudagraph import Graph, graphs_available, time_events
+
+from alpha_rl.agent import MAX_SPLITS, SPLIT_ROWS, WIDE_MIN_BLOCKS
+from alpha_rl.kernels import mlp
+from alpha_rl.kernels.runtime import KernelRuntime
+
+H, HIDDEN, OUT = 32, 256, 3
+INNER = 50  # launches per graph
+
+
+def shapes(envs: int, batch: int) -> list[tuple[str, int, int, int, int, int, int]]:
+    """(label, M, N, K, trans_a, trans_b, launches per step) of the step's products."""
+    fwd = lambda rows: [(rows, HIDDEN, H), (rows, HIDDEN, HIDDEN), (rows, OUT, HIDDEN)]  # noqa: E731
+    out = [(f"act fwd {m}x{n}x{k}", m, n, k, 0, 1, 1) for m, n, k in fwd(envs)]
+    out += [(f"learn fwd {m}x{n}x{k}", m, n, k, 0, 1, 3) for m, n, k in fwd(batch)]
+    out += [
+        (f"dX {batch}x{HIDDEN}x{OUT}", batch, HIDDEN, OUT, 0, 0, 1),
+        (f"dX {batch}x{HIDDEN}x{HIDDEN}", batch, HIDDEN, HIDDEN, 0, 0, 1),
+        (f"dW {OUT}x{HIDDEN}x{batch}", OUT, HIDDEN, batch, 1, 0, 1),
+        (f"dW {HIDDEN}x{HIDDEN}x{batch}", HIDDEN, HIDDEN, batch, 1, 0, 1),
+        (f"dW {HIDDEN}x{H}x{batch}", HIDDEN, H, batch, 1, 0, 1),
+    ]
+    return out
+
+
+def per_launch(drv, stream, launch) -> float:
+    """Device µs of one `launch()`: INNER of them captured in one graph, replayed."""
+    graph = Graph(stream, lambda: [launch() for _ in range(INNER)])
+    try:
+        return time_events(drv, stream, graph.launch, reps=20) / INNER
+    finally:
+        graph.close()
+
+
+def measure(envs: int, batch: int) -> list[dict]:
+    import pycuda.driver as drv
+    import torch
+
+    from alpha_rl.backend.cuda import CudaBackend
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows = []
+    with CudaBackend() as be:
+        runtime = KernelRuntime(be, {})
+        kernels = {"mlp_gemm": runtime.bind(mlp.GEMM), "mlp_gemm_64": runtime.bind(mlp.GEMM_64)}
+        gemm_partial, sum_splits = runtime.bind(mlp.GEMM_PARTIAL), runtime.bind(mlp.SUM_SPLITS)
+        stream = drv.Stream()
+        gen = np.random.default_rng(0)
+        for label, M, N, K, ta, tb, per_step in shapes(envs, batch):
+            A = be.upload(gen.normal(size=M * K).astype(np.float32))
+            B = be.upload(gen.normal(size=K * N).astype(np.float32))
+            bias = be.upload(gen.normal(size=N).astype(np.float32)) if tb else None
+            C = be.zeros(M * N, np.float32)
+            row = {"shape": label, "M": M, "N": N, "K": K, "per_step": per_step}
+            args = (A, B, bias, None, C, M, N, K, ta, tb, int(tb))
+            for name, k in kernels.items():
+                row[name] = per_launch(drv, stream, partial(k, *args, stream=stream))
+            splits = max(1, min(MAX_SPLITS, K // SPLIT_ROWS)) if ta else 1
+            if splits > 1:  # the weight gradients: split-K, as QNetwork.backward runs them
+                P = be.zeros(splits * M * N, np.float32)
+                parts = partial(gemm_partial, A, B, P, M, N, K, ta, tb, splits, stream=stream)
+                add = partial(sum_splits, P, C, M * N, splits, stream=stream)
+                both = lambda p=parts, a=add: [p(), a()]  # noqa: E731
+                row[f"split-K x{splits}"] = per_launch(drv, stream, both)
+            ta_ = torch.randn(K, M, device="cuda").t() if ta else torch.randn(M, K, device="cuda")
+            tb_ = torch.randn(N, K, device="cuda").t() if tb else torch.randn(K, N, device="cuda")
+            tstream = torch.cuda.Stream()
+            with torch.cuda.stream(tstream):
+                for _ in range(20):
+                    torch.matmul(ta_, tb_)
+                samples = []
+                for _ in range(7):
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(200):
+                        torch.matmul(ta_, tb_)
+                    end.record()
+                    end.synchronize()
+                    samples.append(start.elapsed_time(end) * 1e3 / 200)
+            row["cublas"] = float(np.median(samples))
+            wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS
+            row["step_uses"] = (
+                f"split-K x{splits}" if splits > 1 else "mlp_gemm_64" if wide else "mlp_gemm"
+            )
+            rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args()
+    if not graphs_available():
+        raise SystemExit("gemm_shapes needs cuda-bindings (CUDA graphs): pip install '.[gpu]'")
+    rows = measure(args.envs, args.batch)
+    print(f"{'product (M x N x K)':28} {'x/step':>6} {'gemm 32':>9} {'gemm 64':>9} "
+          f"{'cuBLAS':>9} {'TFLOP/s used':>12}  step uses")  # fmt: skip
+    totals = {"mlp_gemm": 0.0, "mlp_gemm_64": 0.0, "cublas": 0.0, "used": 0.0}
+    for r in rows:
+        used = r[r["step_uses"]]
+        tflops = 2 * r["M"] * r["N"] * r["K"] / used / 1e6
+        print(f"{r['shape']:28} {r['per_step']:>6} {r['mlp_gemm']:>9.2f} {r['mlp_gemm_64']:>9.2f} "
+              f"{r['cublas']:>9.2f} {tflops:>12.2f}  {r['step_uses']} ({used:.2f})")  # fmt: skip
+        for key in ("mlp_gemm", "mlp_gemm_64", "cublas"):
+            totals[key] += r[key] * r["per_step"]
+        totals["used"] += used * r["per_step"]
+    print(f"{'per step (µs)':28} {'':>6} {totals['mlp_gemm']:>9.2f} {totals['mlp_gemm_64']:>9.2f} "
+          f"{totals['cublas']:>9.2f}  as used: {totals['used']:.2f}")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"envs": args.envs, "batch": args.batch, "rows": rows, "totals": totals},
+                      fh, indent=2)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
