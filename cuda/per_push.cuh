@@ -5,9 +5,12 @@
 //   1. each block takes a ticket (atomicAdd on state[PER_TICKET]); the ticket, not blockIdx,
 //      says which rows [ticket * blockDim, ...) the block handles, so tickets follow launch order;
 //   2. a block-wide exclusive prefix sum of the rows' flags (warp ballots);
-//   3. a chained scan across blocks: block k waits for block k-1's inclusive count, published in
-//      lookback[k-1] as (tag << 32) | count with a tag unique to this launch, and publishes its
-//      own. Blocks only wait on lower tickets, which are already running, so this cannot deadlock;
+//   3. a decoupled look-back across blocks: block k publishes its own count in lookback[k] as
+//      ((tag | PER_TAG_PARTIAL) << 32) | count, then adds the words of blocks k-1, k-2, ... until
+//      it meets an inclusive one, (tag << 32) | count of blocks 0..j, and publishes its inclusive
+//      count in its own word. The tag (31 bits) is unique to this launch. Blocks only wait on
+//      lower tickets, which are already running, so this cannot deadlock, and as every block
+//      publishes its count before it waits, no block waits for a chain of the blocks before it;
 //   4. slot = (head + flagged rows before this one) mod N. The block with the last ticket
 //      advances head by the launch's total, bumps the tag and resets the ticket.
 // So the slot of every pushed row equals what a sequential push in row order gives, on any
@@ -27,6 +30,9 @@
 #define PER_STATE_WORDS 8
 
 #define PER_STATUS_EMPTY_SAMPLE 1ull
+
+#define PER_TAG_MASK 0x7fffffffull     // look-back tags: the push launch's number, 31 bits
+#define PER_TAG_PARTIAL 0x80000000ull  // tag bit of a word holding one block's count only
 
 struct PerClaim {
     int ticket;        // which block of rows this block handles
@@ -63,16 +69,21 @@ __device__ __forceinline__ long long per_push_claim(unsigned long long* __restri
         }
         warp_offset[32] = running;  // the block's count
         volatile unsigned long long* vstate = state;
-        const unsigned long long tag = (vstate[PER_TAG] + 1ull) & 0xffffffffull;
+        const unsigned long long tag = (vstate[PER_TAG] + 1ull) & PER_TAG_MASK;
         const unsigned long long head = vstate[PER_HEAD];
         unsigned long long before = 0;
-        if (ticket > 0) {
-            volatile unsigned long long* prev = lookback + (ticket - 1);
-            unsigned long long word;
-            do {
-                word = *prev;
-            } while ((word >> 32) != tag);
-            before = word & 0xffffffffull;
+        if (ticket > 0) {  // decoupled look-back: publish this block's count, then walk back
+            const unsigned long long partial_tag = tag | PER_TAG_PARTIAL;
+            atomicExch(lookback + ticket, (partial_tag << 32) | running);
+            for (int j = ticket - 1;; --j) {
+                volatile unsigned long long* prev = lookback + j;
+                unsigned long long word;
+                do {
+                    word = *prev;
+                } while ((word >> 32) != tag && (word >> 32) != partial_tag);
+                before += word & 0xffffffffull;
+                if ((word >> 32) == tag) break;  // an inclusive count ends the walk
+            }
         }
         const unsigned long long inclusive = before + running;
         __threadfence();

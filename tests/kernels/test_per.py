@@ -57,6 +57,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool) 
         "state": state,
         "lookback": np.full(-(-n // 256), (40 << 32) | 123, np.uint64),  # stale words
     }
+    host["lookback"][1::2] = ((41 | 0x80000000) << 32) | 77  # a block count of the last launch
     scalars = [n, H, N - 1, 0.6, 1]
     want = _oracle(ref.per_push, per.PUSH, host, scalars)
     got = _run(cuda_backend, per.PUSH, host, scalars)

@@ -47,7 +47,7 @@ def claim(flag: np.ndarray, state: np.ndarray, lookback: np.ndarray, block: int)
     n = len(flag)
     head = int(state[HEAD])
     claims = np.where(flag, head + np.cumsum(flag) - flag, -1).astype(np.int64)
-    tag = (int(state[TAG]) + 1) & 0xFFFFFFFF
+    tag = (int(state[TAG]) + 1) & 0x7FFFFFFF  # PER_TAG_MASK
     counts = np.add.reduceat(flag.astype(np.int64), np.arange(0, n, block)) if n else []
     inclusive = np.cumsum(counts).astype(np.uint64)
     lookback[: len(inclusive)] = (np.uint64(tag) << np.uint64(32)) | inclusive
