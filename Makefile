@@ -11,6 +11,8 @@ EXPERIMENT ?= her_ablation
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS   ?=
 EXTRAS ?= dev
+STORE  ?= mlflow.db
+PORT   ?= 5000
 
 ifeq ($(NOVENV),1)
   PY    := $(PYTHON)
@@ -24,7 +26,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check bench gpu-ablation test test-gpu cubins lint clean venv
+.PHONY: help train sweep kill-check ui bench gpu-ablation test test-gpu cubins lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,8 +54,14 @@ sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|r
 kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
 
-bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch peer, learner and replay
+ui: $(STAMP) ## browse a tracking store in the MLflow UI on 127.0.0.1 (STORE=mlflow.db PORT=5000)
+	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }
+	@echo "MLflow UI over $(abspath $(STORE)): http://127.0.0.1:$(PORT)  (Ctrl-C stops it)"
+	$(PY) -m mlflow server --backend-store-uri sqlite:///$(abspath $(STORE)) --host 127.0.0.1 --port $(PORT)
+
+bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch peer, GEMMs, learner, replay
 	$(PY) benchmarks/train_step.py --envs 4096 65536
+	$(PY) benchmarks/gemm_shapes.py
 	$(PY) benchmarks/torch_step.py --envs 4096 65536
 	$(PY) benchmarks/learner_update.py
 	$(PY) benchmarks/replay_cycle.py --breakdown

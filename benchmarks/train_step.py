@@ -6,7 +6,8 @@ Reference config: scale=gpu (B = 4096 envs, H = 32, hidden 256 x 256, batch 512,
 (backward + forward), stride 7, β sentinel), one learner update per step. The trainer runs 300
 steps first (the replay fills, learning starts), then: the step launched kernel by kernel (eager),
 the step replayed as a CUDA graph, each timed with CUDA events (median of 7 repeats of 100
-steps); a per-kernel breakdown of device time (events around every launch of 100 eager steps);
+steps); a per-kernel breakdown of device time (events around every launch of 100 eager steps,
+each step queued behind a spinning kernel so that host launch gaps are not counted);
 and the launch floor: launches per step x the replay cost of one tiny kernel in a graph.
 """
 
@@ -28,8 +29,24 @@ from alpha_rl.session import open_session
 WARM = 300
 
 
+SPIN = """
+extern "C" __global__ void spin(long long cycles) {
+    const long long start = clock64();
+    while (clock64() - start < cycles) {
+    }
+}
+"""
+
+
 def breakdown(drv, trainer: Trainer, steps: int = 100) -> dict[str, tuple[int, float]]:
-    """Kernel name -> (launches per step, device µs per step) over `steps` eager steps."""
+    """Kernel name -> (launches per step, device µs per step) over `steps` eager steps.
+
+    Each step is queued behind a kernel that spins for ~4 ms, longer than the host takes to
+    issue the step's launches and events, so the events time the kernels back to back and not
+    the host's launch gaps (which inflate small kernels when the host is the slower side)."""
+    from pycuda.compiler import SourceModule
+
+    spin = SourceModule(SPIN, no_extern_c=True).get_function("spin")
     stream, marks = trainer.stream, []
     kernels = trainer.session.runtime.bound
     saved = [k._launch for k in kernels]
@@ -44,6 +61,7 @@ def breakdown(drv, trainer: Trainer, steps: int = 100) -> dict[str, tuple[int, f
 
         kernel._launch = timed
     for _ in range(steps):
+        spin(np.int64(8_000_000), block=(1, 1, 1), grid=(1, 1), stream=stream)
         trainer.launch_step()
     for kernel, launch in zip(kernels, saved, strict=True):
         kernel._launch = launch
