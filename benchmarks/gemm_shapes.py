@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 from cudagraph import Graph, graphs_available, time_events
 
-from alpha_rl.agent import MAX_SPLITS, SPLIT_ROWS, WIDE_MIN_BLOCKS
+from alpha_rl.agent import MAX_SPLITS, SPLIT_ROWS, WIDE_MIN_BLOCKS, WIDE_MIN_K
 from alpha_rl.kernels import mlp
 from alpha_rl.kernels.runtime import KernelRuntime
 
@@ -100,7 +100,7 @@ def measure(envs: int, batch: int) -> list[dict]:
                     end.synchronize()
                     samples.append(start.elapsed_time(end) * 1e3 / 200)
             row["cublas"] = float(np.median(samples))
-            wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS
+            wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
             row["step_uses"] = (
                 f"split-K x{splits}" if splits > 1 else "mlp_gemm_64" if wide else "mlp_gemm"
             )

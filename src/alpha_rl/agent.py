@@ -27,7 +27,10 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 F32, I32 = np.float32, np.int32
 ACTIONS = 3  # FLAT, LONG, SHORT
 SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
-WIDE_MIN_BLOCKS = 128  # products that fill this many 64 x 64 tiles run on mlp_gemm_64
+# products that fill WIDE_MIN_BLOCKS 64 x 64 tiles over K >= WIDE_MIN_K run on mlp_gemm_64
+# (H200, benchmarks/gemm_shapes.py: 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles;
+# 4096 x 256 x 32 9.3 µs vs 7.8 µs: with K = 32 the wide tile's longer set-up does not pay)
+WIDE_MIN_BLOCKS, WIDE_MIN_K = 128, 128
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,13 @@ class QNetwork:
     def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
         self.layout, self.ops, self.alloc = layout, ops, alloc
 
-    def gemm(self, M: int, N: int) -> Any:
-        """The gemm for an [M, N] output: the 64 x 64-tile kernel (ops.gemm_64, when given) once
-        the product fills WIDE_MIN_BLOCKS of its tiles, else the 32 x 32 one. Both add in the
-        same order, so the choice changes the speed, never the result."""
+    def gemm(self, M: int, N: int, K: int) -> Any:
+        """The gemm for an [M, N] output over K: the 64 x 64-tile kernel (ops.gemm_64, when
+        given) once the product fills WIDE_MIN_BLOCKS of its tiles over K >= WIDE_MIN_K, else the
+        32 x 32 one. Both add in the same order: the choice changes the speed, never the result."""
         wide = getattr(self.ops, "gemm_64", None)
-        if wide is not None and mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS:
+        fills = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
+        if wide is not None and fills:
             return wide
         return self.ops.gemm
 
@@ -123,7 +127,7 @@ class QNetwork:
         """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
         inp, last = x, len(self.layout.layers) - 1
         for i, (layer, (W, b)) in enumerate(zip(self.layout.layers, params, strict=True)):
-            self.gemm(bufs.rows, layer.n_out)(
+            self.gemm(bufs.rows, layer.n_out, layer.n_in)(
                 inp,
                 W,
                 b,
@@ -161,11 +165,11 @@ class QNetwork:
                                       stream=stream)  # fmt: skip
                 self.ops.sum_splits(bufs.work, gW, n_out * n_in, S, stream=stream)
             else:
-                self.gemm(n_out, n_in)(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0,
-                                       stream=stream)  # fmt: skip
+                gemm = self.gemm(n_out, n_in, bufs.rows)
+                gemm(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0, stream=stream)
             self.ops.bias_grad(d, gb, bufs.rows, layer.n_out, stream=stream)
             if i > 0:  # gradient at the layer's input, through the previous ReLU
-                self.gemm(bufs.rows, layer.n_in)(
+                self.gemm(bufs.rows, layer.n_in, layer.n_out)(
                     d,
                     W,
                     None,
