@@ -22,8 +22,9 @@
 //   = min(A - 1, floor(u2 A)), else argmax_a q[b, a]. The last block to finish advances s and
 //   writes eps to isv[eps_idx]. counters[2] is the blocks-done scratch.
 // dqn_aux_predict (one thread per env): p_up[b] = sigmoid(w[H] + sum_k w[k] h[b, k]).
-// dqn_aux_train (blocks of DQN_AUX_ROWS rows, one thread per weight): y_b = 1 if post_mid >
-//   fill_mid, 0 if below, unlabeled if equal; over labeled rows g = mean (p_up - y) [h, 1],
+// dqn_aux_train (blocks of DQN_AUX_ROWS rows; a thread per (weight, row lane), the lanes added in
+//   order; H + 3 <= DQN_BLOCK): y_b = 1 if post_mid > fill_mid, 0 if below, unlabeled if
+//   equal; over labeled rows g = mean (p_up - y) [h, 1],
 //   l_aux = mean BCE (p clamped to [1e-7, 1 - 1e-7]); partial sums per block in partial
 //   [blocks, H + 3], summed in block order by the last block, which applies w -= lr * g and
 //   writes l_aux to isv[loss_idx] (no labeled row: nothing changes). counters[3]: scratch.
@@ -32,7 +33,7 @@
 
 #define DQN_BLOCK 1024
 #define DQN_MAX_BATCH 4096
-#define DQN_AUX_ROWS 128  // rows per block: a thread walks them serially (1024: 220 us at B = 4096)
+#define DQN_AUX_ROWS 64  // rows per block, spread over the block's row lanes
 #define DQN_ADAM_STEP 0
 #define DQN_ACT_STEP 1
 #define DQN_ACT_DONE 2
@@ -198,19 +199,21 @@ extern "C" __global__ void dqn_aux_predict(const float* __restrict__ h, const fl
     p_up[b] = 1.0f / (1.0f + expf(-z));
 }
 
-extern "C" __global__ void dqn_aux_train(const float* __restrict__ h,
-                                         const float* __restrict__ p_up,
-                                         const float* __restrict__ fill_mid,
-                                         const float* __restrict__ post_mid,
-                                         float* __restrict__ w, float* __restrict__ partial,
-                                         unsigned long long* __restrict__ counters,
-                                         float* __restrict__ isv, int B, int H, float lr,
-                                         int loss_idx) {
-    const int j = threadIdx.x;  // weight j < H, the bias at H; H + 1 and H + 2: loss and count
+extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
+dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
+              const float* __restrict__ fill_mid, const float* __restrict__ post_mid,
+              float* __restrict__ w, float* __restrict__ partial,
+              unsigned long long* __restrict__ counters, float* __restrict__ isv, int B, int H,
+              float lr, int loss_idx) {
+    // column j of (H weights, bias, loss, count); lane l of the block's `lanes` walks rows
+    // first + l, first + l + lanes, ... in order; lane 0 then adds the lanes in order
+    __shared__ float lane_sum[DQN_BLOCK];
+    const int cols = H + 3, lanes = static_cast<int>(blockDim.x) / cols;
+    const int j = static_cast<int>(threadIdx.x) % cols, lane = static_cast<int>(threadIdx.x) / cols;
     const int first = blockIdx.x * DQN_AUX_ROWS, last = min(B, first + DQN_AUX_ROWS);
-    float acc = 0.0f;
-    if (j <= H + 2) {
-        for (int b = first; b < last; ++b) {
+    if (lane < lanes) {
+        float acc = 0.0f;
+        for (int b = first + lane; b < last; b += lanes) {
             const float up = post_mid[b], before = fill_mid[b];
             if (up == before) continue;
             const float y = up > before ? 1.0f : 0.0f;
@@ -226,12 +229,19 @@ extern "C" __global__ void dqn_aux_train(const float* __restrict__ h,
                 acc += 1.0f;
             }
         }
-        partial[static_cast<size_t>(blockIdx.x) * (H + 3) + j] = acc;
+        lane_sum[threadIdx.x] = acc;
+    }
+    __syncthreads();
+    if (lane == 0) {
+        float acc = 0.0f;
+        for (int l = 0; l < lanes; ++l) acc += lane_sum[l * cols + j];
+        partial[static_cast<size_t>(blockIdx.x) * cols + j] = acc;
     }
     if (!last_block_done(counters + DQN_AUX_DONE)) return;
     __shared__ float count;
     if (j == 0) {
         float c = 0.0f;
+#pragma unroll 8
         for (int k = 0; k < gridDim.x; ++k) c += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + H + 2);
         count = c;
         counters[DQN_AUX_DONE] = 0ull;
@@ -239,6 +249,7 @@ extern "C" __global__ void dqn_aux_train(const float* __restrict__ h,
     __syncthreads();
     if (count <= 0.0f || j > H + 1) return;
     float total = 0.0f;
+#pragma unroll 8
     for (int k = 0; k < gridDim.x; ++k) total += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + j);
     const float mean = total / count;
     if (j <= H) {

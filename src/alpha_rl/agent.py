@@ -266,6 +266,9 @@ class Learner:
     ) -> None:
         if batch > dqn.MAX_BATCH:
             raise ConfigError(f"replay.batch_size={batch} exceeds the learner's {dqn.MAX_BATCH}")
+        if obs_dim + 3 > dqn.BLOCK:  # dqn_aux_train: a thread per weight, bias, loss and count
+            raise ConfigError(f"the observation has {obs_dim} features (env.perception.hidden_dim); the "
+                              f"aux head takes at most {dqn.BLOCK - 3}")  # fmt: skip
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed = runtime, isv, seed
         self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling)

@@ -7,7 +7,7 @@ from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Ste
 STEM = Stem("dqn")
 
 F32, I32, U64 = np.float32, np.int32, np.uint64
-BLOCK, MAX_BATCH, AUX_ROWS = 1024, 4096, 128  # DQN_BLOCK, DQN_MAX_BATCH, DQN_AUX_ROWS
+BLOCK, MAX_BATCH, AUX_ROWS = 1024, 4096, 64  # DQN_BLOCK, DQN_MAX_BATCH, DQN_AUX_ROWS
 ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3  # counters[]
 COUNTERS = 4
 
