@@ -7,7 +7,8 @@ forwards over the batch, the input and weight gradients; H = 32, hidden 256 x 25
 it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and torch.matmul in FP32 with
 TF32 off (cuBLAS, the floor a hand-written FP32 kernel is measured against). Each kernel is
 launched 50 times inside one CUDA graph, so launch cost is not in the figure; CUDA events, median
-of 7 repeats. The weight gradients are also timed as the step runs them over 256+ rows (split-K:
+of 7 repeats. The Q head's forward is also timed on mlp_gemm_rows (a warp per row), the weight
+gradients as the step runs them over 256+ rows (split-K:
 mlp_gemm_partial + mlp_sum_splits). Prints µs per product, TFLOP/s of what the step uses
 (agent.QNetwork.gemm / splits) and the per-step totals.
 """
@@ -65,6 +66,7 @@ def measure(envs: int, batch: int) -> list[dict]:
         runtime = KernelRuntime(be, {})
         kernels = {"mlp_gemm": runtime.bind(mlp.GEMM), "mlp_gemm_64": runtime.bind(mlp.GEMM_64)}
         gemm_partial, sum_splits = runtime.bind(mlp.GEMM_PARTIAL), runtime.bind(mlp.SUM_SPLITS)
+        gemm_rows = runtime.bind(mlp.GEMM_ROWS)
         stream = drv.Stream()
         gen = np.random.default_rng(0)
         for label, M, N, K, ta, tb, per_step in shapes(envs, batch):
@@ -76,6 +78,10 @@ def measure(envs: int, batch: int) -> list[dict]:
             args = (A, B, bias, None, C, M, N, K, ta, tb, int(tb))
             for name, k in kernels.items():
                 row[name] = per_launch(drv, stream, partial(k, *args, stream=stream))
+            narrow = bool(tb) and N <= mlp.ROWS_MAX_N
+            if narrow:  # the Q head of a forward pass: a warp per row
+                head = partial(gemm_rows, A, B, bias, C, M, N, K, 0, stream=stream)
+                row["mlp_gemm_rows"] = per_launch(drv, stream, head)
             splits = max(1, min(MAX_SPLITS, K // SPLIT_ROWS)) if ta else 1
             if splits > 1:  # the weight gradients: split-K, as QNetwork.backward runs them
                 P = be.zeros(splits * M * N, np.float32)
@@ -102,7 +108,13 @@ def measure(envs: int, batch: int) -> list[dict]:
             row["cublas"] = float(np.median(samples))
             wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
             row["step_uses"] = (
-                f"split-K x{splits}" if splits > 1 else "mlp_gemm_64" if wide else "mlp_gemm"
+                "mlp_gemm_rows"
+                if narrow
+                else f"split-K x{splits}"
+                if splits > 1
+                else "mlp_gemm_64"
+                if wide
+                else "mlp_gemm"
             )
             rows.append(row)
     return rows

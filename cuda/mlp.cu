@@ -12,6 +12,9 @@
 // mlp_gemm_64: the same product on 64 x 64 tiles, a 4 x 4 micro-tile per thread (half the
 //   shared-memory reads per multiply-add), for products with enough rows to fill the GPU with
 //   64 x 64 tiles (the acting forward over every env). Bit-identical to mlp_gemm.
+// mlp_gemm_rows: Y[M, N] = X[M, K] W[N, K]^T (+ bias) (ReLU if relu) for N <= MLP_ROWS_MAX_N
+//   (the Q head): a warp per row, lane l multiplying k = l, l + 32, ... in order, then a
+//   butterfly of shuffles; output n is lane n's total (deterministic, not mlp_gemm's order).
 // mlp_gemm_partial: split-K for products with few outputs and a long K (the weight gradients):
 //   P[s, M, N] = op(A)[:, Ks] @ op(B)[Ks, :] for the s-th of `splits` chunks Ks of K (chunks of
 //   ceil(K / splits) rounded up to MLP_BK), one block per (split, tile); no bias, ReLU or mask.
@@ -208,6 +211,40 @@ mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float
             const int n = n0 + tn + j;
             if (n < N) out[static_cast<size_t>(m) * N + n] = acc[i][j];
         }
+    }
+}
+
+#define MLP_ROWS_MAX_N 8  // mlp_gemm_rows: outputs per row
+#define MLP_ROWS_WARPS 8   // rows (one warp each) per block of 256 threads
+
+extern "C" __global__ void __launch_bounds__(MLP_ROWS_WARPS * 32)
+mlp_gemm_rows(const float* __restrict__ X, const float* __restrict__ W,
+              const float* __restrict__ bias, float* __restrict__ Y, int M, int N, int K,
+              int relu) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const int m = blockIdx.x * MLP_ROWS_WARPS + (static_cast<int>(threadIdx.x) >> 5);
+    if (m >= M) return;  // warp-uniform
+    float acc[MLP_ROWS_MAX_N] = {};
+    const float* x = X + static_cast<size_t>(m) * K;
+    for (int k = lane; k < K; k += 32) {
+        const float v = x[k];
+#pragma unroll
+        for (int n = 0; n < MLP_ROWS_MAX_N; ++n) {
+            if (n < N) acc[n] = fmaf(v, __ldg(W + static_cast<size_t>(n) * K + k), acc[n]);
+        }
+    }
+    float out = 0.0f;
+#pragma unroll
+    for (int n = 0; n < MLP_ROWS_MAX_N; ++n) {
+        float v = acc[n];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (n == lane) out = v;
+    }
+    if (lane < N) {
+        float v = out + (bias != nullptr ? bias[lane] : 0.0f);
+        if (relu) v = fmaxf(v, 0.0f);
+        Y[static_cast<size_t>(m) * N + lane] = v;
     }
 }
 

@@ -87,7 +87,8 @@ def layer_views(theta: Any, layout: NetLayout) -> list[tuple[Any, Any]]:
 
 class QNetwork:
     """Forward and backward passes of the MLP, launched through `ops` (gemm, bias_grad,
-    duel_f, duel_b) on buffers from `alloc(n)`."""
+    duel_f, duel_b; optionally gemm_64, gemm_rows, gemm_partial + sum_splits) on buffers from
+    `alloc(n)`."""
 
     def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
         self.layout, self.ops, self.alloc = layout, ops, alloc
@@ -127,20 +128,13 @@ class QNetwork:
         """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
         inp, last = x, len(self.layout.layers) - 1
         for i, (layer, (W, b)) in enumerate(zip(self.layout.layers, params, strict=True)):
-            self.gemm(bufs.rows, layer.n_out, layer.n_in)(
-                inp,
-                W,
-                b,
-                None,
-                bufs.h[i],
-                bufs.rows,
-                layer.n_out,
-                layer.n_in,
-                0,
-                1,
-                int(i < last),
-                stream=stream,
-            )
+            rows, n_out, n_in, relu = bufs.rows, layer.n_out, layer.n_in, int(i < last)
+            narrow = getattr(self.ops, "gemm_rows", None)
+            if narrow is not None and n_out <= mlp.ROWS_MAX_N:  # the head: a warp per row
+                narrow(inp, W, b, bufs.h[i], rows, n_out, n_in, relu, stream=stream)
+            else:
+                gemm = self.gemm(rows, n_out, n_in)
+                gemm(inp, W, b, None, bufs.h[i], rows, n_out, n_in, 0, 1, relu, stream=stream)
             inp = bufs.h[i]
         if not self.layout.dueling:
             return bufs.h[last]
@@ -267,8 +261,10 @@ class Learner:
         if batch > dqn.MAX_BATCH:
             raise ConfigError(f"replay.batch_size={batch} exceeds the learner's {dqn.MAX_BATCH}")
         if obs_dim + 3 > dqn.BLOCK:  # dqn_aux_train: a thread per weight, bias, loss and count
-            raise ConfigError(f"the observation has {obs_dim} features (env.perception.hidden_dim); the "
-                              f"aux head takes at most {dqn.BLOCK - 3}")  # fmt: skip
+            raise ConfigError(
+                f"the observation has {obs_dim} features (env.perception.hidden_dim); "
+                f"the aux head takes at most {dqn.BLOCK - 3}"
+            )
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed = runtime, isv, seed
         self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling)
@@ -284,6 +280,7 @@ class Learner:
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
             gemm_64=bind(mlp.GEMM_64),
+            gemm_rows=bind(mlp.GEMM_ROWS),
             gemm_partial=bind(mlp.GEMM_PARTIAL),
             sum_splits=bind(mlp.SUM_SPLITS),
             bias_grad=bind(mlp.BIAS_GRAD),

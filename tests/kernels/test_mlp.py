@@ -62,6 +62,27 @@ def test_mlp_gemm_64_is_bit_identical_to_mlp_gemm(cuda_backend, rows: int) -> No
             np.testing.assert_allclose(wide, want, rtol=1e-4, atol=1e-5 * np.sqrt(case[6]) * 4)
 
 
+@pytest.mark.parametrize("rows", [1, 9, 512, 4097])
+def test_mlp_gemm_rows_matches_reference(cuda_backend, rows: int) -> None:
+    gen = np.random.default_rng(rows + 7)
+    up = cuda_backend.upload
+    bind = KernelRuntime(cuda_backend, {}).bind
+    for N, K, relu, with_bias in ((3, 256, 0, True), (4, 256, 1, True), (8, 33, 0, False),
+                                  (1, 5, 1, True)):  # fmt: skip
+        X = gen.normal(size=rows * K).astype(np.float32)
+        W = gen.normal(size=N * K).astype(np.float32)
+        bias = gen.normal(size=N).astype(np.float32) if with_bias else None
+        Y = up(np.full(rows * N + 5, np.nan, np.float32))  # 5 guard values past the output
+        bind(mlp.GEMM_ROWS)(up(X), up(W), None if bias is None else up(bias), Y, rows, N, K, relu)
+        want = np.zeros(rows * N)
+        ref.mlp_gemm_rows(X.astype(np.float64), W.astype(np.float64),
+                          None if bias is None else bias.astype(np.float64), want, rows, N, K,
+                          relu)  # fmt: skip
+        got = cuda_backend.download(Y)
+        assert np.isnan(got[rows * N :]).all(), "wrote past the output"
+        np.testing.assert_allclose(got[: rows * N], want, rtol=1e-4, atol=1e-5 * np.sqrt(K) * 4)
+
+
 @pytest.mark.parametrize("rows", [1, 33, 512, 1000])
 def test_mlp_bias_grad_and_dueling_match_reference(cuda_backend, rows: int) -> None:
     gen = np.random.default_rng(rows)

@@ -159,15 +159,17 @@ def test_wide_gemm_is_used_only_where_it_fills_the_gpu() -> None:
 
     ops = SimpleNamespace(gemm=recording("gemm"), gemm_64=recording("gemm_64"),
                           bias_grad=lambda *a, stream=None: None)  # fmt: skip
+    narrow = []
+    ops.gemm_rows = lambda *a, stream=None: narrow.append((a[4], a[5]))  # (M, N)
     layout = NetLayout.build(32, (256, 256), A, False)
     net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float32))
     params = layer_views(np.zeros(layout.size, np.float32), layout)
     net.forward(params, np.zeros(4096 * 32, np.float32), net.buffers(4096))
     # 4096 x 256 outputs are 256 tiles of 64 x 64 (but the first layer's K = 32 is too short);
-    # the 3-wide head fills only 64 of them
-    assert calls == [("gemm", 4096, 256), ("gemm_64", 4096, 256), ("gemm", 4096, 3)]
+    # the 3-wide head runs a warp per row
+    assert calls == [("gemm", 4096, 256), ("gemm_64", 4096, 256)] and narrow == [(4096, 3)]
     calls.clear()
     net.forward(params, np.zeros(512 * 32, np.float32), net.buffers(512))
-    assert [c[0] for c in calls] == ["gemm"] * 3  # 512 rows: 32 wide tiles, too few
+    assert [c[0] for c in calls] == ["gemm"] * 2  # 512 rows: 32 wide tiles, too few
     plain = oracle_ops()  # no gemm_64: always gemm
     assert QNetwork(layout, plain, None).gemm(4096, 256, 256) is plain.gemm

@@ -43,6 +43,19 @@ GEMM_64 = STEM.kernel(
     doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
 )
 
+ROWS_MAX_N, ROWS_PER_BLOCK = 8, 8  # MLP_ROWS_MAX_N, MLP_ROWS_WARPS
+
+GEMM_ROWS = STEM.kernel(
+    "mlp_gemm_rows",
+    In("X", F32),
+    In("W", F32),
+    In("bias", F32, nullable=True),
+    Out("Y", F32),
+    *(Scalar(name, I32) for name in ("M", "N", "K", "relu")),
+    launch=Launch(block=32 * ROWS_PER_BLOCK, over="M", per_block=ROWS_PER_BLOCK),
+    doc="Y = X W^T (+ bias) (ReLU) for N <= 8 outputs: a warp per row (the Q head)",
+)
+
 GEMM_PARTIAL = STEM.kernel(
     "mlp_gemm_partial",
     In("A", F32),

@@ -27,6 +27,12 @@ def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
 
 mlp_gemm_64 = mlp_gemm  # the same product on larger tiles (same order of additions)
 
+
+def mlp_gemm_rows(X, W, bias, Y, M, N, K, relu) -> None:
+    """Y[M, N] = X[M, K] @ W[N, K]^T (+ bias) (ReLU if relu)."""
+    mlp_gemm(X, W, bias, None, Y, M, N, K, 0, 1, relu)
+
+
 BK = 16  # MLP_BK: split-K chunks are multiples of it
 
 
