@@ -5,12 +5,11 @@
 For every product shape the step launches (acting forward over the envs, the learner's three
 forwards over the batch, the input and weight gradients; H = 32, hidden 256 x 256, 3 actions)
 it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and torch.matmul in FP32 with
-TF32 off (cuBLAS, the floor a hand-written FP32 kernel is measured against). Each kernel is
-launched 50 times inside one CUDA graph, so launch cost is not in the figure; CUDA events, median
-of 7 repeats. The Q head's forward is also timed on mlp_gemm_rows (a warp per row), the weight
-gradients as the step runs them over 256+ rows (split-K:
-mlp_gemm_partial + mlp_sum_splits). Prints µs per product, TFLOP/s of what the step uses
-(agent.QNetwork.gemm / splits) and the per-step totals.
+TF32 off (cuBLAS, what a hand-written FP32 kernel is measured against); the Q head's forward
+also on mlp_gemm_rows (a warp per row) and the weight gradients as the step runs them over 256+
+rows (split-K: mlp_gemm_partial + mlp_sum_splits). Each is launched 50 times inside one CUDA
+graph (cuBLAS in a torch CUDA graph), so launch cost is not in the figure; CUDA events, median
+of 7 repeats. Prints µs per product, TFLOP/s of what the step uses and the per-step totals.
 """
 
 from __future__ import annotations
@@ -54,6 +53,31 @@ def per_launch(drv, stream, launch) -> float:
         graph.close()
 
 
+def cublas(torch, a, b) -> float:
+    """Device µs of torch.matmul(a, b): INNER of them in one torch CUDA graph, replayed."""
+    out = torch.matmul(a, b)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch asks
+        for _ in range(3):
+            torch.matmul(a, b, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(INNER):
+            torch.matmul(a, b, out=out)
+    samples = []
+    for _ in range(7):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / (20 * INNER))
+    return float(np.median(samples))
+
+
 def measure(envs: int, batch: int) -> list[dict]:
     import pycuda.driver as drv
     import torch
@@ -91,21 +115,7 @@ def measure(envs: int, batch: int) -> list[dict]:
                 row[f"split-K x{splits}"] = per_launch(drv, stream, both)
             ta_ = torch.randn(K, M, device="cuda").t() if ta else torch.randn(M, K, device="cuda")
             tb_ = torch.randn(N, K, device="cuda").t() if tb else torch.randn(K, N, device="cuda")
-            tstream = torch.cuda.Stream()
-            with torch.cuda.stream(tstream):
-                for _ in range(20):
-                    torch.matmul(ta_, tb_)
-                samples = []
-                for _ in range(7):
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    for _ in range(200):
-                        torch.matmul(ta_, tb_)
-                    end.record()
-                    end.synchronize()
-                    samples.append(start.elapsed_time(end) * 1e3 / 200)
-            row["cublas"] = float(np.median(samples))
+            row["cublas"] = cublas(torch, ta_, tb_)
             wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
             row["step_uses"] = (
                 "mlp_gemm_rows"
