@@ -12,6 +12,8 @@
 //   mid and dir = sign(position); while in a trade the post-step mid is appended to the ring and
 //   the peak moves in the trade's favour (max long, min short); flat: count = 0, dir = 0.
 //   The last block advances counters[HER_STEP] (the step number the other kernels read).
+// her_inject and her_forward copy the state rows they push with all the block's threads together
+// (consecutive threads on consecutive features), as per_push does.
 // her_inject (HER_BLOCK threads a block, one per env, after the real push): for a closed trade,
 //   peak_pnl = dir * (peak - entry) * lot_mult, actual = rc[b * S + 0]; when push_backward it
 //   fires iff peak_pnl > 0 and peak_pnl > threshold * actual and pushes (per_push.cuh) the row
@@ -33,7 +35,7 @@
 #include "per_push.cuh"
 
 #define HER_RING 512
-#define HER_BLOCK 1024
+#define HER_BLOCK 256
 #define HER_STEP 0
 #define HER_BACKWARD_TOTAL 1
 #define HER_FORWARD_TOTAL 2
@@ -44,12 +46,23 @@
 #define MUL __fmul_rn
 #define SUB __fsub_rn
 
-__device__ __forceinline__ void her_write_row(const float* __restrict__ h, float* __restrict__ s_h_t,
-                                              float* __restrict__ s_h_tp1, long long slot, int H) {
-    const size_t dst = static_cast<size_t>(slot) * H;
-    for (int k = 0; k < H; ++k) {
-        s_h_t[dst + k] = h[k];
-        s_h_tp1[dst + k] = h[k];
+// The block's pushed rows: row r (of `rows` starting at src) to slot[r] of both state arrays,
+// skipped where slot < 0; consecutive threads copy consecutive features of a row (coalesced).
+// Every thread of the block must call it, with its own row's slot.
+__device__ __forceinline__ void her_copy_rows(const float* __restrict__ src, int rows,
+                                              long long slot, float* __restrict__ s_h_t,
+                                              float* __restrict__ s_h_tp1, int H) {
+    __shared__ long long s_slot[HER_BLOCK];
+    s_slot[threadIdx.x] = slot;
+    __syncthreads();
+    for (int e = threadIdx.x; e < rows * H; e += HER_BLOCK) {
+        const int r = e / H, k = e - r * H;
+        const long long dst_slot = s_slot[r];
+        if (dst_slot < 0) continue;
+        const float v = src[static_cast<size_t>(r) * H + k];
+        const size_t dst = static_cast<size_t>(dst_slot) * H + k;
+        s_h_t[dst] = v;
+        s_h_tp1[dst] = v;
     }
 }
 
@@ -133,8 +146,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
                                                was_closed, ~0ull, counters + HER_RING_TOTAL);
         if (row < B) ring_claim[row] = claim;
     }
+    const int first = ticket * HER_BLOCK;
+    her_copy_rows(h_t + static_cast<size_t>(first) * H, min(HER_BLOCK, B - first), slot, s_h_t,
+                  s_h_tp1, H);
     if (slot >= 0) {
-        her_write_row(h_t + static_cast<size_t>(row) * H, s_h_t, s_h_tp1, slot, H);
         s_action[slot] = eff_action[row];
         s_reward[slot] = MUL(peak_pnl, isv[scale_idx]);
         s_done[slot] = 1.0f;
@@ -204,8 +219,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     }
     const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,
                                           counters + HER_LAUNCH_TOTAL);
+    const int first = ticket * HER_BLOCK;
+    her_copy_rows(f_h + static_cast<size_t>(first) * H, min(HER_BLOCK, R - first), slot, s_h_t,
+                  s_h_tp1, H);
     if (slot >= 0) {
-        her_write_row(f_h + static_cast<size_t>(s) * H, s_h_t, s_h_tp1, slot, H);
         s_action[slot] = d > 0 ? ACTION_LONG : ACTION_SHORT;
         s_reward[slot] = MUL(forward_pnl, isv[scale_idx]);
         s_done[slot] = 1.0f;

@@ -36,7 +36,7 @@
 #include "rng.cuh"
 
 #define PER_FANOUT 1024
-#define PER_PUSH_BLOCK 1024
+#define PER_PUSH_BLOCK 256
 #define PER_REDUCE_BLOCK 256
 #define PER_SAMPLE_BLOCK 256
 #define PER_UPDATE_BLOCK 1024

@@ -8,7 +8,7 @@ from alpha_rl.kernels.per import STORAGE
 STEM = Stem("her")
 
 F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
-BLOCK = 1024  # HER_BLOCK: the replay's push granularity
+BLOCK = 256  # HER_BLOCK: the replay's push granularity
 RING = 512  # HER_RING: per-env mid ring length
 STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2  # counters[]
 COUNTERS = 8

@@ -12,7 +12,7 @@ import numpy as np
 from alpha_rl.reference.per import boosted_leaf, claim, write_rows
 
 F32 = np.float32
-RING, BLOCK = 512, 1024
+RING, BLOCK = 512, 256
 STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2
 LAUNCH_TOTAL, RING_TOTAL = 4, 5  # the kernels' scratch words: the last launch's totals
 ACTION_LONG, ACTION_SHORT = 1, 2

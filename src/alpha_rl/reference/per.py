@@ -15,7 +15,7 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
 # the launch constants of cuda/per.cu (a test checks they agree)
-FANOUT, PUSH_BLOCK, REDUCE_BLOCK, SAMPLE_BLOCK, UPDATE_BLOCK = 1024, 1024, 256, 256, 1024
+FANOUT, PUSH_BLOCK, REDUCE_BLOCK, SAMPLE_BLOCK, UPDATE_BLOCK = 1024, 256, 256, 256, 1024
 MAX_BATCH, LANES = 4096, 32
 HEAD, TAG, TICKET, SAMPLE_EPOCH, SAMPLE_DONE, STATUS = 0, 1, 2, 3, 4, 5
 STATUS_EMPTY_SAMPLE = 1
