@@ -21,7 +21,7 @@
 //   done = 1, leaf = boost^alpha * max_leaf, synthetic = 1. The launch's count goes to
 //   isv[count_idx] and counters[HER_BACKWARD_TOTAL]. When record_forward, every closed trade
 //   also claims the next position of the forward ring, in env order: ring_claim[b] (-1 if none).
-// her_record (one thread per env): a claim c is written into slot c mod R iff c >= ring head - R
+// her_record (HER_BLOCK threads a block, one per env): a claim c is written into slot c mod R iff c >= ring head - R
 //   (of more than R closes in one step the last R are kept): entry mid, exit step = the current
 //   step, dir, actual PnL, env, episode, h_t[b].
 // her_forward (HER_BLOCK threads a block, one per ring slot): empty: skip; age = step - exit;
@@ -46,9 +46,9 @@
 #define MUL __fmul_rn
 #define SUB __fsub_rn
 
-// The block's pushed rows: row r (of `rows` starting at src) to slot[r] of both state arrays,
-// skipped where slot < 0; consecutive threads copy consecutive features of a row (coalesced).
-// Every thread of the block must call it, with its own row's slot.
+// The block's rows: row r (of `rows` starting at src) to row slot[r] of s_h_t (and of s_h_tp1
+// when not NULL), skipped where slot < 0; consecutive threads copy consecutive features of a row
+// (coalesced). Every thread of the block must call it, with its own row's slot.
 __device__ __forceinline__ void her_copy_rows(const float* __restrict__ src, int rows,
                                               long long slot, float* __restrict__ s_h_t,
                                               float* __restrict__ s_h_tp1, int H) {
@@ -62,7 +62,7 @@ __device__ __forceinline__ void her_copy_rows(const float* __restrict__ src, int
         const float v = src[static_cast<size_t>(r) * H + k];
         const size_t dst = static_cast<size_t>(dst_slot) * H + k;
         s_h_t[dst] = v;
-        s_h_tp1[dst] = v;
+        if (s_h_tp1 != nullptr) s_h_tp1[dst] = v;
     }
 }
 
@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     }
 }
 
-extern "C" __global__ void her_record(
+extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_record(
     const long long* __restrict__ ring_claim, const float* __restrict__ snap_entry,
     const int* __restrict__ snap_dir, const int* __restrict__ snap_episode,
     const float* __restrict__ rc, const float* __restrict__ h_t,
@@ -172,19 +172,20 @@ extern "C" __global__ void her_record(
     long long* __restrict__ f_exit_step, int* __restrict__ f_dir, float* __restrict__ f_actual,
     int* __restrict__ f_env, int* __restrict__ f_episode, float* __restrict__ f_h, int B, int H,
     int S, int R) {
-    const int b = global_index_1d();
-    if (b >= B) return;
-    const long long claim = ring_claim[b];
+    const int first = blockIdx.x * HER_BLOCK, b = first + static_cast<int>(threadIdx.x);
+    const long long claim = b < B ? ring_claim[b] : -1;
     const long long head = static_cast<long long>(ring_state[PER_HEAD]);
-    if (claim < 0 || claim < head - R) return;
+    const bool kept = claim >= 0 && claim >= head - R;
     const int s = static_cast<int>(claim & static_cast<long long>(R - 1));
+    her_copy_rows(h_t + static_cast<size_t>(first) * H, min(HER_BLOCK, B - first), kept ? s : -1,
+                  f_h, nullptr, H);
+    if (!kept) return;
     f_entry[s] = snap_entry[b];
     f_exit_step[s] = static_cast<long long>(counters[HER_STEP]);
     f_dir[s] = snap_dir[b];
     f_actual[s] = rc[static_cast<size_t>(b) * S];
     f_env[s] = b;
     f_episode[s] = snap_episode[b];
-    for (int k = 0; k < H; ++k) f_h[static_cast<size_t>(s) * H + k] = h_t[static_cast<size_t>(b) * H + k];
 }
 
 extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(

@@ -97,7 +97,7 @@ RECORD = STEM.kernel(
     Out("f_episode", I32),
     Out("f_h", F32),
     *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
-    launch=Grid1D(over="B", block=256),
+    launch=Grid1D(over="B", block=BLOCK),
     doc="closed trades into the forward ring (the last R of a step when more closed)",
 )
 
