@@ -238,8 +238,8 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
         partial[static_cast<size_t>(blockIdx.x) * cols + j] = acc;
     }
     if (!last_block_done(counters + DQN_AUX_DONE)) return;
-    __shared__ float count;
-    if (j == 0) {
+    __shared__ float count;  // from here on the first `cols` threads (lane 0) finish the step
+    if (threadIdx.x == 0) {
         float c = 0.0f;
 #pragma unroll 8
         for (int k = 0; k < gridDim.x; ++k) c += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + H + 2);
@@ -247,7 +247,7 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
         counters[DQN_AUX_DONE] = 0ull;
     }
     __syncthreads();
-    if (count <= 0.0f || j > H + 1) return;
+    if (count <= 0.0f || lane != 0 || j > H + 1) return;
     float total = 0.0f;
 #pragma unroll 8
     for (int k = 0; k < gridDim.x; ++k) total += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + j);
