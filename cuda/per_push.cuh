@@ -6,9 +6,9 @@
 //      says which rows [ticket * blockDim, ...) the block handles, so tickets follow launch order;
 //   2. a block-wide exclusive prefix sum of the rows' flags (warp ballots);
 //   3. a decoupled look-back across blocks: block k publishes its own count in lookback[k] as
-//      ((tag | PER_TAG_PARTIAL) << 32) | count, then adds the words of blocks k-1, k-2, ... until
-//      it meets an inclusive one, (tag << 32) | count of blocks 0..j, and publishes its inclusive
-//      count in its own word. The tag (31 bits) is unique to this launch. Blocks only wait on
+//      ((tag | PER_TAG_PARTIAL) << 32) | count, then its first warp reads the words of blocks
+//      k-1 .. k-32 together (then k-33 .. k-64, ...) and adds them up to the nearest inclusive
+//      one, (tag << 32) | count of blocks 0..j, and block k publishes its inclusive count. The tag (31 bits) is unique to this launch. Blocks only wait on
 //      lower tickets, which are already running, so this cannot deadlock, and as every block
 //      publishes its count before it waits, no block waits for a chain of the blocks before it;
 //   4. slot = (head + flagged rows before this one) mod N. The block with the last ticket
@@ -59,42 +59,63 @@ __device__ __forceinline__ long long per_push_claim(unsigned long long* __restri
     const unsigned before_in_warp = __popc(ballot & ((1u << lane) - 1u));
     if (lane == 0) warp_offset[warp] = __popc(ballot);
     __syncthreads();
-    if (tid == 0) {
-        const int warps = (static_cast<int>(blockDim.x) + 31) >> 5;
-        unsigned running = 0;
-        for (int w = 0; w < warps; ++w) {
-            const unsigned c = warp_offset[w];
-            warp_offset[w] = running;
-            running += c;
+    if (warp == 0) {
+        if (lane == 0) {
+            const int warps = (static_cast<int>(blockDim.x) + 31) >> 5;
+            unsigned running = 0;
+            for (int w = 0; w < warps; ++w) {
+                const unsigned c = warp_offset[w];
+                warp_offset[w] = running;
+                running += c;
+            }
+            warp_offset[32] = running;  // the block's count
         }
-        warp_offset[32] = running;  // the block's count
+        __syncwarp();
+        const unsigned long long running = warp_offset[32];
         volatile unsigned long long* vstate = state;
-        const unsigned long long tag = (vstate[PER_TAG] + 1ull) & PER_TAG_MASK;
-        const unsigned long long head = vstate[PER_HEAD];
+        unsigned long long tag = 0, head = 0;
+        if (lane == 0) {
+            tag = (vstate[PER_TAG] + 1ull) & PER_TAG_MASK;
+            head = vstate[PER_HEAD];
+        }
+        tag = __shfl_sync(0xffffffffu, tag, 0);
+        const unsigned long long partial_tag = tag | PER_TAG_PARTIAL;
+        if (ticket > 0 && lane == 0) atomicExch(lookback + ticket, (partial_tag << 32) | running);
+        // decoupled look-back, 32 predecessors at a time: lane l reads block j - l's word once it
+        // carries this launch's tag; counts are added up to the nearest inclusive word
         unsigned long long before = 0;
-        if (ticket > 0) {  // decoupled look-back: publish this block's count, then walk back
-            const unsigned long long partial_tag = tag | PER_TAG_PARTIAL;
-            atomicExch(lookback + ticket, (partial_tag << 32) | running);
-            for (int j = ticket - 1;; --j) {
-                volatile unsigned long long* prev = lookback + j;
-                unsigned long long word;
+        for (int j = ticket - 1; j >= 0; j -= 32) {
+            const int at = j - lane;
+            unsigned long long word = 0;
+            if (at >= 0) {
+                const volatile unsigned long long* prev = lookback + at;
                 do {
                     word = *prev;
                 } while ((word >> 32) != tag && (word >> 32) != partial_tag);
-                before += word & 0xffffffffull;
-                if ((word >> 32) == tag) break;  // an inclusive count ends the walk
             }
+            const bool inclusive_word = at >= 0 && (word >> 32) == tag;
+            const unsigned inclusive_lanes = __ballot_sync(0xffffffffu, inclusive_word);
+            const int stop = inclusive_lanes != 0u ? __ffs(inclusive_lanes) - 1 : 31;
+            unsigned long long count = at >= 0 && lane <= stop ? (word & 0xffffffffull) : 0ull;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) {
+                count += __shfl_xor_sync(0xffffffffu, count, offset);
+            }
+            before += count;
+            if (inclusive_lanes != 0u) break;
         }
-        const unsigned long long inclusive = before + running;
-        __threadfence();
-        atomicExch(lookback + ticket, (tag << 32) | inclusive);
-        block_base = head + before;
-        if (ticket == nblocks - 1) {  // every other block has read head and tag by now
-            if (total != nullptr) *total = inclusive;
-            vstate[PER_HEAD] = head + inclusive;
-            vstate[PER_TAG] = vstate[PER_TAG] + 1ull;
-            vstate[PER_TICKET] = 0ull;
+        if (lane == 0) {
+            const unsigned long long inclusive = before + running;
             __threadfence();
+            atomicExch(lookback + ticket, (tag << 32) | inclusive);
+            block_base = head + before;
+            if (ticket == nblocks - 1) {  // every other block has read head and tag by now
+                if (total != nullptr) *total = inclusive;
+                vstate[PER_HEAD] = head + inclusive;
+                vstate[PER_TAG] = vstate[PER_TAG] + 1ull;
+                vstate[PER_TICKET] = 0ull;
+                __threadfence();
+            }
         }
     }
     __syncthreads();
