@@ -26,7 +26,7 @@
 // mlp_dueling_backward: dVA[m, a] = dQ[m, a] - mean_{a'} dQ[m, a'], dVA[m, A] = sum_a dQ[m, a].
 #include "common.cuh"
 
-#define MLP_BK 16
+#define MLP_BK 32
 #define MLP_THREADS 256
 
 __device__ __forceinline__ float load_a(const float* __restrict__ A, int m, int k, int M, int K,

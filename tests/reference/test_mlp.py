@@ -123,12 +123,12 @@ def test_split_k_equals_one_pass() -> None:
     A, B = gen.normal(size=K * M), gen.normal(size=K * N)  # A stored [K, M] (trans_a)
     want = np.zeros(M * N)
     mlp_ref.mlp_gemm(A, B, None, None, want, M, N, K, 1, 0, 0)
-    for splits in (1, 2, 3, 7, 40):  # 40: more splits than K / 16 chunks, the tail ones empty
+    for splits in (1, 2, 3, 7, 40):  # 40: more splits than K / 32 chunks, the tail ones empty
         P, got = np.full(splits * M * N, np.nan), np.zeros(M * N)
         mlp_ref.mlp_gemm_partial(A, B, P, M, N, K, 1, 0, splits)
         mlp_ref.mlp_sum_splits(P, got, M * N, splits)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"splits={splits}")
-    assert mlp_ref.split_chunk(300, 3) == 112 and mlp_ref.split_chunk(512, 4) == 128
+    assert mlp_ref.split_chunk(300, 3) == 128 and mlp_ref.split_chunk(512, 4) == 128
 
 
 def test_backward_with_split_k_matches_finite_differences() -> None:

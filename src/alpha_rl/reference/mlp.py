@@ -33,7 +33,7 @@ def mlp_gemm_rows(X, W, bias, Y, M, N, K, relu) -> None:
     mlp_gemm(X, W, bias, None, Y, M, N, K, 0, 1, relu)
 
 
-BK = 16  # MLP_BK: split-K chunks are multiples of it
+BK = 32  # MLP_BK: split-K chunks are multiples of it
 
 
 def split_chunk(K: int, splits: int) -> int:
