@@ -2,8 +2,8 @@
 
     python3 benchmarks/gemm_shapes.py [--envs 4096] [--batch 512] [--json out.json]
 
-For every product shape the step launches (acting forward over the envs, the learner's three
-forwards over the batch, the input and weight gradients; H = 32, hidden 256 x 256, 3 actions)
+For every product shape the step launches (acting forward over the envs, the learner's online
+forward over h_t and h_tp1 together and target forward, the input and weight gradients; H = 32, hidden 256 x 256, 3 actions)
 it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and torch.matmul in FP32 with
 TF32 off (cuBLAS, what a hand-written FP32 kernel is measured against); the Q head's forward
 also on mlp_gemm_rows (a warp per row) and the weight gradients as the step runs them over 256+
@@ -33,7 +33,8 @@ def shapes(envs: int, batch: int) -> list[tuple[str, int, int, int, int, int, in
     """(label, M, N, K, trans_a, trans_b, launches per step) of the step's products."""
     fwd = lambda rows: [(rows, HIDDEN, H), (rows, HIDDEN, HIDDEN), (rows, OUT, HIDDEN)]  # noqa: E731
     out = [(f"act fwd {m}x{n}x{k}", m, n, k, 0, 1, 1) for m, n, k in fwd(envs)]
-    out += [(f"learn fwd {m}x{n}x{k}", m, n, k, 0, 1, 3) for m, n, k in fwd(batch)]
+    out += [(f"online fwd {m}x{n}x{k}", m, n, k, 0, 1, 1) for m, n, k in fwd(2 * batch)]
+    out += [(f"target fwd {m}x{n}x{k}", m, n, k, 0, 1, 1) for m, n, k in fwd(batch)]
     out += [
         (f"dX {batch}x{HIDDEN}x{OUT}", batch, HIDDEN, OUT, 0, 0, 1),
         (f"dX {batch}x{HIDDEN}x{HIDDEN}", batch, HIDDEN, HIDDEN, 0, 0, 1),

@@ -124,6 +124,23 @@ class QNetwork:
             work=self.alloc(splits * biggest) if splits > 1 else None,
         )
 
+    def first_rows(self, bufs: SimpleNamespace, rows: int) -> SimpleNamespace:
+        """Views of the first `rows` rows of `bufs` (made for more rows): after a forward over
+        all of them, `backward` with these views backpropagates those rows alone (a row's
+        activations do not depend on the other rows)."""
+        if rows > bufs.rows:
+            raise ValueError(f"first_rows: {rows} rows of buffers made for {bufs.rows}")
+        widths = [ly.n_out for ly in self.layout.layers]
+        splits = self.splits(rows)
+        return SimpleNamespace(
+            rows=rows,
+            h=[h[: rows * w] for h, w in zip(bufs.h, widths, strict=True)],
+            d=[d[: rows * w] for d, w in zip(bufs.d, widths, strict=True)],
+            q=None if bufs.q is None else bufs.q[: rows * self.layout.actions],
+            splits=splits,
+            work=bufs.work if splits > 1 else None,
+        )
+
     def forward(self, params: list, x: Any, bufs: SimpleNamespace, stream: Any = None) -> Any:
         """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
         inp, last = x, len(self.layout.layers) - 1
@@ -304,11 +321,17 @@ class Learner:
             }
         )
         self.env_bufs = self.net.buffers(num_envs)
-        self.bufs = {k: self.net.buffers(batch) for k in ("t", "tp1", "target")}
+        # the online net runs h_t and h_tp1 as one forward of 2 x batch rows (x_t then x_tp1);
+        # the backward pass goes through the first `batch` rows of it
+        online = self.net.buffers(2 * batch)
+        self.bufs = {
+            "online": online,
+            "t": self.net.first_rows(online, batch),
+            "target": self.net.buffers(batch),
+        }
         H = obs_dim
         self.b = SimpleNamespace(
-            x_t=be.zeros(batch * H, F32),
-            x_tp1=be.zeros(batch * H, F32),
+            x=be.zeros(2 * batch * H, F32),
             action=be.zeros(batch, I32),
             reward=be.zeros(batch, F32),
             done=be.zeros(batch, F32),
@@ -359,6 +382,7 @@ class Learner:
         """The update on a given batch (slot indices and IS weights) of `replay`."""
         c, M, H, P = self.cfg, self.batch, self.obs_dim, self.layout.size
         r, b = replay.arrays, self.b
+        x_t, x_tp1 = b.x[: M * H], b.x[M * H :]
         self.k.gather(
             idx,
             r["s_h_t"],
@@ -366,8 +390,8 @@ class Learner:
             r["s_action"],
             r["s_reward"],
             r["s_done"],
-            b.x_t,
-            b.x_tp1,
+            x_t,
+            x_tp1,
             b.action,
             b.reward,
             b.done,
@@ -375,9 +399,9 @@ class Learner:
             H,
             stream=stream,
         )
-        q_t = self.net.forward(self.views["theta"], b.x_t, self.bufs["t"], stream)
-        q_tp1 = self.net.forward(self.views["theta"], b.x_tp1, self.bufs["tp1"], stream)
-        q_tgt = self.net.forward(self.views["target"], b.x_tp1, self.bufs["target"], stream)
+        q = self.net.forward(self.views["theta"], b.x, self.bufs["online"], stream)
+        q_t, q_tp1 = q[: M * ACTIONS], q[M * ACTIONS :]
+        q_tgt = self.net.forward(self.views["target"], x_tp1, self.bufs["target"], stream)
         self.k.td(
             q_t,
             q_tp1,
@@ -398,7 +422,7 @@ class Learner:
             stream=stream,
         )
         self.net.backward(
-            self.views["theta"], b.x_t, self.bufs["t"], b.dq, self.views["grad"], stream
+            self.views["theta"], x_t, self.bufs["t"], b.dq, self.views["grad"], stream
         )
         self.k.grad_norm(
             self.grad,

@@ -173,3 +173,24 @@ def test_wide_gemm_is_used_only_where_it_fills_the_gpu() -> None:
     assert [c[0] for c in calls] == ["gemm"] * 2  # 512 rows: 32 wide tiles, too few
     plain = oracle_ops()  # no gemm_64: always gemm
     assert QNetwork(layout, plain, None).gemm(4096, 256, 256) is plain.gemm
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_backward_through_the_first_rows_of_a_longer_forward(dueling: bool) -> None:
+    """The learner forwards h_t and h_tp1 as one batch and backpropagates the h_t half."""
+    layout, net = network(dueling)
+    gen = np.random.default_rng(11)
+    theta = init_params(layout, 4).astype(np.float64) + gen.normal(0, 0.1, layout.size)
+    x, dq = gen.normal(size=2 * ROWS * H), gen.normal(size=ROWS * A)
+    alone, both = net.buffers(ROWS), net.buffers(2 * ROWS)
+    params = layer_views(theta, layout)
+    q_alone = net.forward(params, x[: ROWS * H], alone).copy()
+    q_both = net.forward(params, x, both)
+    np.testing.assert_allclose(q_both[: ROWS * A], q_alone, rtol=1e-12, atol=1e-12)
+    want, got = np.zeros(layout.size), np.full(layout.size, np.nan)
+    net.backward(params, x[: ROWS * H], alone, dq.copy(), layer_views(want, layout))
+    net.backward(params, x[: ROWS * H], net.first_rows(both, ROWS), dq.copy(),
+                 layer_views(got, layout))  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="first_rows"):
+        net.first_rows(alone, ROWS + 1)
