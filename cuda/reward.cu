@@ -33,6 +33,7 @@ reward_component_ema(const float* __restrict__ rc, float* __restrict__ isv, int 
     if (isv == nullptr || n <= 0) return;
     __shared__ float partial[RC_CORE][REWARD_BLOCK];
     float acc[RC_CORE] = {};
+#pragma unroll 8  // loads of later rows run ahead of the (in-order) additions
     for (int b = threadIdx.x; b < n; b += REWARD_BLOCK) {
 #pragma unroll
         for (int c = 0; c < RC_CORE; ++c) acc[c] += rc[rc_offset(b, c)];
@@ -51,6 +52,7 @@ reward_aux_align_ema(const float* __restrict__ rc, float* __restrict__ isv, int 
     if (isv == nullptr || n <= 0) return;
     __shared__ float partial[1][REWARD_BLOCK];
     float acc[1] = {0.0f};
+#pragma unroll 8  // loads of later rows run ahead of the (in-order) additions
     for (int b = threadIdx.x; b < n; b += REWARD_BLOCK) acc[0] += rc[rc_offset(b, RC_AUX_ALIGN)];
     block_sum<1, REWARD_BLOCK>(acc, partial);
     if (threadIdx.x == 0) {
@@ -66,6 +68,7 @@ reward_mag_ratio(const float* __restrict__ rc, float* __restrict__ isv, int n, i
     __shared__ float partial[RC_CORE][REWARD_BLOCK];
     __shared__ float abs_ema[RC_CORE];
     float acc[RC_CORE] = {};
+#pragma unroll 8  // loads of later rows run ahead of the (in-order) additions
     for (int b = threadIdx.x; b < n; b += REWARD_BLOCK) {
 #pragma unroll
         for (int c = 0; c < RC_CORE; ++c) acc[c] += fabsf(rc[rc_offset(b, c)]);
@@ -89,6 +92,7 @@ reward_decomp_diag(const float* __restrict__ rc, const float* __restrict__ rewar
                    const int* __restrict__ prev_dir, float* __restrict__ diag, int n) {
     __shared__ float partial[DECOMP_ROWS * DECOMP_COLS][REWARD_BLOCK];
     float acc[DECOMP_ROWS * DECOMP_COLS] = {};
+#pragma unroll 8  // loads of later rows run ahead of the (in-order) additions
     for (int b = threadIdx.x; b < n; b += REWARD_BLOCK) {
         const int d = prev_dir[b];
         const int row = d > 0 ? 1 : (d < 0 ? 2 : 0);
