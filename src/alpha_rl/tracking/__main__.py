@@ -1,4 +1,5 @@
-"""`python -m alpha_rl.tracking sync <run_dir>` (see alpha_rl.tracking.sync)."""
+"""`python -m alpha_rl.tracking sync <run_dir>` and `... relocate <store.db>` (see
+alpha_rl.tracking.sync and alpha_rl.tracking.relocate)."""
 
 from alpha_rl.tracking.sync import main
 

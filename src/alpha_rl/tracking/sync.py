@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -57,16 +58,39 @@ def sync_run(run_dir: Path) -> int:
     return sent
 
 
+def _relocate(store: Path, artifacts: Path | None) -> int:
+    from alpha_rl.tracking.relocate import relocate_artifacts
+
+    try:
+        moved = relocate_artifacts(store, artifacts)
+    except (ValueError, sqlite3.DatabaseError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for m in moved:
+        print(f"experiment {m.experiment!r}: {m.old} -> {m.new} ({m.runs} runs)")
+    if not moved:
+        print(f"{store}: no artifact root to move")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry: `sync <run_dir>`; exit code 0 when everything was sent, else 1."""
+    """Command line entry: `sync <run_dir>` (exit 0 when everything was sent, else 1) and
+    `relocate <store.db> [--artifacts DIR]`."""
     parser = argparse.ArgumentParser(
         prog="python -m alpha_rl.tracking", description="alpha_rl MLflow tracking tools"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     sync = commands.add_parser("sync", help="send a run directory's unsent.jsonl to MLflow")
     sync.add_argument("run_dir", type=Path, help="the job's output directory")
+    move = commands.add_parser(
+        "relocate", help="point a copied SQLite store at the mlartifacts/ folder beside it"
+    )
+    move.add_argument("store", type=Path, help="the SQLite file (e.g. mlflow.db)")
+    move.add_argument("--artifacts", type=Path, help="the artifact folder (default: beside it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "relocate":
+        return _relocate(args.store, args.artifacts)
     if not args.run_dir.is_dir():
         print(f"error: {args.run_dir} is not a directory", file=sys.stderr)
         return 1
