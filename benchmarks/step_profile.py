@@ -7,8 +7,9 @@
 
 The first command runs the reference config (scale=gpu) for 300 warm-up steps and profiles the
 launches of one eager step only (cuProfilerStart / Stop around it); caches are left warm, as in
-training. The second prints per kernel its time under the profiler, DRAM bytes and L2 bytes, and
-the step's bandwidth floor: DRAM bytes / the GPU's peak bandwidth (H200: 4.8 TB/s).
+training. The second prints per kernel its time under the profiler (kernels serialised, clocks
+locked to base by ncu: longer than in training), DRAM bytes and L2 bytes, and the step's
+bandwidth floor: DRAM bytes / the GPU's peak bandwidth (H200: 4.8 TB/s).
 """
 
 from __future__ import annotations
@@ -59,8 +60,11 @@ def summarise(path: str, bandwidth_gbs: float) -> None:
     for row in csv.DictReader(io.StringIO(text[start:])):
         name, value = row["Kernel Name"].split("(")[0], row["Metric Value"].replace(",", "")
         unit = row["Metric Unit"]
-        scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-3,
-                 "usecond": 1, "msecond": 1e3}.get(unit, 1)  # fmt: skip
+        scales = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1e-3,
+                  "nsecond": 1e-3, "us": 1, "usecond": 1, "ms": 1e3, "msecond": 1e3}  # fmt: skip
+        if unit not in scales:
+            raise SystemExit(f"{path}: unknown unit {unit!r} of {row['Metric Name']}")
+        scale = scales[unit]
         per[name][row["Metric Name"]] += float(value) * scale
         launches[name].add(row["ID"])
     print(f"{'kernel':28} {'x':>3} {'µs (ncu)':>9} {'DRAM MB':>8} {'L2 MB':>8}")
@@ -75,9 +79,10 @@ def summarise(path: str, bandwidth_gbs: float) -> None:
         total["n"] += len(launches[name])
     print(f"{'step':28} {int(total['n']):>3} {total['us']:>9.1f} {total['dram'] / 1e6:>8.2f} "
           f"{total['l2'] / 1e6:>8.2f}")  # fmt: skip
-    print(f"bandwidth floor: {total['dram'] / 1e6:.2f} MB DRAM / {bandwidth_gbs:.0f} GB/s = "
-          f"{total['dram'] / (bandwidth_gbs * 1e3):.2f} µs; L2 traffic at the same rate: "
-          f"{total['l2'] / (bandwidth_gbs * 1e3):.2f} µs")  # fmt: skip
+    print(
+        f"bandwidth floor: {total['dram'] / 1e6:.2f} MB DRAM / {bandwidth_gbs:.0f} GB/s = "
+        f"{total['dram'] / (bandwidth_gbs * 1e3):.2f} µs (L2: {total['l2'] / 1e6:.1f} MB)"
+    )
 
 
 def main() -> None:
