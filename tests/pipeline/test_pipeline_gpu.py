@@ -62,6 +62,21 @@ def test_graph_replay_equals_kernel_by_kernel_launches(tmp_path: Path, built_cub
     np.testing.assert_array_equal(*theta)
 
 
+def test_stride6_and_stride7_sentinel_train_identically_on_cuda(
+    tmp_path: Path, built_cubins: Path
+) -> None:
+    """The seventh reward component at its β sentinel changes nothing on the GPU either."""
+    dirs = {"stride6": "s6", "stride7_sentinel": "s7", "stride7_active": "s7a"}
+    for variant, d in dirs.items():
+        run(tmp_path, built_cubins, *SMALL, f"reward_variant={variant}", f"hydra.run.dir={d}")
+    l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
+    assert len(l_q("s6")) == 12 and l_q("s6") == l_q("s7")
+    theta = {d: np.load(tmp_path / d / "checkpoint" / "state.npz")["learner.theta"]
+             for d in dirs.values()}  # fmt: skip
+    np.testing.assert_array_equal(theta["s6"], theta["s7"])
+    assert not np.array_equal(theta["s6"], theta["s7a"]), "active β should change the training"
+
+
 SCRIPT = """
 import sys
 from hydra import compose, initialize_config_dir
