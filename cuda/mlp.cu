@@ -145,18 +145,21 @@ __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const floa
     }
 }
 
+// One block's tile `tile` of C[M, N] = op(A)[:, k_begin:k_end] op(B)[k_begin:k_end, :] (+ bias)
+// (ReLU if relu) (* (mask > 0)); bias and mask may be NULL.
 template <class T>
-__device__ __forceinline__ void mlp_gemm_body(const float* __restrict__ A,
+__device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
                                               const float* __restrict__ B,
                                               const float* __restrict__ bias,
                                               const float* __restrict__ mask,
                                               float* __restrict__ C, int M, int N, int K,
-                                              int trans_a, int trans_b, int relu) {
+                                              int trans_a, int trans_b, int relu, int tile,
+                                              int k_begin, int k_end) {
     const int tiles_n = (N + T::BN - 1) / T::BN;
-    const int m0 = (blockIdx.x / tiles_n) * T::BM, n0 = (blockIdx.x % tiles_n) * T::BN;
+    const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
     const int tm = (threadIdx.x / T::COLS) * T::TM, tn = (threadIdx.x % T::COLS) * T::TN;
     float acc[T::TM][T::TN] = {};
-    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, 0, K, acc);
+    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
 #pragma unroll
     for (int i = 0; i < T::TM; ++i) {
         const int m = m0 + tm + i;
@@ -178,40 +181,28 @@ extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
          const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
          int trans_b, int relu) {
-    mlp_gemm_body<MlpSmall>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu);
+    mlp_gemm_tile<MlpSmall>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
+                            K);
 }
 
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_64(const float* __restrict__ A, const float* __restrict__ B,
             const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
             int M, int N, int K, int trans_a, int trans_b, int relu) {
-    mlp_gemm_body<MlpWide>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu);
+    mlp_gemm_tile<MlpWide>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
+                           K);
 }
 
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ P,
                  int M, int N, int K, int trans_a, int trans_b, int splits) {
     using T = MlpSmall;
-    const int tiles_n = (N + T::BN - 1) / T::BN;
-    const int tiles = ((M + T::BM - 1) / T::BM) * tiles_n;
+    const int tiles = ((M + T::BM - 1) / T::BM) * ((N + T::BN - 1) / T::BN);
     const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
     const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
     const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
-    const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
-    const int tm = (threadIdx.x / T::COLS) * T::TM, tn = (threadIdx.x % T::COLS) * T::TN;
-    float acc[T::TM][T::TN] = {};
-    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
-    float* out = P + static_cast<size_t>(split) * M * N;
-#pragma unroll
-    for (int i = 0; i < T::TM; ++i) {
-        const int m = m0 + tm + i;
-        if (m >= M) continue;
-#pragma unroll
-        for (int j = 0; j < T::TN; ++j) {
-            const int n = n0 + tn + j;
-            if (n < N) out[static_cast<size_t>(m) * N + n] = acc[i][j];
-        }
-    }
+    mlp_gemm_tile<T>(A, B, nullptr, nullptr, P + static_cast<size_t>(split) * M * N, M, N, K,
+                     trans_a, trans_b, 0, tile, k_begin, k_end);
 }
 
 #define MLP_ROWS_MAX_N 8  // mlp_gemm_rows: outputs per row
