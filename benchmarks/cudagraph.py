@@ -1,9 +1,11 @@
-"""Timing helpers shared by the benchmarks: CUDA events; CUDA graphs come from the package."""
+"""Helpers shared by the benchmarks: CUDA-event timing, the reference-config trainer; CUDA graphs
+come from the package."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from alpha_rl.backend.graph import Graph, graphs_available
 
@@ -24,4 +26,29 @@ def time_events(drv, stream, run: Callable[[], None], reps: int = 200, repeats: 
     return statistics.median(samples)
 
 
-__all__ = ["Graph", "graphs_available", "time_events"]
+@contextmanager
+def reference_trainer(envs: int, warm: int) -> Iterator:
+    """A cuda Trainer at the reference config (scale=gpu) with `envs` envs, launching kernel by
+    kernel (no graph), after `warm` steps (the replay fills, learning starts)."""
+    from hydra import compose, initialize_config_dir
+
+    from alpha_rl import paths
+    from alpha_rl.market import load_market
+    from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.trainer import Trainer
+    from alpha_rl.session import open_session
+
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    plan = plan_run(cfg)
+    market = load_market(cfg.market, plan.run.seed)
+    with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
+        trainer = Trainer(session, market.train, plan)
+        trainer.use_graph = False
+        for _ in range(warm):
+            trainer.step()
+        yield trainer
+
+
+__all__ = ["Graph", "graphs_available", "reference_trainer", "time_events"]

@@ -24,24 +24,9 @@ WARM = 300
 
 def run(envs: int) -> None:
     from cuda.bindings import driver as cu
-    from hydra import compose, initialize_config_dir
+    from cudagraph import reference_trainer
 
-    from alpha_rl import paths
-    from alpha_rl.market import load_market
-    from alpha_rl.pipeline.config import plan_run
-    from alpha_rl.pipeline.trainer import Trainer
-    from alpha_rl.session import open_session
-
-    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
-        cfg = compose("train", overrides=overrides, return_hydra_config=True)
-    plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed)
-    with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
-        trainer = Trainer(session, market.train, plan)
-        trainer.use_graph = False
-        for _ in range(WARM):
-            trainer.step()
+    with reference_trainer(envs, WARM) as trainer:
         trainer.stream.synchronize()
         cu.cuProfilerStart()
         trainer.launch_step()

@@ -17,14 +17,9 @@ import argparse
 import json
 
 import numpy as np
-from cudagraph import Graph, time_events
-from hydra import compose, initialize_config_dir
+from cudagraph import Graph, reference_trainer, time_events
 
-from alpha_rl import paths
-from alpha_rl.market import load_market
-from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.trainer import Trainer
-from alpha_rl.session import open_session
 
 WARM = 300
 
@@ -94,16 +89,7 @@ def launch_cost(drv, trainer: Trainer, launches: int) -> float:
 def measure(envs: int) -> dict:
     import pycuda.driver as drv
 
-    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
-        cfg = compose("train", overrides=overrides, return_hydra_config=True)
-    plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed)
-    with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
-        trainer = Trainer(session, market.train, plan)
-        trainer.use_graph = False
-        for _ in range(WARM):
-            trainer.step()
+    with reference_trainer(envs, WARM) as trainer:
         eager = time_events(drv, trainer.stream, trainer.launch_step, reps=100)
         graph = Graph(trainer.stream, trainer.launch_step)
         try:
