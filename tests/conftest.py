@@ -68,3 +68,13 @@ def cuda_backend(request: pytest.FixtureRequest):
     assert not report.failed, report.failed
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def tracking_server(tmp_path_factory: pytest.TempPathFactory):
+    """One MLflow server for the session (it takes ~30 s to start): (url, store path)."""
+    from tests.mlflow_server import mlflow_server
+
+    store = tmp_path_factory.mktemp("server") / "mlflow.db"
+    with mlflow_server(store) as url:
+        yield url, store

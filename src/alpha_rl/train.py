@@ -13,18 +13,25 @@ from omegaconf import DictConfig
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.run import Job, Outcome, run_job
 
 log = logging.getLogger("alpha_rl")
 
 
-def job_of(hc: object) -> Job:
-    """Where Hydra runs this job (its output dir; the sweep dir in a multirun)."""
+def sweep_dir_of(hc: object) -> Path | None:
+    """The sweep directory of a multirun job (None for a single run)."""
     multirun = hc.mode == RunMode.MULTIRUN  # type: ignore[attr-defined]
+    return Path(hc.sweep.dir).resolve() if multirun else None  # type: ignore[attr-defined]
+
+
+def job_of(hc: object, gpu: GpuSlot | None = None) -> Job:
+    """Where Hydra runs this job (its output dir; the sweep dir in a multirun; its GPU slot)."""
     return Job(
         output_dir=Path(hc.runtime.output_dir),  # type: ignore[attr-defined]
         choices=dict(hc.runtime.choices),  # type: ignore[attr-defined]
-        sweep_dir=Path(hc.sweep.dir).resolve() if multirun else None,  # type: ignore[attr-defined]
+        sweep_dir=sweep_dir_of(hc),
+        gpu=gpu,
     )
 
 
@@ -42,9 +49,11 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
 def run(cfg: DictConfig) -> None:
     """One job: train, track and report. A user-caused error exits 2 with its message; a run
     that ends FAILED exits 1 (a single run) or lets the sweep go on (a multirun)."""
-    job = job_of(HydraConfig.get())
+    hc = HydraConfig.get()
     try:
-        outcome = run_job(cfg, job)
+        with gpu_slot(str(hc.launcher.get("_target_", "")), sweep_dir_of(hc)) as gpu:
+            job = job_of(hc, gpu)
+            outcome = run_job(cfg, job)
     except AlphaRlError as exc:
         log.error("%s", exc)
         sys.exit(2)

@@ -15,9 +15,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import DivergenceError
 from alpha_rl.market import load_market
@@ -30,6 +30,9 @@ from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 
+if TYPE_CHECKING:
+    from alpha_rl.launch import GpuSlot
+
 log = logging.getLogger("alpha_rl")
 
 
@@ -40,6 +43,7 @@ class Job:
     output_dir: Path
     choices: Mapping[str, str]
     sweep_dir: Path | None = None
+    gpu: GpuSlot | None = None  # the GPU a local_gpus sweep gave this job
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,10 @@ class Outcome:
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
     """Run the job `cfg` describes; see the module docstring for what happens on failure."""
+    if job.gpu is not None and job.gpu.ordinal is not None:
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.backend.device = job.gpu.ordinal
     plan = plan_run(cfg)
     tracking = TrackingConfig.from_cfg(cfg.tracking)
     run_dir, meta = job.output_dir, None
@@ -92,7 +100,10 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
     else:
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
     tracker.log_params(flatten(resolved(cfg)))
-    tracker.set_tags(tags(session, job.choices, audit))
+    labels = tags(session, job.choices, audit)
+    if job.gpu is not None:
+        labels["gpu_slot"] = job.gpu.tag
+    tracker.set_tags(labels)
     tracker.log_text(config_yaml(cfg), "config.yaml")
     tracker.log_text(session.isv.layout.table(), "isv_table.txt")
 
