@@ -19,9 +19,9 @@ def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> None:
-    done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
-    assert done.returncode == 0, done.stderr[-3000:]
+def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list:
+    """The 4 runs of an her_ablation sweep into tmp_path/mlflow.db, checked: one FINISHED
+    parent, every job's run FINISHED under it with its (her, seed) labels, a job dir each."""
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     experiment = client.get_experiment_by_name("alpha_rl")
     runs = client.search_runs([experiment.experiment_id])
@@ -35,8 +35,16 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     assert labels == [("off", "0"), ("off", "1"), ("on", "0"), ("on", "1")]
     assert {r.data.tags["experiment"] for r in children} == {"her_ablation"}
     assert {r.info.status for r in children} == {"FINISHED"}
-    assert sorted(p.name for p in (tmp_path / "multirun" / "sweep").iterdir() if p.is_dir()) == [
-        "0", "1", "2", "3"]  # fmt: skip
+    jobs = sorted(p.name for p in (tmp_path / sweep_dir).iterdir() if p.name.isdigit())
+    assert jobs == ["0", "1", "2", "3"]
+    return children
+
+
+def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> None:
+    done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
+    assert done.returncode == 0, done.stderr[-3000:]
+    children = nested_sweep_runs(tmp_path)
+    assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
 
 
 def test_a_bad_override_exits_2_naming_the_key(tmp_path: Path) -> None:
