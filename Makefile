@@ -54,10 +54,10 @@ sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|r
 kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
 
-ui: $(STAMP) ## browse a tracking store in the MLflow UI on 127.0.0.1 (STORE=mlflow.db PORT=5000)
+ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); tracking=server writes through it
 	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }
 	@echo "MLflow UI over $(abspath $(STORE)): http://127.0.0.1:$(PORT)  (Ctrl-C stops it)"
-	$(PY) -m mlflow server --backend-store-uri sqlite:///$(abspath $(STORE)) --host 127.0.0.1 --port $(PORT)
+	$(PY) -m mlflow server --backend-store-uri sqlite:///$(abspath $(STORE)) --artifacts-destination $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT)
 
 bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch peer, GEMMs, learner, replay
 	$(PY) benchmarks/train_step.py --envs 4096 65536
