@@ -35,15 +35,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def required_tool(env_var: str, name: str, in_ci: str) -> str:
+    """Path of the tool `name` ($env_var, else PATH): a skip locally when absent, a failure under
+    CI (CI=true), where `in_ci` says why it must be there."""
+    found = os.environ.get(env_var) or shutil.which(name)
+    if not found:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not on PATH, but {in_ci}")
+        pytest.skip(f"{name} not on PATH")
+    return found
+
+
 @pytest.fixture(scope="session")
 def nvcc() -> str:
     """Path of nvcc; a skip locally when absent, a failure under CI."""
-    found = os.environ.get("NVCC") or shutil.which("nvcc")
-    if not found:
-        if os.environ.get("CI"):
-            pytest.fail("nvcc is not on PATH, but CI machines have it: the cubin tests must run")
-        pytest.skip("nvcc not on PATH")
-    return found
+    return required_tool("NVCC", "nvcc", "CI machines have it: the cubin tests must run")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -16,6 +15,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
+from tests.conftest import required_tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,18 +23,8 @@ EXPERIMENT = "ui_her_ablation"
 SCREENSHOT = paths.project_root() / "test-artifacts" / "mlflow_ui_her_on_off.png"
 
 
-def chromium() -> str:
-    """The system Chromium: a skip where it is missing, a failure under CI (.ci/run installs it)."""
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    if not found:
-        if os.environ.get("CI"):
-            pytest.fail("no chromium on PATH, but .ci/run installs Debian's chromium package")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
-    return found
-
-
 def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path: Path) -> None:
-    executable = chromium()
+    executable = required_tool("CHROMIUM", "chromium", ".ci/run installs Debian's chromium")
     from playwright.sync_api import expect, sync_playwright
 
     url, _ = tracking_server
