@@ -15,6 +15,7 @@ from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.run import Job, Outcome, run_job
+from alpha_rl.tracking.parent import record_failed_job
 
 log = logging.getLogger("alpha_rl")
 
@@ -47,8 +48,10 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
 
 
 def run(cfg: DictConfig) -> None:
-    """One job: train, track and report. A user-caused error exits 2 with its message; a run
-    that ends FAILED exits 1 (a single run) or lets the sweep go on (a multirun)."""
+    """One job: train, track and report. A user-caused error exits 2 with its message (in a
+    multirun: the job is recorded in <sweep dir>/failed_jobs.jsonl and the sweep goes on; the
+    sweep then ends FAILED and exits 2); a run that ends FAILED exits 1 (a single run) or lets
+    the sweep go on (a multirun)."""
     hc = HydraConfig.get()
     try:
         with gpu_slot(str(hc.launcher.get("_target_", "")), sweep_dir_of(hc)) as gpu:
@@ -56,7 +59,12 @@ def run(cfg: DictConfig) -> None:
             outcome = run_job(cfg, job)
     except AlphaRlError as exc:
         log.error("%s", exc)
-        sys.exit(2)
+        sweep_dir = sweep_dir_of(hc)
+        if sweep_dir is None:
+            sys.exit(2)
+        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), list(hc.overrides.task), exc)
+        log.error("this job of the sweep did not start; the other jobs go on")
+        return
     report(outcome, cfg)
     if outcome.status != "FINISHED" and job.sweep_dir is None:
         sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too

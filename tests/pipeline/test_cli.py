@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,22 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
+
+
+def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path) -> None:
+    done = train(tmp_path, "-m", "steps=20", "eval.sharpe_window=0,5", "hydra.sweep.dir=sweep")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "eval.sharpe_window" in done.stderr + done.stdout
+    failed = [
+        json.loads(x) for x in (tmp_path / "sweep" / "failed_jobs.jsonl").read_text().splitlines()
+    ]
+    assert [(f["job"], "eval.sharpe_window=0" in f["overrides"]) for f in failed] == [("0", True)]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("alpha_rl").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    (child,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert parent.info.status == "FAILED" and parent.data.tags["failed_jobs"].startswith("1: 0")
+    assert child.info.status == "FINISHED" and child.data.params["eval.sharpe_window"] == "5"
 
 
 def test_a_bad_override_exits_2_naming_the_key(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 The parent's id lives in `<sweep dir>/mlflow_parent.json` ({uri, experiment, run_id}). The Hydra
 callback `ParentRunCallback` writes it before the first job starts and marks the parent FINISHED
-after the last. Without the callback, the first job that calls `parent_run_for` creates the
-parent; an exclusive lock on `<sweep dir>/mlflow_parent.lock` makes parallel jobs agree on one.
+after the last — FAILED, tagged `failed_jobs`, when jobs did not start (a config error; the jobs
+note themselves in `<sweep dir>/failed_jobs.jsonl` and the sweep goes on without them).
+Without the callback, the first job that calls `parent_run_for` creates the parent; an
+exclusive lock on `<sweep dir>/mlflow_parent.lock` makes parallel jobs agree on one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set
 log = logging.getLogger("alpha_rl.tracking")
 
 PARENT_FILE = "mlflow_parent.json"
+FAILED_JOBS_FILE = "failed_jobs.jsonl"  # jobs of the sweep that did not start (a config error)
 LOCK_FILE = "mlflow_parent.lock"
 SWEEP_TAG = "alpha_rl.sweep_dir"
 
@@ -67,22 +70,57 @@ class ParentRunCallback(Callback):
                 _create(sweep_dir, cfg, self.parent_name or parent_name(sweep_dir))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Mark the parent run FINISHED (retrying up to tracking.final_retry_s)."""
+        """Mark the parent run FINISHED, or FAILED with a `failed_jobs` tag when jobs did not
+        start (retrying up to tracking.final_retry_s); then exit 2 if any job did not start."""
         cfg = TrackingConfig.from_cfg(config.tracking)
-        _, run_id = _read(Path(config.hydra.sweep.dir), cfg)
-        if not run_id:
-            return
-        store = _store(cfg)
+        sweep_dir = Path(config.hydra.sweep.dir)
+        failed = failed_jobs(sweep_dir)
+        _, run_id = _read(sweep_dir, cfg)
+        if run_id:
+            _close_parent(cfg, run_id, failed)
+        if failed:
+            for f in failed:
+                log.error("job %s did not start: %s", f["job"], f["error"])
+            log.error("%d job(s) of the sweep did not start (%s)", len(failed),
+                      sweep_dir / FAILED_JOBS_FILE)  # fmt: skip
+            raise SystemExit(2)
 
-        def attempt() -> bool:
-            try:
-                store.call("finish the parent run", lambda c: c.set_terminated(run_id, "FINISHED"))
-            except (StoreDown, Rejected):
-                return False
-            return True
 
-        if not store.retry_until(time.monotonic() + cfg.final_retry_s, attempt):
-            log.warning("the parent run %s stays RUNNING: its store %s is down", run_id, store.uri)
+def record_failed_job(sweep_dir: Path, job_dir: Path, overrides: list[str], exc: Exception) -> None:
+    """Note in <sweep dir>/failed_jobs.jsonl a job that did not start (one line, appended)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"job": job_dir.name, "overrides": overrides, "error": str(exc)})
+    with _locked(sweep_dir), open(sweep_dir / FAILED_JOBS_FILE, "a") as fh:
+        fh.write(line + "\n")
+
+
+def failed_jobs(sweep_dir: Path) -> list[dict]:
+    """The jobs record_failed_job noted for this sweep."""
+    path = sweep_dir / FAILED_JOBS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict]) -> None:
+    store = _store(cfg)
+    status = "FAILED" if failed else "FINISHED"
+
+    def close(client: Any) -> None:
+        if failed:
+            jobs = ", ".join(str(f["job"]) for f in failed)
+            client.set_tag(run_id, "failed_jobs", f"{len(failed)}: {jobs} ({FAILED_JOBS_FILE})")
+        client.set_terminated(run_id, status)
+
+    def attempt() -> bool:
+        try:
+            store.call("close the parent run", close)
+        except (StoreDown, Rejected):
+            return False
+        return True
+
+    if not store.retry_until(time.monotonic() + cfg.final_retry_s, attempt):
+        log.warning("the parent run %s stays RUNNING: its store %s is down", run_id, store.uri)
 
 
 def _store(cfg: TrackingConfig) -> Store:
