@@ -16,7 +16,12 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.killcheck.compare import capture_key, judge_speedup, judge_stability
+from alpha_rl.killcheck.compare import (
+    capture_key,
+    judge_held_out,
+    judge_speedup,
+    judge_stability,
+)
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import AUDITS, Judgement, judge_audit, judge_injections
 from alpha_rl.killcheck.pairs import Pairing, her_enabled, pair_runs
@@ -60,7 +65,7 @@ def judge(runs: list[RunRecord], crit: Criteria) -> tuple[list[Judgement], Pairi
     rows = [judge_audit(name, her, crit) for name in AUDITS]
     rows += [judge_injections(her, crit), judge_stability(pairing.pairs, crit),
              judge_speedup(pairing.pairs, crit)]  # fmt: skip
-    return rows, pairing
+    return rows + judge_held_out(pairing.pairs, crit), pairing
 
 
 def write_back(reader: RunReader, rows: list[Judgement], overall: str, pairing: Pairing,

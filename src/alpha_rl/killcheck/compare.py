@@ -1,5 +1,6 @@
-"""The judgements that compare a HER run with its baseline: criterion 5 (no destabilisation)
-and the speed-up report (steps to a capture-ratio target, HER vs baseline)."""
+"""The judgements that compare a HER run with its baseline: criterion 5 (no destabilisation),
+the speed-up report (steps to a capture-ratio target, HER vs baseline) and the held-out report
+(the evaluation's capture ratio, PnL and Sharpe at the end of training, HER vs baseline)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,39 @@ def judge_speedup(pairs: list[tuple[RunRecord, RunRecord]], crit: Criteria) -> J
     evidence["speedup"] = {"geomean": est, "low": lo, "high": hi}
     value = f"{est:.2f}x [{lo:.2f}, {hi:.2f}] ({key} >= {crit.capture_target:g}; {reached})"
     return Judgement(name, value, threshold, INFO, False, evidence)
+
+
+HELD_OUT_KEYS = ("eval/capture_ratio", "eval/pnl", "eval/sharpe")
+
+
+def judge_held_out(pairs: list[tuple[RunRecord, RunRecord]], crit: Criteria) -> list[Judgement]:
+    """What the held-out evaluation says at the end of training (INFO, not a criterion): per
+    eval metric every run has, HER minus baseline of its mean over the last `window` of
+    training, across pairs with a bootstrap interval."""
+    runs = [r for pair in pairs for r in pair]
+    threshold = f"reported: HER - baseline, mean over the last {crit.window:.0%} of training"
+    rows = []
+    for key in HELD_OUT_KEYS:
+        if not runs or not all(run.metrics.get(key) for run in runs):
+            continue
+        each = []
+        for her, base in pairs:
+            start = (1 - crit.window) * min(her.last_step, base.last_step)
+            h, b = window_mean(her, key, start), window_mean(base, key, start)
+            each.append({"her": her.run_id, "baseline": base.run_id, "her_mean": h,
+                         "base_mean": b, "difference": h - b})  # fmt: skip
+        name = f"held-out {key.split('/', 1)[1]} at the end"
+        done = [e for e in each if np.isfinite(e["difference"])]
+        if not done:
+            rows.append(Judgement(name, "no values in the window", threshold, NOT_EVALUATED,
+                                  False, {"metric": key, "pairs": each}))  # fmt: skip
+            continue
+        est, lo, hi = interval([e["difference"] for e in done], crit)
+        her_mean = float(np.mean([e["her_mean"] for e in done]))
+        base_mean = float(np.mean([e["base_mean"] for e in done]))
+        value = (f"{est:+.4g} [{lo:+.4g}, {hi:+.4g}] (HER {her_mean:.4g}, baseline "
+                 f"{base_mean:.4g}; {len(done)} pairs)")  # fmt: skip
+        evidence = {"metric": key, "pairs": each,
+                    "difference": {"mean": est, "low": lo, "high": hi, "n": len(done)}}  # fmt: skip
+        rows.append(Judgement(name, value, threshold, INFO, False, evidence))
+    return rows
