@@ -67,8 +67,9 @@ bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch pe
 	$(PY) benchmarks/replay_cycle.py --breakdown
 
 gpu-ablation: $(STAMP) ## GPU: HER on/off x 5 seeds x 40k steps at scale=gpu, then the kill check
-	$(PY) -m alpha_rl.train -m experiment=her_ablation backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=multirun/gpu_ablation $(ARGS)
-	$(PY) -m alpha_rl.killcheck --sweep multirun/gpu_ablation
+	@dir=multirun/gpu_ablation/$$(date +%Y-%m-%d_%H-%M-%S); set -e; \
+	$(PY) -m alpha_rl.train -m experiment=her_ablation backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=$$dir $(ARGS); \
+	$(PY) -m alpha_rl.killcheck --sweep $$dir
 
 test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
 	$(PY) -m pytest -m "not gpu" -q $(ARGS)
