@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from mlflow.entities import Metric, Param
@@ -98,6 +99,7 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     assert parent.data.tags["kill_check.verdict"] == "KEEP"
     names = {a.path for a in client.list_artifacts(store.parent, "kill_check")}
     assert names == {"kill_check/kill_check.json", "kill_check/kill_check.png"}
+    assert plt.imread(tmp_path / "report" / "kill_check.png").shape[1] == 1320  # no eval/pnl
     children = client.search_runs([store.eid], "tags.`mlflow.parentRunId` != ''")
     assert {r.data.tags.get("kill_check.verdict") for r in children} == {"KEEP"}
 
@@ -118,6 +120,9 @@ def test_the_held_out_evaluation_at_the_end_is_reported_not_judged(tmp_path: Pat
     assert "held-out sharpe at the end" not in by_name  # no run logged it
     tags = store.client.get_run(store.parent).data.tags
     assert tags["kill_check.held-out_pnl_at_the_end"] == "INFO"
+    # a third panel for the held-out PnL: 3 x 6 inches at 110 dpi (two panels: 1320 px)
+    png = plt.imread(tmp_path / "report" / "kill_check.png")
+    assert png.shape[1] == 1980
 
 
 def test_a_diverging_her_run_is_killed(tmp_path: Path) -> None:

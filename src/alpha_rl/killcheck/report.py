@@ -69,17 +69,24 @@ def _band(runs: list[RunRecord], key: str) -> tuple[np.ndarray, ...] | None:
         return grid, np.nanmedian(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0)
 
 
+PNL_KEY = "eval/pnl"
+
+
 def plot(path: Path, pairing: Pairing, capture_key: str | None, target: float, title: str) -> None:
-    """Two panels: l_q of HER on vs off (median over seeds, min-max band) and the capture ratio."""
+    """Panels of HER on vs off (median over seeds, min-max band): l_q, the capture ratio, and
+    the held-out PnL when every run has it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     arms = {"HER on": [h for h, _ in pairing.pairs], "HER off": [b for _, b in pairing.pairs]}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     panels = [("loss/l_q", "l_q (IS-weighted Huber TD loss)")]
     panels.append((capture_key, f"{capture_key} (target {target:g})") if capture_key else None)
+    runs = [r for pair in pairing.pairs for r in pair]
+    if runs and all(r.metrics.get(PNL_KEY) for r in runs):
+        panels.append((PNL_KEY, "eval/pnl (held-out PnL per evaluation)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5))
     for ax, panel in zip(axes, panels, strict=True):
         if panel is None:
             ax.set_axis_off()
@@ -92,7 +99,7 @@ def plot(path: Path, pairing: Pairing, capture_key: str | None, target: float, t
             steps, mid, lo, hi = band
             ax.plot(steps, mid, color=color, label=f"{arm} (median of {len(runs)} seeds)")
             ax.fill_between(steps, lo, hi, color=color, alpha=0.2, label=f"{arm} min-max")
-        if key != "loss/l_q":
+        if key == capture_key:
             ax.axhline(target, color="gray", linestyle="--", linewidth=1, label="target")
         ax.set_xlabel("env step")
         ax.set_title(label)
