@@ -19,26 +19,26 @@ def _tiles(v) -> int:
     return tiles(v["M"], v["N"])
 
 
-GEMM = STEM.kernel(
-    "mlp_gemm",
+# (A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu): the arguments of both gemm tiles
+GEMM_ARGS = (
     In("A", F32),
     In("B", F32),
     In("bias", F32, nullable=True),
     In("mask", F32, nullable=True),
     Out("C", F32),
     *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
+)
+
+GEMM = STEM.kernel(
+    "mlp_gemm",
+    *GEMM_ARGS,
     launch=Launch(block=256, blocks=_tiles),
     doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
 )
 
 GEMM_64 = STEM.kernel(
     "mlp_gemm_64",
-    In("A", F32),
-    In("B", F32),
-    In("bias", F32, nullable=True),
-    In("mask", F32, nullable=True),
-    Out("C", F32),
-    *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
+    *GEMM_ARGS,
     launch=Launch(block=256, blocks=lambda v: tiles(v["M"], v["N"], WIDE_TILE)),
     doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
 )
