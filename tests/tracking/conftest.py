@@ -118,3 +118,17 @@ def diag_lines(run_dir: Path) -> list[dict]:
     text = (run_dir / "diag.jsonl").read_text()
     assert text.endswith("\n")
     return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+class BlockedStore:
+    """A SQLite store that cannot be reached (a file where its directory should be) until
+    `restore()` puts the directory back."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "store"
+        self.path.write_text("a file where the database directory should be")
+        self.uri = f"sqlite:///{self.path}/mlflow.db"
+
+    def restore(self) -> None:
+        self.path.unlink()
+        self.path.mkdir()

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from alpha_rl import paths
 from alpha_rl.tracking import TrackingConfig, open_tracker, sync_run
 from alpha_rl.tracking.sync import main
-from tests.tracking.conftest import Outage, diag_lines, history, make_cfg
+from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history, make_cfg
 
 
 def _log(tracker, steps: range) -> None:
@@ -90,9 +90,8 @@ def test_unsent_data_is_kept_and_sync_sends_it(
 def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    blocker = tmp_path / "store"
-    blocker.write_text("a file where the database directory should be")
-    uri = f"sqlite:///{blocker}/mlflow.db"
+    store = BlockedStore(tmp_path)
+    uri = store.uri
     tracker = open_tracker(make_cfg(uri, retry_s=0.0, final_retry_s=0.0), run_dir, run_name="cmd")
     tracker.log_params({"seed": 2})
     _log(tracker, range(250))
@@ -103,8 +102,7 @@ def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     assert "unreachable" in capsys.readouterr().err
     assert (run_dir / "unsent.jsonl").exists()
 
-    blocker.unlink()
-    blocker.mkdir()
+    store.restore()
     done = _sync_command(run_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sent 500 metric values" in done.stdout

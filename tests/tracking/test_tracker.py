@@ -15,7 +15,7 @@ import sqlalchemy.exc
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.tracking import TrackingConfig, open_tracker
-from tests.tracking.conftest import Outage, diag_lines, history, make_cfg
+from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history, make_cfg
 
 KEYS = ("loss/l_q", "trade/pnl", "perf/sps")
 
@@ -113,9 +113,8 @@ def test_an_outage_mid_run_loses_nothing_and_warns_once(
 def test_a_store_down_at_open_gets_the_run_created_later(
     tmp_path: Path, run_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    blocker = tmp_path / "store"
-    blocker.write_text("a file where the database directory should be")
-    uri = f"sqlite:///{blocker}/mlflow.db"
+    store = BlockedStore(tmp_path)
+    uri = store.uri
     cfg = make_cfg(uri, retry_s=0.0, final_retry_s=0.0)
     with caplog.at_level(logging.WARNING, logger="alpha_rl.tracking"):
         tracker = open_tracker(cfg, run_dir, run_name="late", parent_run_id=None)
@@ -128,8 +127,7 @@ def test_a_store_down_at_open_gets_the_run_created_later(
     assert not (run_dir / "tracking.json").exists()
     assert len([r for r in caplog.records if "unreachable" in r.getMessage()]) == 1
 
-    blocker.unlink()
-    blocker.mkdir()  # the store is back
+    store.restore()  # the store is back
     _log_steps(tracker, range(40, 60))
     assert tracker.flush()
     assert tracker.run_id is not None
