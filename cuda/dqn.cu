@@ -2,14 +2,20 @@
 // gradient norm, Adam, target sync, epsilon-greedy action selection, the aux direction head.
 //
 // dqn_gather: for i < M, k < H (one thread per element): x_t[i, k] = s_h_t[idx_i, k],
-//   x_tp1[i, k] = s_h_tp1[idx_i, k], and (k == 0) action, reward, done of idx_i; a negative
-//   index gives zeros.
+//   x_tp1[i, k] = s_h_tp1[idx_i, k], and (k == 0) action, reward, done, synthetic of idx_i; a
+//   negative index gives zeros.
 // dqn_td (one block of DQN_BLOCK threads, M <= DQN_MAX_BATCH): for each i,
 //   a* = argmax_a q_tp1[i, a] (first on ties), y = r + gamma * (1 - cut_on_done * done) *
-//   q_tp1_target[i, a*], delta_i = y - q_t[i, action_i];
-//   l_q = (1/M) sum_i w_i * huber(delta_i), huber(d) = d^2 / 2 if |d| <= kappa else
-//   kappa * (|d| - kappa / 2), into isv[loss_idx]; dq[i, a] = -(w_i / M) clip(delta_i, +-kappa)
-//   for a = action_i, 0 elsewhere (the gradient of l_q with respect to q_t).
+//   q_tp1_target[i, a*], delta_i = y - q_t[i, action_i], huber(d) = d^2 / 2 if |d| <= kappa
+//   else kappa * (|d| - kappa / 2); dq[i, a] = -(w_i / M) clip(delta_i, +-kappa) for
+//   a = action_i, 0 elsewhere (the gradient of sum_i w_i huber(delta_i) / M wrt q_t).
+//   Into the ISV (each slot skipped when its index is < 0; synthetic NULL = every row real):
+//   isv[loss_idx] = l_q = sum_i w_i huber_i / sum_i w_i (0 when the weights sum to 0);
+//   isv[real_idx], isv[synthetic_idx] = the same weighted mean over the real (synthetic == 0)
+//   and the synthetic rows alone, each over its own weight sum, NaN when the batch has no such
+//   row; isv[frac_idx] = synthetic rows / M. Every thread adds its rows in order into one pair
+//   of sums per source; a row's source decides which, so a batch of real rows only gives
+//   l_q == l_q_real bit for bit.
 // dqn_grad_norm (one block): norm = sqrt(sum g^2) into stats[0] and isv[norm_idx];
 //   counters[0] (Adam's step t) += 1.
 // dqn_adam (one thread per parameter): g' = g * min(1, clip / norm) when clip > 0;
@@ -29,6 +35,9 @@
 //   [blocks, H + 3], summed in block order by the last block, which applies w -= lr * g and
 //   writes l_aux to isv[loss_idx] (no labeled row: nothing changes). counters[3]: scratch.
 #include "common.cuh"
+#include <math_constants.h>
+
+#include "reduce.cuh"
 #include "rng.cuh"
 
 #define DQN_BLOCK 1024
@@ -54,10 +63,12 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
                                       const float* __restrict__ s_h_tp1,
                                       const int* __restrict__ s_action,
                                       const float* __restrict__ s_reward,
-                                      const float* __restrict__ s_done, float* __restrict__ x_t,
-                                      float* __restrict__ x_tp1, int* __restrict__ action,
-                                      float* __restrict__ reward, float* __restrict__ done, int M,
-                                      int H) {
+                                      const float* __restrict__ s_done,
+                                      const uint8_t* __restrict__ s_synthetic,
+                                      float* __restrict__ x_t, float* __restrict__ x_tp1,
+                                      int* __restrict__ action, float* __restrict__ reward,
+                                      float* __restrict__ done, uint8_t* __restrict__ synthetic,
+                                      int M, int H) {
     const int e = global_index_1d();
     if (e >= M * H) return;
     const int i = e / H, k = e - i * H;
@@ -69,18 +80,25 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
         action[i] = slot >= 0 ? s_action[slot] : 0;
         reward[i] = slot >= 0 ? s_reward[slot] : 0.0f;
         done[i] = slot >= 0 ? s_done[slot] : 0.0f;
+        synthetic[i] = slot >= 0 ? s_synthetic[slot] : 0;
     }
+}
+
+__device__ __forceinline__ void put_slot(float* isv, int idx, float value) {
+    if (isv != nullptr && idx >= 0) isv[idx] = value;
 }
 
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
 dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ q_tp1_target, const int* __restrict__ action,
        const float* __restrict__ reward, const float* __restrict__ done,
-       const float* __restrict__ weight, float* __restrict__ delta, float* __restrict__ dq,
-       float* __restrict__ isv, int M, int A, float gamma, int cut_on_done, float kappa,
-       int loss_idx) {
-    __shared__ float partial[DQN_BLOCK];
-    float loss = 0.0f;
+       const float* __restrict__ weight, const uint8_t* __restrict__ synthetic,
+       float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
+       float gamma, int cut_on_done, float kappa, int loss_idx, int real_idx, int synthetic_idx,
+       int frac_idx) {
+    enum { LOSS_REAL, WEIGHT_REAL, LOSS_SYN, WEIGHT_SYN, ROWS_SYN, SUMS };
+    __shared__ float partial[SUMS][DQN_BLOCK];
+    float acc[SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = threadIdx.x; i < M; i += DQN_BLOCK) {
         const float* row = q_tp1 + static_cast<size_t>(i) * A;
         int best = 0;
@@ -91,20 +109,28 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
         const float d = y - q_t[static_cast<size_t>(i) * A + a_i];
         const float ad = fabsf(d);
         const float huber = ad <= kappa ? 0.5f * d * d : kappa * (ad - 0.5f * kappa);
-        loss += weight[i] * huber;
+        if (synthetic != nullptr && synthetic[i] != 0) {
+            acc[LOSS_SYN] += weight[i] * huber;
+            acc[WEIGHT_SYN] += weight[i];
+            acc[ROWS_SYN] += 1.0f;
+        } else {
+            acc[LOSS_REAL] += weight[i] * huber;
+            acc[WEIGHT_REAL] += weight[i];
+        }
         delta[i] = d;
         const float g = -(weight[i] / static_cast<float>(M)) * fminf(fmaxf(d, -kappa), kappa);
         for (int a = 0; a < A; ++a) dq[static_cast<size_t>(i) * A + a] = a == a_i ? g : 0.0f;
     }
-    partial[threadIdx.x] = loss;
-    __syncthreads();
-    for (int width = DQN_BLOCK / 2; width > 0; width >>= 1) {
-        if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0 && isv != nullptr && loss_idx >= 0) {
-        isv[loss_idx] = partial[0] / static_cast<float>(M);
-    }
+    block_sum<SUMS, DQN_BLOCK>(acc, partial);
+    if (threadIdx.x != 0) return;
+    const float s_r = partial[LOSS_REAL][0], w_r = partial[WEIGHT_REAL][0];
+    const float s_s = partial[LOSS_SYN][0], w_s = partial[WEIGHT_SYN][0];
+    const float n_s = partial[ROWS_SYN][0], n_r = static_cast<float>(M) - n_s;
+    const float w = w_r + w_s;
+    put_slot(isv, loss_idx, w > 0.0f ? (s_r + s_s) / w : 0.0f);
+    put_slot(isv, real_idx, n_r > 0.0f && w_r > 0.0f ? s_r / w_r : CUDART_NAN_F);
+    put_slot(isv, synthetic_idx, n_s > 0.0f && w_s > 0.0f ? s_s / w_s : CUDART_NAN_F);
+    put_slot(isv, frac_idx, n_s / static_cast<float>(M));
 }
 
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)

@@ -335,6 +335,7 @@ class Learner:
             action=be.zeros(batch, I32),
             reward=be.zeros(batch, F32),
             done=be.zeros(batch, F32),
+            synthetic=be.zeros(batch, np.uint8),
             delta=be.zeros(batch, F32),
             dq=be.zeros(batch * ACTIONS, F32),
         )
@@ -342,7 +343,9 @@ class Learner:
         self.aux_w = be.zeros(H + 1, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
         self.slots = SimpleNamespace(
-            **{n: _slot(isv, n) for n in ("loss_q", "loss_aux", "epsilon", "grad_norm")}
+            **{n: _slot(isv, n) for n in ("loss_q", "loss_aux", "epsilon", "grad_norm",
+                                          "loss_q_real", "loss_q_synthetic",
+                                          "batch_synthetic_frac")}  # fmt: skip
         )
 
     @property
@@ -390,11 +393,13 @@ class Learner:
             r["s_action"],
             r["s_reward"],
             r["s_done"],
+            r["s_synthetic"],
             x_t,
             x_tp1,
             b.action,
             b.reward,
             b.done,
+            b.synthetic,
             M,
             H,
             stream=stream,
@@ -410,6 +415,7 @@ class Learner:
             b.reward,
             b.done,
             weights,
+            b.synthetic,
             b.delta,
             b.dq,
             self._isv(),
@@ -419,6 +425,9 @@ class Learner:
             int(c.cut_on_done),
             c.huber_kappa,
             self.slots.loss_q,
+            self.slots.loss_q_real,
+            self.slots.loss_q_synthetic,
+            self.slots.batch_synthetic_frac,
             stream=stream,
         )
         self.net.backward(

@@ -123,6 +123,29 @@ def test_log_point_metrics_and_hindsight_block() -> None:
     assert 0 < metrics["replay/synthetic_frac"] < 1
 
 
+def test_her_off_l_q_real_is_l_q_bit_for_bit_at_every_log_point() -> None:
+    with trainer_for(["her='off'"]) as (trainer, _):
+        for t in range(1, 41):
+            trainer.step()
+            if t > 10 and t % 5 == 0:
+                m, _ = trainer.read_log_point()
+                assert m["loss/l_q_real"] == m["loss/l_q"], (t, m["loss/l_q_real"], m["loss/l_q"])
+                assert "loss/l_q_synthetic" not in m and m["replay/batch_synthetic_frac"] == 0.0
+
+
+def test_her_batches_report_l_q_by_source() -> None:
+    with trainer_for(["steps=200"]) as (trainer, _):
+        for _ in range(200):
+            trainer.step()
+            m, _ = trainer.read_log_point()
+            if m.get("replay/batch_synthetic_frac", 0) > 0:
+                break
+    assert "loss/l_q_synthetic" in m and "loss/l_q_real" in m, m
+    low, high = sorted([m["loss/l_q_real"], m["loss/l_q_synthetic"]])
+    assert low <= m["loss/l_q"] <= high  # the weight-sum average of the two
+    assert 0 < m["replay/batch_synthetic_frac"] < 1
+
+
 def test_nan_parameters_stop_the_run() -> None:
     from alpha_rl.errors import DivergenceError
 

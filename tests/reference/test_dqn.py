@@ -75,8 +75,54 @@ def test_aux_head_step_by_hand() -> None:
 def test_gather_rows_and_invalid_index() -> None:
     s = np.arange(12, dtype=np.float32)  # 4 slots, H = 3
     out = [np.full(6, -1.0, np.float32), np.full(6, -1.0, np.float32), np.zeros(2, np.int32),
-           np.zeros(2, np.float32), np.zeros(2, np.float32)]  # fmt: skip
+           np.zeros(2, np.float32), np.zeros(2, np.float32), np.full(2, 9, np.uint8)]  # fmt: skip
+    synthetic = np.array([0, 0, 1, 0], np.uint8)
     dqn.dqn_gather(np.array([2, -1], np.int32), s, s + 100, np.arange(4, dtype=np.int32) * 10,
-                   np.arange(4, dtype=np.float32), np.ones(4, np.float32), *out, 2, 3)  # fmt: skip
+                   np.arange(4, dtype=np.float32), np.ones(4, np.float32), synthetic, *out,
+                   2, 3)  # fmt: skip
     assert out[0].tolist() == [6, 7, 8, 0, 0, 0] and out[1].tolist()[:3] == [106, 107, 108]
     assert out[2].tolist() == [20, 0] and out[3].tolist() == [2, 0] and out[4].tolist() == [1, 0]
+    assert out[5].tolist() == [1, 0]
+
+
+def td_batch(M: int, synthetic: np.ndarray | None, seed: int = 0) -> tuple[list, np.ndarray]:
+    """A batch of M rows through dqn_td: (its float32 inputs, the ISV it wrote: l_q, l_q_real,
+    l_q_synthetic, synthetic share)."""
+    gen = np.random.default_rng(seed)
+    f = lambda n, s=1.0: (gen.normal(size=n) * s).astype(np.float32)  # noqa: E731
+    args = [f(M * 3), f(M * 3), f(M * 3), gen.integers(0, 3, M).astype(np.int32), f(M, 2.0),
+            (gen.random(M) < 0.3).astype(np.float32), gen.uniform(0.1, 1, M).astype(np.float32),
+            synthetic]  # fmt: skip
+    isv = np.full(4, -7.0, np.float32)
+    dqn.dqn_td(*args, np.zeros(M, np.float32), np.zeros(M * 3, np.float32), isv, M, 3, 0.99, 1,
+               1.0, 0, 1, 2, 3)  # fmt: skip
+    return args, isv
+
+
+def test_l_q_by_source_is_each_sources_weighted_mean() -> None:
+    M = 8
+    syn = np.array([0, 1, 0, 0, 1, 0, 0, 1], np.uint8)
+    args, isv = td_batch(M, syn)
+    q_t, q_tp1, q_tgt, action, reward, done, weight, _ = args
+    best = q_tp1.reshape(M, 3).argmax(1)
+    y = reward + np.float32(0.99) * (1 - done) * q_tgt.reshape(M, 3)[np.arange(M), best]
+    d = (y - q_t.reshape(M, 3)[np.arange(M), action]).astype(np.float64)
+    huber = np.where(np.abs(d) <= 1, 0.5 * d * d, np.abs(d) - 0.5)
+    w, real = weight.astype(np.float64), syn == 0
+    assert isv[0] == pytest.approx((w * huber).sum() / w.sum(), rel=1e-6)
+    assert isv[1] == pytest.approx((w * huber)[real].sum() / w[real].sum(), rel=1e-6)
+    assert isv[2] == pytest.approx((w * huber)[~real].sum() / w[~real].sum(), rel=1e-6)
+    assert isv[3] == np.float32(3 / 8)
+    # l_q is the weight-sum average of the two: between them
+    assert min(isv[1], isv[2]) <= isv[0] <= max(isv[1], isv[2])
+
+
+def test_a_batch_without_synthetic_rows_gives_l_q_real_equal_to_l_q_bit_for_bit() -> None:
+    for synthetic in (None, np.zeros(33, np.uint8)):
+        _, isv = td_batch(33, synthetic, seed=4)
+        assert isv[0] == isv[1] and np.isnan(isv[2]) and isv[3] == 0.0
+
+
+def test_a_batch_of_synthetic_rows_only_has_no_real_loss() -> None:
+    _, isv = td_batch(5, np.ones(5, np.uint8))
+    assert np.isnan(isv[1]) and isv[0] == isv[2] and isv[3] == 1.0

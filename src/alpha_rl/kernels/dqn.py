@@ -6,7 +6,7 @@ from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Ste
 
 STEM = Stem("dqn")
 
-F32, I32, U64 = np.float32, np.int32, np.uint64
+F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 BLOCK, MAX_BATCH, AUX_ROWS = 1024, 4096, 64  # DQN_BLOCK, DQN_MAX_BATCH, DQN_AUX_ROWS
 ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3  # counters[]
 COUNTERS = 4
@@ -19,11 +19,13 @@ GATHER = STEM.kernel(
     In("s_action", I32),
     In("s_reward", F32),
     In("s_done", F32),
+    In("s_synthetic", U8),
     Out("x_t", F32),
     Out("x_tp1", F32),
     Out("action", I32),
     Out("reward", F32),
     Out("done", F32),
+    Out("synthetic", U8),
     Scalar("M", I32),
     Scalar("H", I32),
     launch=Launch(block=256, blocks=lambda v: -(-int(v["M"]) * int(v["H"]) // 256)),
@@ -39,6 +41,7 @@ TD = STEM.kernel(
     In("reward", F32),
     In("done", F32),
     In("weight", F32),
+    In("synthetic", U8, nullable=True),
     Out("delta", F32),
     Out("dq", F32),
     Out("isv", F32, nullable=True),
@@ -48,8 +51,12 @@ TD = STEM.kernel(
     Scalar("cut_on_done", I32),
     Scalar("kappa", F32),
     Scalar("loss_idx", I32),
+    Scalar("real_idx", I32),
+    Scalar("synthetic_idx", I32),
+    Scalar("frac_idx", I32),
     launch=OneBlock(BLOCK),
-    doc="double-DQN TD errors, IS-weighted Huber loss l_q and its gradient wrt Q(h_t)",
+    doc="double-DQN TD errors, IS-weighted Huber loss l_q (all, real and synthetic rows) and "
+    "its gradient wrt Q(h_t)",
 )
 
 GRAD_NORM = STEM.kernel(

@@ -142,7 +142,11 @@ class Trainer:
         slot = lambda name: float(isv[int(layout.index(name))])  # noqa: E731
         m: dict[str, float] = {"agent/epsilon": slot("epsilon")}
         if self.t > self.plan.agent.learn_start:  # l_q exists once an update has run
-            m |= {"loss/l_q": slot("loss_q"), "loss/grad_norm": slot("grad_norm")}
+            m |= {"loss/l_q": slot("loss_q"), "loss/grad_norm": slot("grad_norm"),
+                  "replay/batch_synthetic_frac": slot("batch_synthetic_frac")}  # fmt: skip
+            by_source = {"loss/l_q_real": slot("loss_q_real"),
+                         "loss/l_q_synthetic": slot("loss_q_synthetic")}  # fmt: skip
+            m |= {k: v for k, v in by_source.items() if not np.isnan(v)}  # NaN: no such row
         m["loss/l_aux"] = slot("loss_aux")
         ema = int(layout.index("reward_component_ema"))
         m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(6)}

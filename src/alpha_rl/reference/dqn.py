@@ -13,8 +13,8 @@ ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3
 AUX_ROWS = 128
 
 
-def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, x_t, x_tp1, action, reward,
-               done, M, H) -> None:  # fmt: skip
+def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, x_t, x_tp1,
+               action, reward, done, synthetic, M, H) -> None:  # fmt: skip
     """Rows idx[i] of the replay storage (zeros for a negative index)."""
     M, H = int(M), int(H)
     i = idx[:M]
@@ -25,12 +25,16 @@ def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, x_t, x_tp1, acti
     action[:M] = np.where(ok, s_action[safe], 0)
     reward[:M] = np.where(ok, s_reward[safe], 0)
     done[:M] = np.where(ok, s_done[safe], 0)
+    synthetic[:M] = np.where(ok, s_synthetic[safe], 0)
 
 
-def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, delta, dq, isv,
-           M, A, gamma, cut_on_done, kappa, loss_idx) -> None:  # fmt: skip
+def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, delta, dq, isv,
+           M, A, gamma, cut_on_done, kappa, loss_idx, real_idx, synthetic_idx,
+           frac_idx) -> None:  # fmt: skip
     """delta_i = r + gamma (1 - cut*done) Q_target(s', argmax Q(s')) - Q(s, a);
-    l_q = mean w * huber_kappa(delta) into isv[loss_idx]; dq = d l_q / d q_t."""
+    dq = d(sum w * huber_kappa(delta) / M) / d q_t. Into the ISV: l_q = sum w huber / sum w over
+    the batch (0 without weight), the same over its real and its synthetic rows (NaN when there
+    are none; synthetic None: every row real) and the synthetic share of the rows."""
     M, A = int(M), int(A)
     dt = q_t.dtype
     qt = q_t[: M * A].reshape(M, A)
@@ -45,10 +49,24 @@ def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, delta, dq, is
     huber = np.where(ad <= k, dt.type(0.5) * d * d, k * (ad - dt.type(0.5) * k))
     delta[:M] = d
     grad = np.zeros((M, A), dt)
-    grad[np.arange(M), a] = -(weight[:M] / dt.type(M)) * np.clip(d, -k, k)
+    w = weight[:M]
+    grad[np.arange(M), a] = -(w / dt.type(M)) * np.clip(d, -k, k)
     dq[: M * A] = grad.ravel()
-    if isv is not None and loss_idx >= 0:
-        isv[loss_idx] = (weight[:M].astype(np.float64) * huber).sum() / M
+    if isv is None:
+        return
+    syn = np.zeros(M, bool) if synthetic is None else synthetic[:M] != 0
+    wl, w64 = w.astype(np.float64) * huber, w.astype(np.float64)
+    s_r, w_r, s_s, w_s = wl[~syn].sum(), w64[~syn].sum(), wl[syn].sum(), w64[syn].sum()
+    n_s = int(syn.sum())
+    values = (
+        (loss_idx, (s_r + s_s) / (w_r + w_s) if w_r + w_s > 0 else 0.0),
+        (real_idx, s_r / w_r if n_s < M and w_r > 0 else np.nan),
+        (synthetic_idx, s_s / w_s if n_s > 0 and w_s > 0 else np.nan),
+        (frac_idx, n_s / M),
+    )
+    for idx, value in values:
+        if idx >= 0:
+            isv[idx] = value
 
 
 def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
