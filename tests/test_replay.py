@@ -217,13 +217,31 @@ def test_tree_total_does_not_drift_over_a_million_updates() -> None:
 def test_config_is_checked() -> None:
     cfg, _ = compose_train(["replay.batch_size=5000"])
     with pytest.raises(ConfigError, match=r"replay.batch_size must be in 1..4096"):
-        ReplayConfig.from_cfg(cfg.replay)
+        ReplayConfig.from_cfg(cfg.replay, 1000)
     cfg, _ = compose_train()
-    assert ReplayConfig.from_cfg(cfg.replay).capacity == 2**17
+    assert ReplayConfig.from_cfg(cfg.replay, 1000).capacity == 2**17
     cfg, _ = compose_train(["scale=gpu"])
-    assert ReplayConfig.from_cfg(cfg.replay).capacity == 2**20
+    assert ReplayConfig.from_cfg(cfg.replay, 1000).capacity == 2**20
     with pytest.raises(ConfigError, match="needs replay capacity"):
         make_replay(NumpyBackend(), 3, max_push=9)
+
+
+def test_beta_reaches_one_at_the_last_update_of_the_run_unless_set() -> None:
+    from alpha_rl.pipeline.config import plan_run
+
+    for overrides, updates in ((["steps=2000"], 1900), (["scale=gpu", "steps=40000"], 39900),
+                               (["steps=600", "agent.updates_per_step=2"], 1000)):  # fmt: skip
+        cfg, _ = compose_train(overrides)
+        plan = plan_run(cfg)
+        assert plan.learner_updates == updates
+        # the last update samples at epoch updates - 1: beta0 + (1 - beta0) * epoch / anneal = 1
+        assert plan.replay.beta_anneal_updates == updates - 1
+        assert plan.resolved_params() == {"replay.beta_anneal_updates_resolved": updates - 1}
+    cfg, _ = compose_train(["replay.beta_anneal_updates=5000"])
+    assert plan_run(cfg).replay.beta_anneal_updates == 5000
+    cfg, _ = compose_train(["replay.beta_anneal_updates=0"])
+    with pytest.raises(ConfigError, match="beta_anneal_updates must be >= 1"):
+        plan_run(cfg)
 
 
 def test_launch_constants_match_the_cuda_source() -> None:

@@ -48,15 +48,24 @@ class ReplayConfig:
         return 1 << self.capacity_log2
 
     @classmethod
-    def from_cfg(cls, node: DictConfig) -> ReplayConfig:
-        """Typed and range-checked `replay` config; errors name the key."""
+    def from_cfg(cls, node: DictConfig, learner_updates: int | None = None) -> ReplayConfig:
+        """Typed and range-checked `replay` config; errors name the key. A null
+        `beta_anneal_updates` resolves from the run's `learner_updates`, so that β reaches 1 at
+        its last update (as in Schaul et al.)."""
+        anneal = node.beta_anneal_updates
+        if anneal is None:
+            if learner_updates is None:
+                raise ConfigError("replay.beta_anneal_updates=null resolves from the run's "
+                                  "learner updates, which were not given")  # fmt: skip
+            anneal = max(1, learner_updates - 1)  # the last update samples at epoch U - 1
         cfg = cls(int(node.capacity_log2), float(node.alpha), float(node.beta0),
-                  int(node.beta_anneal_updates), float(node.eps), int(node.batch_size))  # fmt: skip
+                  int(anneal), float(node.eps), int(node.batch_size))  # fmt: skip
         checks = [
             (1 <= cfg.capacity_log2 <= 30, "replay.capacity_log2 must be in 1..30"),
             (cfg.alpha >= 0, "replay.alpha must be >= 0"),
             (0 <= cfg.beta0 <= 1, "replay.beta0 must be in [0, 1]"),
-            (cfg.beta_anneal_updates >= 1, "replay.beta_anneal_updates must be >= 1"),
+            (cfg.beta_anneal_updates >= 1,
+             "replay.beta_anneal_updates must be >= 1 (or null: the run's learner updates)"),
             (cfg.eps > 0, "replay.eps must be > 0 (a zero priority is never sampled again)"),
             (1 <= cfg.batch_size <= per.MAX_BATCH,
              f"replay.batch_size must be in 1..{per.MAX_BATCH}"),

@@ -48,6 +48,10 @@ def test_a_run_records_metrics_params_tags_and_artifacts(tmp_path: Path) -> None
                 "reward/ema_c0", "perf/sps", "eval/pnl", "eval/sharpe"):  # fmt: skip
         assert history(tmp_path, out.run_id, key), key
     assert run.data.params["agent.lr"] == "0.0003" and len(run.data.params) > 100
+    # PER's beta anneals over the run's own 30 updates (steps 10..39): 1 at the last one
+    assert run.data.params["replay.beta_anneal_updates_resolved"] == "29"
+    beta = history(tmp_path, out.run_id, "replay/beta")
+    assert beta[-1] == (40, 1.0) and beta[0][1] < 1.0
     tags = run.data.tags
     assert (tags["her"], tags["reward_stride"], tags["beta"]) == ("on", "7", "sentinel")
     assert tags["backend"] == "numpy" and tags["audit"].startswith("not audited")

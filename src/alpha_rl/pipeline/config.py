@@ -55,6 +55,16 @@ class Plan:
     eval: EvalConfig
 
     @property
+    def learner_updates(self) -> int:
+        """Learner updates the whole run makes: one per `updates_per_step` on every step from
+        `agent.learn_start` on."""
+        return learner_updates(self.run, self.agent)
+
+    def resolved_params(self) -> dict[str, int]:
+        """Values the run resolved from its config (MLflow params beside the config's)."""
+        return {"replay.beta_anneal_updates_resolved": self.replay.beta_anneal_updates}
+
+    @property
     def max_push(self) -> int:
         """Rows of the largest push: B real transitions, or the forward ring's claims."""
         ring = self.her.closed_ring if self.her is not None else 0
@@ -118,13 +128,19 @@ def eval_config(cfg: DictConfig) -> EvalConfig:
     return ev
 
 
+def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
+    """Updates over steps 0..run.steps-1: those from agent.learn_start on, updates_per_step each."""
+    return max(0, run.steps - agent.learn_start) * agent.updates_per_step
+
+
 def plan_run(cfg: DictConfig) -> Plan:
     """Parse and check every section; raises ConfigError naming the first bad key."""
+    run, agent = run_config(cfg), AgentConfig.from_cfg(cfg.agent)
     plan = Plan(
-        run=run_config(cfg),
+        run=run,
         env=EnvConfig.from_cfg(cfg.env),
-        replay=ReplayConfig.from_cfg(cfg.replay),
-        agent=AgentConfig.from_cfg(cfg.agent),
+        replay=ReplayConfig.from_cfg(cfg.replay, learner_updates(run, agent)),
+        agent=agent,
         her=HerConfig.from_cfg(cfg.her),
         eval=eval_config(cfg),
     )

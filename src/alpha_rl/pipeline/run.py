@@ -74,6 +74,7 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
     market = load_market(cfg.market, plan.run.seed)
     with open_session(cfg, job.choices) as session:
         log.info("%s", session.isv.layout.table())
+        log_beta_anneal(cfg, plan)
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
         resume_id = None
@@ -93,13 +94,22 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
             trainer.close()
 
 
+def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
+    """Say over how many updates PER's β reaches 1, and where that number came from."""
+    rp, source = plan.replay, "replay.beta_anneal_updates"
+    if cfg.replay.beta_anneal_updates is None:
+        source = f"the run's own {plan.learner_updates} learner updates"
+    log.info("PER importance sampling: beta %.2f -> 1 over %d updates (%s)", rp.beta0,
+             rp.beta_anneal_updates, source)  # fmt: skip
+
+
 def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan):
     """Params, tags and the config and ISV artifacts of a new run."""
     if session.backend.name == "numpy":
         audit = "not audited (numpy backend: the kernels are the oracles)"
     else:
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
-    tracker.log_params(flatten(resolved(cfg)))
+    tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params())
     labels = tags(session, job.choices, audit)
     if job.gpu is not None:
         labels["gpu_slot"] = job.gpu.tag

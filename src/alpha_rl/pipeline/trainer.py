@@ -143,7 +143,8 @@ class Trainer:
         m: dict[str, float] = {"agent/epsilon": slot("epsilon")}
         if self.t > self.plan.agent.learn_start:  # l_q exists once an update has run
             m |= {"loss/l_q": slot("loss_q"), "loss/grad_norm": slot("grad_norm"),
-                  "replay/batch_synthetic_frac": slot("batch_synthetic_frac")}  # fmt: skip
+                  "replay/batch_synthetic_frac": slot("batch_synthetic_frac"),
+                  "replay/beta": slot("per_beta")}  # fmt: skip
             by_source = {"loss/l_q_real": slot("loss_q_real"),
                          "loss/l_q_synthetic": slot("loss_q_synthetic")}  # fmt: skip
             m |= {k: v for k, v in by_source.items() if not np.isnan(v)}  # NaN: no such row
