@@ -45,11 +45,36 @@ def test_audited_cuda_run_matches_the_oracles(tmp_path: Path, built_cubins: Path
 
 
 def test_cuda_resume_equals_an_unbroken_run(tmp_path: Path, built_cubins: Path) -> None:
-    run(tmp_path, built_cubins, *SMALL, "hydra.run.dir=whole")
-    run(tmp_path, built_cubins, *SMALL, "steps=30", "hydra.run.dir=half")
-    run(tmp_path, built_cubins, *SMALL, f"resume={tmp_path / 'half'}", "hydra.run.dir=ignored")
+    anneal = "replay.beta_anneal_updates=49"  # the 60-step run's own: the halves share it
+    run(tmp_path, built_cubins, *SMALL, anneal, "hydra.run.dir=whole")
+    run(tmp_path, built_cubins, *SMALL, anneal, "steps=30", "hydra.run.dir=half")
+    run(tmp_path, built_cubins, *SMALL, anneal, f"resume={tmp_path / 'half'}",
+        "hydra.run.dir=ignored")  # fmt: skip
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
     assert l_q("half") == l_q("whole")
+
+
+def test_l_q_by_source_on_cuda(tmp_path: Path, built_cubins: Path) -> None:
+    """her='off': l_q_real is l_q bit for bit at every log point; with HER the synthetic rows of
+    a batch get their own loss. The probe is the same bytes in both runs."""
+    run(tmp_path, built_cubins, *SMALL, "her='off'", "hydra.run.dir=off")
+    run(tmp_path, built_cubins, *SMALL, "hydra.run.dir=on")
+    points = [x["metrics"] for x in diag(tmp_path / "off") if "loss/l_q" in x["metrics"]]
+    assert len(points) == 10
+    for m in points:
+        assert m["loss/l_q_real"] == m["loss/l_q"] and "loss/l_q_synthetic" not in m
+        assert m["replay/batch_synthetic_frac"] == 0.0
+    her = [x["metrics"] for x in diag(tmp_path / "on") if "loss/l_q_synthetic" in x["metrics"]]
+    assert her and all(0 < m["replay/batch_synthetic_frac"] < 1 for m in her)
+    assert all(min(m["loss/l_q_real"], m["loss/l_q_synthetic"]) <= m["loss/l_q"] for m in her)
+    evals = [x["metrics"] for x in diag(tmp_path / "off") if "eval/l_q_probe" in x["metrics"]]
+    assert evals and all(np.isfinite(m["eval/l_q_probe"]) for m in evals)
+    from mlflow.tracking import MlflowClient
+
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    digests = {r.data.tags["her"]: r.data.tags["probe_digest"] for r in runs}
+    assert len(digests) == 2 and digests["on"] == digests["off"]
 
 
 def test_graph_replay_equals_kernel_by_kernel_launches(tmp_path: Path, built_cubins: Path) -> None:

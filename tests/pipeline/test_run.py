@@ -74,16 +74,27 @@ def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path
 
 
 def test_resume_continues_the_same_run_and_equals_an_unbroken_one(tmp_path: Path) -> None:
-    whole = job(tmp_path, [], "whole")
-    half = job(tmp_path, ["steps=20"], "half")
+    anneal = "replay.beta_anneal_updates=29"  # the 40-step run's own: the halves share it
+    whole = job(tmp_path, [anneal], "whole")
+    half = job(tmp_path, ["steps=20", anneal], "half")
     assert theta(half.run_dir).shape == theta(whole.run_dir).shape
-    resumed = job(tmp_path, [f"resume={half.run_dir}"], "ignored")
+    resumed = job(tmp_path, [f"resume={half.run_dir}", anneal], "ignored")
     assert resumed.run_id == half.run_id and resumed.run_dir == half.run_dir
     assert resumed.steps == 40
     assert history(tmp_path, half.run_id, "loss/l_q") == history(tmp_path, whole.run_id, "loss/l_q")
     np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))
     steps = [json.loads(x)["step"] for x in (half.run_dir / "diag.jsonl").read_text().split()]
     assert steps == sorted(set(steps))
+
+
+def test_an_extended_run_keeps_the_beta_anneal_of_its_first_steps(tmp_path: Path) -> None:
+    half = job(tmp_path, ["steps=20"], "half")  # 10 updates: beta 1 at the 10th
+    job(tmp_path, [f"resume={half.run_dir}", "steps=40"], "ignored")
+    beta = history(tmp_path, half.run_id, "replay/beta")
+    assert [s for s, _ in beta] == [15, 20, 25, 30, 35, 40]
+    assert beta[0][1] < 1.0 and [b for _, b in beta[1:]] == [1.0] * 5
+    params = client(tmp_path).get_run(half.run_id).data.params
+    assert params["replay.beta_anneal_updates_resolved"] == "9"
 
 
 def test_resume_refuses_a_changed_config(tmp_path: Path) -> None:

@@ -170,9 +170,17 @@ def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None
         first, second = evaluator.run(), evaluator.run()
         after = {k: be.download(v) for k, v in trainer.state_arrays(True).items()}
     np.testing.assert_equal(first, second)  # NaN-aware
-    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/capture_ratio", "eval/trades"}
+    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/capture_ratio", "eval/trades",
+                          "eval/l_q_probe", "eval/q_probe_mean"}  # fmt: skip
     for key, value in before.items():
         np.testing.assert_array_equal(value, after[key], err_msg=key)
+
+
+def test_evaluations_are_early_dense_then_every_eval_every() -> None:
+    cfg, _ = compose_train(["scale=gpu", "steps=5500"])
+    ev = plan_run(cfg).eval
+    due = [t for t in range(1, 5501) if ev.due(t, 5500)]
+    assert due == [250, 500, 1000, 2000, 3000, 4000, 5000, 5500]
 
 
 def test_sharpe_of_interval_pnl() -> None:

@@ -17,7 +17,21 @@ from alpha_rl.agent import AgentConfig
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError, require
 from alpha_rl.hindsight import HerConfig
+from alpha_rl.kernels import dqn
 from alpha_rl.replay import ReplayConfig
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """The probe set of real held-out transitions (conf/eval/*.yaml: eval.probe)."""
+
+    size: int
+    envs: int
+
+    @property
+    def steps(self) -> int:
+        """Env steps the collection takes (every env contributes each step)."""
+        return -(-self.size // self.envs)
 
 
 @dataclass(frozen=True)
@@ -25,9 +39,16 @@ class EvalConfig:
     """Held-out evaluation (conf/eval/*.yaml)."""
 
     every: int
+    first: tuple[int, ...]
     steps: int
     num_envs: int
     sharpe_window: int
+    probe: ProbeConfig
+
+    def due(self, t: int, steps: int) -> bool:
+        """Whether an evaluation runs after env step `t`: at the steps of `first`, every
+        `every` steps, and at the end of the run."""
+        return t == steps or t in self.first or (self.every > 0 and t % self.every == 0)
 
 
 @dataclass(frozen=True)
@@ -115,16 +136,33 @@ def run_config(cfg: DictConfig) -> RunConfig:
 
 def eval_config(cfg: DictConfig) -> EvalConfig:
     """Held-out evaluation settings, range-checked."""
-    ev = EvalConfig(*(_int(cfg, f"eval.{k}") for k in ("every", "steps", "num_envs",
-                                                        "sharpe_window")))  # fmt: skip
+    first = _select(cfg, "eval.first")
+    if not OmegaConf.is_list(first) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in first
+    ):
+        raise ConfigError(f"eval.first={first!r} must be a list of env steps (see conf/eval/)")
+    probe = ProbeConfig(_int(cfg, "eval.probe.size"), _int(cfg, "eval.probe.envs"))
+    ev = EvalConfig(
+        every=_int(cfg, "eval.every"),
+        first=tuple(int(x) for x in first),
+        steps=_int(cfg, "eval.steps"),
+        num_envs=_int(cfg, "eval.num_envs"),
+        sharpe_window=_int(cfg, "eval.sharpe_window"),
+        probe=probe,
+    )
     require(
         [
             (ev.every >= 0, "eval.every must be >= 0 (0: only at the end)"),
+            (all(x >= 1 for x in ev.first) and list(ev.first) == sorted(set(ev.first)),
+             f"eval.first={list(ev.first)} must be ascending env steps >= 1"),
             (ev.steps >= 1 and ev.num_envs >= 1, "eval.steps and eval.num_envs must be >= 1"),
             (1 <= ev.sharpe_window <= ev.steps, "eval.sharpe_window must be in 1..eval.steps"),
+            (1 <= probe.size <= dqn.MAX_BATCH,
+             f"eval.probe.size={probe.size} must be in 1..{dqn.MAX_BATCH} (one TD block)"),
+            (1 <= probe.envs <= probe.size, "eval.probe.envs must be in 1..eval.probe.size"),
         ],
         "conf/eval/",
-    )
+    )  # fmt: skip
     return ev
 
 

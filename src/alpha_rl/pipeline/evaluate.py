@@ -1,9 +1,10 @@
-"""Held-out evaluation: the greedy policy on the held-out split, in environments of its own.
+"""Held-out evaluation: the greedy policy on the held-out split, in environments of its own,
+and the TD loss on the probe set (pipeline/probe.py).
 
 Every evaluation resets its `eval.num_envs` environments to the same seeded start ticks of the
 held-out book, so successive evaluations differ only by the network. There is no exploration, no
 HER and no replay; the env kernels read the run's ISV (reward weights) but nothing writes it.
-The metrics come from closed trades only (PnL in USD); hindsight rewards never enter them.
+The trade metrics come from closed trades only (PnL in USD); hindsight rewards never enter them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from alpha_rl.agent import GreedyPolicy, Learner
 from alpha_rl.env import Environment
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
+from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.session import Session
 
 F32 = np.float32
@@ -39,14 +41,16 @@ class Evaluator:
                                int(session.cfg.reward.stride))  # fmt: skip
         self.policy = GreedyPolicy(learner, plan.eval.num_envs)
         self.h = session.backend.zeros(plan.eval.num_envs * self.env.obs_dim, F32)
+        self.probe = ProbeLoss(learner, collect_probe(session, book, plan))
 
     def due(self, t: int, steps: int) -> bool:
-        """Whether an evaluation runs after env step `t` (every `eval.every`, and at the end)."""
-        every = self.cfg.every
-        return t == steps or (every > 0 and t % every == 0)
+        """Whether an evaluation runs after env step `t` (`eval.first`, every `eval.every`, the
+        end)."""
+        return self.cfg.due(t, steps)
 
     def run(self) -> dict[str, float]:
-        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades of one evaluation."""
+        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades and the probe's eval/l_q_probe
+        and eval/q_probe_mean of one evaluation."""
         env, c = self.env, self.cfg
         env.reset()
         pnl, trades, realised, available = [], 0, 0.0, 0.0
@@ -66,4 +70,4 @@ class Evaluator:
             "eval/sharpe": sharpe(np.asarray(pnl)),
             "eval/capture_ratio": realised / available if available > 0 else float("nan"),
             "eval/trades": float(trades),
-        }
+        } | self.probe.run()

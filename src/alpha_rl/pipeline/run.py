@@ -9,6 +9,7 @@ loses a metric.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import DivergenceError
 from alpha_rl.market import load_market
 from alpha_rl.pipeline import checkpoint
-from alpha_rl.pipeline.config import Plan, plan_run
+from alpha_rl.pipeline.config import Plan, RunConfig, learner_updates, plan_run
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.labels import check_resumable, config_yaml, flatten, resolved, run_name, tags
 from alpha_rl.pipeline.progress import Progress
@@ -70,6 +72,7 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         run_dir = plan.run.resume.resolve()
         meta = checkpoint.read_meta(run_dir)
         check_resumable(meta["config"], cfg)
+        plan = keep_beta_anneal(plan, cfg, meta["config"])
     run_dir.mkdir(parents=True, exist_ok=True)
     market = load_market(cfg.market, plan.run.seed)
     with open_session(cfg, job.choices) as session:
@@ -87,11 +90,27 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
-            describe_run(tracker, session, cfg, job, plan)
+            describe_run(tracker, session, cfg, job, plan, evaluator.probe.digest)
         try:
             return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
         finally:
             trainer.close()
+
+
+def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
+    """A resumed run keeps the β anneal its first start resolved (from that start's `steps`):
+    a run extended with more steps holds β at 1 after its first end, never steps it back."""
+    if cfg.replay.beta_anneal_updates is not None:
+        return plan
+    saved = yaml.safe_load(saved_yaml) or {}
+    first = RunConfig(**{**vars(plan.run), "steps": int(saved.get("steps", plan.run.steps))})
+    anneal = max(1, learner_updates(first, plan.agent) - 1)
+    if anneal != plan.replay.beta_anneal_updates:
+        log.info("resume: PER's beta keeps the anneal over %d updates of the run's first %d "
+                 "steps (beta stays 1 after it); set replay.beta_anneal_updates to choose",
+                 anneal, first.steps)  # fmt: skip
+    return dataclasses.replace(plan, replay=dataclasses.replace(plan.replay,
+                                                                beta_anneal_updates=anneal))
 
 
 def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
@@ -103,7 +122,8 @@ def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
              rp.beta_anneal_updates, source)  # fmt: skip
 
 
-def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan):
+def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan,
+                 probe_digest: str) -> None:  # fmt: skip
     """Params, tags and the config and ISV artifacts of a new run."""
     if session.backend.name == "numpy":
         audit = "not audited (numpy backend: the kernels are the oracles)"
@@ -111,6 +131,7 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
     tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params())
     labels = tags(session, job.choices, audit)
+    labels["probe_digest"] = probe_digest
     if job.gpu is not None:
         labels["gpu_slot"] = job.gpu.tag
     tracker.set_tags(labels)

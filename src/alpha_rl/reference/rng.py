@@ -27,6 +27,7 @@ class Stream(enum.IntEnum):
     INIT = 4
     ENV = 5
     PARAMS = 6
+    PROBE = 7
 
 
 def _mulhilo(m: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

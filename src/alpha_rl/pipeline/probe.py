@@ -1,0 +1,126 @@
+"""The probe set: real held-out transitions on which every run's TD loss is comparable.
+
+A run's own l_q is measured on its own replay batches: with HER they hold synthetic rows
+(other rewards, done = 1) at boosted priority, so two arms' l_q answer different regression
+problems. The probe is common ground. It is collected once, at the start of a run, from
+`eval.probe.envs` environments on the held-out split driven by uniform random actions drawn from
+the counter RNG on a stream of its own (PROBE): (seed, PROBE, step * envs + env) -> a = floor(u A).
+No aux signal enters the env step (so the β reward c6 is 0) and nothing of the run's training
+touches it, so every run of one market, seed, env and reward setting collects the same bytes,
+whatever its HER, β or reward-layout variant (`digest` says which set a run used).
+
+At each evaluation `ProbeLoss` runs the run's online net on h_t and h_tp1 and its target net on
+h_tp1, and the learner's own dqn_td kernel with unit weights: eval/l_q_probe is the unweighted
+mean Huber TD error against the run's double-DQN target; eval/q_probe_mean the mean over the
+probe of max_a Q_online(h_t, a) (over-estimation is the other face of destabilisation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from alpha_rl.agent import ACTIONS, Learner
+from alpha_rl.env import Environment
+from alpha_rl.kernels import dqn
+from alpha_rl.market.book import Book
+from alpha_rl.pipeline.config import Plan
+from alpha_rl.reference.rng import Stream, rng_uniform
+from alpha_rl.session import Session
+
+F32, I32 = np.float32, np.int32
+FIELDS = ("h_t", "h_tp1", "action", "reward", "done")
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """size transitions on the host: h_t, h_tp1 [size, H] f32, action [size] i32, reward and
+    done [size] f32, in collection order (step-major, then env)."""
+
+    h_t: np.ndarray
+    h_tp1: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    done: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.action.shape[0])
+
+    @property
+    def digest(self) -> str:
+        """sha256 (first 16 hex digits) of every field's bytes, in FIELDS order."""
+        h = hashlib.sha256()
+        for name in FIELDS:
+            h.update(np.ascontiguousarray(getattr(self, name)).tobytes())
+        return h.hexdigest()[:16]
+
+
+def probe_actions(seed: int, step: int, envs: int) -> np.ndarray:
+    """The behaviour policy's actions [envs] int32 at collection step `step`: uniform."""
+    index = np.uint64(step * envs) + np.arange(envs, dtype=np.uint64)
+    u = rng_uniform(seed, Stream.PROBE, index)
+    return np.minimum(ACTIONS - 1, (u * F32(ACTIONS)).astype(I32))
+
+
+def collect_probe(session: Session, book: Book, plan: Plan) -> ProbeSet:
+    """The run's probe set from the held-out `book` (env kernels on the session's backend)."""
+    cfg, seed, be = plan.eval.probe, plan.run.seed, session.backend
+    env_cfg = dataclasses.replace(plan.env, num_envs=cfg.envs)
+    env = Environment(env_cfg, book, session.runtime, session.isv, seed,
+                      int(session.cfg.reward.stride))  # fmt: skip
+    H = env.obs_dim
+    h_t, h_tp1 = be.zeros(cfg.envs * H, F32), be.zeros(cfg.envs * H, F32)
+    rows: dict[str, list[np.ndarray]] = {name: [] for name in FIELDS}
+    for step in range(cfg.steps):
+        env.perceive(h_t)
+        env.step(be.upload(probe_actions(seed, step, cfg.envs)), None)
+        env.perceive(h_tp1)
+        a = env.arrays
+        got = {"h_t": h_t, "h_tp1": h_tp1, "action": a["eff_action"], "reward": a["reward"],
+               "done": a["done"]}  # fmt: skip
+        for name, array in got.items():
+            rows[name].append(be.download(array).copy())
+    n = cfg.size
+    return ProbeSet(
+        h_t=np.concatenate(rows["h_t"]).reshape(-1, H)[:n].astype(F32),
+        h_tp1=np.concatenate(rows["h_tp1"]).reshape(-1, H)[:n].astype(F32),
+        action=np.concatenate(rows["action"])[:n].astype(I32),
+        reward=np.concatenate(rows["reward"])[:n].astype(F32),
+        done=np.concatenate(rows["done"])[:n].astype(F32),
+    )
+
+
+class ProbeLoss:
+    """eval/l_q_probe and eval/q_probe_mean of `learner` on a probe set (device buffers of its
+    own; the learner's parameters are only read)."""
+
+    def __init__(self, learner: Learner, probe: ProbeSet) -> None:
+        be, n = learner.backend, probe.size
+        self.learner, self.size, self.digest = learner, n, probe.digest
+        self.x = be.upload(np.concatenate([probe.h_t.ravel(), probe.h_tp1.ravel()]))
+        self.action, self.reward = be.upload(probe.action), be.upload(probe.reward)
+        self.done, self.weight = be.upload(probe.done), be.upload(np.ones(n, F32))
+        self.online, self.target = learner.net.buffers(2 * n), learner.net.buffers(n)
+        self.delta, self.dq = be.zeros(n, F32), be.zeros(n * ACTIONS, F32)
+        self.out = be.zeros(1, F32)  # dqn_td's l_q slot
+        self.td = learner.runtime.bind(dqn.TD)
+
+    def run(self) -> dict[str, float]:
+        """One evaluation of the current online and target nets on the probe."""
+        lr, n, H, c = self.learner, self.size, self.learner.obs_dim, self.learner.cfg
+        q = lr.net.forward(lr.views["theta"], self.x, self.online)
+        q_t, q_tp1 = q[: n * ACTIONS], q[n * ACTIONS :]
+        q_tgt = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
+        self.td(q_t, q_tp1, q_tgt, self.action, self.reward, self.done, self.weight, None,
+                self.delta, self.dq, self.out, n, ACTIONS, c.gamma, int(c.cut_on_done),
+                c.huber_kappa, 0, -1, -1, -1)  # fmt: skip
+        be = lr.backend
+        q_host = be.download(q_t).reshape(n, ACTIONS).astype(np.float64)
+        return {
+            "eval/l_q_probe": float(be.download(self.out)[0]),
+            "eval/q_probe_mean": float(q_host.max(axis=1).mean()),
+        }
