@@ -48,7 +48,7 @@ venv: $(STAMP) ## create or refresh .venv only
 train: $(STAMP) ## run the default experiment (Hydra overrides in ARGS="...")
 	$(PY) -m alpha_rl.train $(ARGS)
 
-sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|reward_variants)
+sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|her_components|reward_variants)
 	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) $(ARGS)
 
 kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
@@ -66,9 +66,9 @@ bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch pe
 	$(PY) benchmarks/learner_update.py
 	$(PY) benchmarks/replay_cycle.py --breakdown
 
-gpu-ablation: $(STAMP) ## GPU: HER on/off x 5 seeds x 40k steps at scale=gpu, then the kill check
+gpu-ablation: $(STAMP) ## GPU: EXPERIMENT (her_ablation; her_components) x 5 seeds x 40k steps at scale=gpu, then the kill check
 	@dir=multirun/gpu_ablation/$$(date +%Y-%m-%d_%H-%M-%S); set -e; \
-	$(PY) -m alpha_rl.train -m experiment=her_ablation backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=$$dir $(ARGS); \
+	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=$$dir $(ARGS); \
 	$(PY) -m alpha_rl.killcheck --sweep $$dir
 
 test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)

@@ -342,11 +342,9 @@ class Learner:
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
         self.aux_w = be.zeros(H + 1, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
-        self.slots = SimpleNamespace(
-            **{n: _slot(isv, n) for n in ("loss_q", "loss_aux", "epsilon", "grad_norm",
-                                          "loss_q_real", "loss_q_synthetic",
-                                          "batch_synthetic_frac")}  # fmt: skip
-        )
+        slots = ("loss_q", "loss_aux", "epsilon", "grad_norm", "loss_q_real",
+                 "loss_q_synthetic", "batch_synthetic_frac")  # fmt: skip
+        self.slots = SimpleNamespace(**{n: _slot(isv, n) for n in slots})
 
     @property
     def backend(self) -> Backend:

@@ -23,18 +23,28 @@ def _both(cuda_backend, decl, fn, host: dict, scalars: list) -> tuple[dict, dict
 
 
 @pytest.mark.parametrize("M", SIZES)
-def test_dqn_td_matches_reference(cuda_backend, M: int) -> None:
+@pytest.mark.parametrize("synthetic", ["none", "mixed", "all"])
+def test_dqn_td_matches_reference(cuda_backend, M: int, synthetic: str) -> None:
     gen = np.random.default_rng(M)
     f = lambda n, s=1.0: (gen.normal(size=n) * s).astype(np.float32)  # noqa: E731
+    flags = {"none": None, "mixed": (gen.random(M) < 0.3).astype(np.uint8),
+             "all": np.ones(M, np.uint8)}[synthetic]  # fmt: skip
     host = {"q_t": f(M * 3), "q_tp1": f(M * 3), "q_tp1_target": f(M * 3),
             "action": gen.integers(0, 3, M).astype(np.int32), "reward": f(M, 2.0),
             "done": (gen.random(M) < 0.3).astype(np.float32),
-            "weight": gen.uniform(0.1, 1, M).astype(np.float32),
+            "weight": gen.uniform(0.1, 1, M).astype(np.float32), "synthetic": flags,
             "delta": np.full(M, np.nan, np.float32), "dq": np.full(M * 3, np.nan, np.float32),
-            "isv": np.zeros(4, np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.TD, ref.dqn_td, host, [M, 3, 0.99, 1, 1.0, 2])
+            "isv": np.full(6, -7.0, np.float32)}  # fmt: skip
+    scalars = [M, 3, 0.99, 1, 1.0, 2, 3, 4, 5]  # l_q, real, synthetic, share into isv[2..5]
+    got, want = _both(cuda_backend, dqn.TD, ref.dqn_td, host, scalars)
     for name in ("delta", "dq", "isv"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    isv = got["isv"]
+    assert isv[0] == isv[1] == -7.0  # slots not named stay as they were
+    if synthetic == "none":
+        assert isv[2] == isv[3] and np.isnan(isv[4]) and isv[5] == 0.0  # bit for bit
+    if synthetic == "all":
+        assert isv[2] == isv[4] and np.isnan(isv[3]) and isv[5] == 1.0
 
 
 @pytest.mark.parametrize("P", [17, 75011])
@@ -98,12 +108,14 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
               "s_action": gen.integers(0, 3, N).astype(np.int32),
               "s_reward": gen.normal(size=N).astype(np.float32),
               "s_done": gen.integers(0, 2, N).astype(np.float32),
+              "s_synthetic": gen.integers(0, 2, N).astype(np.uint8),
               "x_t": np.full(B * H, np.nan, np.float32),
               "x_tp1": np.full(B * H, np.nan, np.float32),
               "action": np.full(B, -9, np.int32), "reward": np.full(B, np.nan, np.float32),
-              "done": np.full(B, np.nan, np.float32)}  # fmt: skip
+              "done": np.full(B, np.nan, np.float32),
+              "synthetic": np.full(B, 9, np.uint8)}  # fmt: skip
     got, want = _both(cuda_backend, dqn.GATHER, ref.dqn_gather, gather, [B, H])
-    for name in ("x_t", "x_tp1", "action", "reward", "done"):
+    for name in ("x_t", "x_tp1", "action", "reward", "done", "synthetic"):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 

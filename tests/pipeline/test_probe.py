@@ -61,8 +61,11 @@ def test_probe_loss_is_the_unweighted_double_dqn_huber_loss_of_the_runs_nets() -
         probe = collect_probe(session, market.heldout, plan)
         got = ProbeLoss(trainer.learner, probe).run()
         lr = trainer.learner
-        q = lambda which, h: lr.net.forward(  # noqa: E731
-            lr.views[which], h.ravel().copy(), lr.net.buffers(probe.size)).reshape(-1, 3).copy()
+
+        def q(which: str, h: np.ndarray) -> np.ndarray:
+            bufs = lr.net.buffers(probe.size)
+            return lr.net.forward(lr.views[which], h.ravel().copy(), bufs).reshape(-1, 3).copy()
+
         q_t, q_tp1, q_tgt = q("theta", probe.h_t), q("theta", probe.h_tp1), q("target", probe.h_tp1)
     c, n = plan.agent, probe.size
     best = q_tp1.argmax(1)

@@ -1,13 +1,17 @@
-"""`alpha-rl-kill-check`: MLflow runs of a HER ablation -> keep / kill, a table, a report, a plot.
+"""`alpha-rl-kill-check`: MLflow runs of a variant study -> a keep / kill verdict per treatment,
+a table, a JSON report, a plot.
 
-Exit status: 0 keep, 1 kill, 2 cannot judge (no pairs, runs too short, criteria not evaluated,
-or a store / experiment / run that cannot be read).
+Runs are paired along one axis (`--axis her` by default; beta, reward or any config key): each
+treatment value against the baseline value, run by run of the same config and seed. Exit status:
+0 every treatment kept, 1 any killed (the table says which), 2 cannot judge (no pairs, runs too
+short, a required criterion not evaluated, or a store / experiment / run that cannot be read).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -16,16 +20,22 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.killcheck.compare import (
-    capture_key,
-    judge_held_out,
-    judge_speedup,
-    judge_stability,
-)
+from alpha_rl.killcheck.axes import Axis, axis_for
+from alpha_rl.killcheck.compare import judge_held_out, judge_stability, literal_row
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import AUDITS, Judgement, judge_audit, judge_injections
-from alpha_rl.killcheck.pairs import Pairing, her_enabled, pair_runs
-from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, plot, table, verdict, write_json
+from alpha_rl.killcheck.criteria import her_criteria
+from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
+from alpha_rl.killcheck.report import (
+    CANNOT_JUDGE,
+    EXIT,
+    Treatment,
+    overall,
+    plot,
+    summary,
+    table,
+    write_json,
+)
+from alpha_rl.killcheck.speed import capture_key, judge_area, judge_speed
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.parent import PARENT_FILE
 
@@ -41,8 +51,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("overrides", nargs="*", metavar="key=value", help=what)
     p.add_argument("--tracking-uri", default=str(tracking.uri), help="MLflow tracking URI")
     p.add_argument("--experiment", default=str(tracking.experiment), help="MLflow experiment")
-    p.add_argument("--parent", help="judge only the runs nested under this parent run id")
-    p.add_argument("--sweep", type=Path, help="a multirun directory: its parent run is judged")
+    p.add_argument(
+        "--axis",
+        default="her",
+        help="the variant axis: her (default), beta, reward or a config key",
+    )
+    p.add_argument("--baseline", help="the baseline value on the axis (her: off, beta: "
+                   "sentinel, reward: stride6, a config key: its default)")  # fmt: skip
+    p.add_argument(
+        "--parent",
+        action="append",
+        default=[],
+        help="judge the runs nested under this parent run id (repeatable)",
+    )
+    p.add_argument(
+        "--sweep",
+        type=Path,
+        action="append",
+        default=[],
+        help="a multirun directory: its parent run's runs are judged (repeatable)",
+    )
     p.add_argument("--filter", default="", help="an MLflow search filter string to narrow runs")
     p.add_argument("--out", type=Path, help="where the JSON and PNG go (default kill_check/<time>)")
     p.add_argument("--no-write", action="store_true", help="leave the runs' tags and artifacts")
@@ -57,53 +85,91 @@ def parent_of_sweep(sweep: Path) -> str:
     return str(json.loads(path.read_text())["run_id"])
 
 
-def judge(runs: list[RunRecord], crit: Criteria) -> tuple[list[Judgement], Pairing]:
-    """Every row of the table, from the runs."""
+def seed_warnings(label: str, base: str, pairs: list[Pair], crit: Criteria) -> list[str]:
+    """A warning when an arm has fewer than `min_seeds` runs."""
+    counts = {label: len({t.run_id for t, _ in pairs}), base: len({b.run_id for _, b in pairs})}
+    few = {k: n for k, n in counts.items() if n < crit.min_seeds}
+    if not few:
+        return []
+    shown = ", ".join(f"{k} {n}" for k, n in few.items())
+    return [f"fewer than {crit.min_seeds} runs in an arm ({shown}): its intervals and IQM rest on "
+            "too few seeds to be read with confidence"]  # fmt: skip
+
+
+def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria) -> Treatment:
+    """Every row of one treatment against the baseline."""
+    label, base = axis.label(value), axis.label(axis.baseline)
+    rows = her_criteria(axis, [t for t, _ in pairs], crit)
+    rows += [judge_stability(pairs, crit), literal_row(pairs, axis, crit),
+             judge_speed(pairs, (label, base), crit)]  # fmt: skip
+    rows += [row for key in ("eval/capture_ratio", "eval/pnl")
+             if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
+    rows += judge_held_out(pairs, (label, base), crit)
+    return Treatment(value, label, pairs, rows, seed_warnings(label, base, pairs, crit))
+
+
+def judge(runs: list[RunRecord], axis: Axis, crit: Criteria) -> tuple[list[Treatment], Pairing]:
+    """Every treatment of the axis, judged, and the pairing."""
     runs = [r for r in runs if r.params]  # a parent run holds no config
-    pairing = pair_runs(runs, crit.pair_ignore)
-    her = [r for r in runs if her_enabled(r)]
-    rows = [judge_audit(name, her, crit) for name in AUDITS]
-    rows += [judge_injections(her, crit), judge_stability(pairing.pairs, crit),
-             judge_speedup(pairing.pairs, crit)]  # fmt: skip
-    return rows + judge_held_out(pairing.pairs, crit), pairing
+    pairing = pair_runs(runs, axis, crit.pair_ignore)
+    treatments = [judge_treatment(axis, v, pairs, crit) for v, pairs in pairing.arms.items()]
+    return treatments, pairing
 
 
-def write_back(reader: RunReader, rows: list[Judgement], overall: str, pairing: Pairing,
-               parent: str | None, files: list[Path]) -> None:  # fmt: skip
-    """The verdict as tags on the judged runs and the parent; the files as their artifacts."""
-    tags = {"kill_check.verdict": overall, "kill_check.time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    tags |= {f"kill_check.{r.criterion.replace(' ', '_')}": r.verdict for r in rows}
-    judged = {r.run_id for pair in pairing.pairs for r in pair}
-    for run_id in sorted(judged | ({parent} if parent else set())):
-        reader.set_tags(run_id, tags)
-    for run_id in [parent] if parent else sorted(h.run_id for h, _ in pairing.pairs):
+def _tag_key(text: str) -> str:
+    return re.sub(r"[^\w.\-/]", "_", text)
+
+
+def write_back(reader: RunReader, treatments: list[Treatment], verdict: str, pairing: Pairing,
+               parents: list[str], files: list[Path]) -> None:  # fmt: skip
+    """The verdicts as tags (a treatment's runs its own, the baselines and parents the overall
+    and each treatment's); the files as artifacts of the parents (else of the treatment runs)."""
+    stamp = {"kill_check.time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+             "kill_check.axis": pairing.axis.name}  # fmt: skip
+    per = {f"kill_check.verdict.{_tag_key(t.value)}": t.verdict for t in treatments}
+    for t in treatments:
+        tags = stamp | {"kill_check.verdict": t.verdict, "kill_check.role": "treatment"}
+        tags |= {f"kill_check.{_tag_key(r.criterion)}": r.verdict for r in t.rows}
+        for run_id in sorted({a.run_id for a, _ in t.pairs}):
+            reader.set_tags(run_id, tags)
+    summary_tags = stamp | per | {"kill_check.verdict": verdict}
+    for run_id in sorted({b.run_id for _, b in pairing.pairs}):
+        reader.set_tags(run_id, summary_tags | {"kill_check.role": "baseline"})
+    for run_id in parents:
+        reader.set_tags(run_id, summary_tags)
+    for run_id in parents or sorted({a.run_id for a, _ in pairing.pairs}):
         reader.log_artifacts(run_id, files, "kill_check")
 
 
 def run(args: argparse.Namespace) -> int:
     """Read, pair, judge, report; the exit status."""
     crit = Criteria.load(overrides=args.overrides)
+    axis = axis_for(args.axis, args.baseline)
     reader = RunReader(args.tracking_uri)
-    parent = args.parent or (parent_of_sweep(args.sweep) if args.sweep else None)
-    runs = reader.runs(args.experiment, lambda k: k.startswith(WANTED), parent_run_id=parent,
-                       filter_string=args.filter)  # fmt: skip
-    rows, pairing = judge(runs, crit)
-    overall = verdict(rows, pairing)
-    print(table(rows, overall, pairing))
+    parents = [*args.parent, *(parent_of_sweep(s) for s in args.sweep)]
+    runs: list[RunRecord] = []
+    for parent in parents or [None]:
+        runs += reader.runs(args.experiment, lambda k: k.startswith(WANTED),
+                            parent_run_id=parent, filter_string=args.filter)  # fmt: skip
+    runs = list({r.run_id: r for r in runs}.values())  # a parent named twice
+    treatments, pairing = judge(runs, axis, crit)
+    verdict = overall(treatments)
+    print(table(treatments, verdict, pairing))
     out = args.out or Path("kill_check") / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"tracking_uri": reader.uri, "experiment": args.experiment, "parent": parent,
+    meta = {"tracking_uri": reader.uri, "experiment": args.experiment, "parents": parents,
             "filter": args.filter, "settings": vars(crit)}  # fmt: skip
-    write_json(out / JSON, rows, overall, pairing, meta)
+    write_json(out / JSON, treatments, verdict, pairing, meta)
     files = [out / JSON]
     if pairing.pairs:
-        key = capture_key([r for pair in pairing.pairs for r in pair])
-        plot(out / PNG, pairing, key, crit.capture_target, f"HER on vs off: {overall}")
+        keys = {"stability": crit.stability_metric,
+                "capture": capture_key([r for pair in pairing.pairs for r in pair])}  # fmt: skip
+        plot(out / PNG, treatments, pairing, keys, summary(treatments, verdict))
         files.append(out / PNG)
-    if not args.no_write and (pairing.pairs or parent):
-        write_back(reader, rows, overall, pairing, parent, files)
+    if not args.no_write and (pairing.pairs or parents):
+        write_back(reader, treatments, verdict, pairing, parents, files)
     print(f"report: {', '.join(str(f) for f in files)}")
-    return EXIT[overall]
+    return EXIT[verdict]
 
 
 def main(argv: list[str] | None = None) -> None:

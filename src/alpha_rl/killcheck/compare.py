@@ -1,148 +1,176 @@
-"""The judgements that compare a HER run with its baseline: criterion 5 (no destabilisation),
-the speed-up report (steps to a capture-ratio target, HER vs baseline) and the held-out report
-(the evaluation's capture ratio, PnL and Sharpe at the end of training, HER vs baseline)."""
+"""The judgements that compare a treatment arm with its baseline, pair by pair: criterion 5 (no
+destabilisation, on comparable data), the seed's literal l_q row (INFO) and the held-out
+evaluation at the end of training (INFO): each arm's mean and IQM, the probability of
+improvement and the paired difference."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum
+from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import INFO, KILL, NOT_EVALUATED, PASS, Judgement, interval
+from alpha_rl.killcheck.pairs import Pair
+from alpha_rl.killcheck.speed import window_mean
 from alpha_rl.tracking import RunRecord
 
-CAPTURE_KEYS = ("eval/capture_ratio", "trade/capture_ratio")
 FAILURE_TAG = "alpha_rl.failure_reason"
+PROBE_TAG = "probe_digest"
+PROBE_KEY, LITERAL_KEY = "eval/l_q_probe", "loss/l_q"
+HELD_OUT_KEYS = ("eval/pnl", "eval/sharpe", "eval/capture_ratio")
+NOT_COMPARABLE = {
+    "her": "HER's batches hold synthetic rows (peak or forward PnL, done = 1) at boosted "
+    "priority, another regression problem",
+}
 
 
-def window_mean(run: RunRecord, key: str, start: float) -> float:
-    """Mean of `key` over the points at steps >= start (NaN when there are none)."""
-    steps, values = run.series(key)
-    chosen = values[steps >= start]
-    return float(chosen.mean()) if chosen.size else float("nan")
+def fmt(x: float) -> str:
+    """A number for the table: thousands separated from 1000 on, 4 significant digits below."""
+    if not np.isfinite(x):
+        return "n/a"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def _pair_stability(her: RunRecord, base: RunRecord, crit: Criteria) -> dict:
-    """The evidence of one pair: ratio of window means, blow-up, non-finite values."""
-    _, h = her.series("loss/l_q")
-    _, b = base.series("loss/l_q")
-    end = min(her.last_step, base.last_step)
-    start = (1 - crit.window) * end
-    out = {"her": her.run_id, "baseline": base.run_id, "points": [int(h.size), int(b.size)]}
-    if not np.isfinite(h).all() or FAILURE_TAG in her.tags:
-        out["kill"] = her.tags.get(FAILURE_TAG, "non-finite loss/l_q in the HER run")
+def fmt_interval(est: float, lo: float, hi: float, sign: bool = False) -> str:
+    """`est [lo, hi]`, `est [no interval]` without bounds."""
+
+    def f(x: float) -> str:
+        return ("+" if sign and x >= 0 else "") + fmt(x)
+
+    bounds = f"[{f(lo)}, {f(hi)}]" if np.isfinite(lo) and np.isfinite(hi) else "[no interval]"
+    return f"{f(est)} {bounds}"
+
+
+def _window(treated: RunRecord, base: RunRecord, crit: Criteria) -> tuple[float, int]:
+    end = min(treated.last_step, base.last_step)
+    return (1 - crit.window) * end, end
+
+
+def _pair_stability(treated: RunRecord, base: RunRecord, key: str, crit: Criteria) -> dict:
+    """The evidence of one pair on `key`: ratio of window means, blow-up, non-finite values."""
+    _, t = treated.series(key)
+    _, b = base.series(key)
+    _, literal = treated.series(LITERAL_KEY)
+    start, end = _window(treated, base, crit)
+    out = {"treatment": treated.run_id, "baseline": base.run_id,
+           "points": [int(t.size), int(b.size)]}  # fmt: skip
+    if FAILURE_TAG in treated.tags or not (np.isfinite(t).all() and np.isfinite(literal).all()):
+        out["kill"] = treated.tags.get(FAILURE_TAG, f"non-finite {key} or l_q in the treatment")
         return out
-    if h.size == 0 or b.size == 0 or not np.isfinite(b).all():
-        out["skip"] = "no l_q in one run" if h.size * b.size == 0 else "baseline l_q non-finite"
+    digests = (treated.tags.get(PROBE_TAG), base.tags.get(PROBE_TAG))
+    if key == PROBE_KEY and digests[0] != digests[1]:
+        out["skip"] = f"the runs' probe sets differ (probe_digest {digests[0]} vs {digests[1]})"
         return out
-    out["ratio"] = window_mean(her, "loss/l_q", start) / window_mean(base, "loss/l_q", start)
-    out["max_ratio"] = float(h.max() / b.max()) if b.max() > 0 else float("inf")
+    if t.size == 0 or b.size == 0 or not np.isfinite(b).all():
+        out["skip"] = f"no {key} in one run" if t.size * b.size == 0 else f"baseline {key} NaN"
+        return out
+    out["ratio"] = window_mean(treated, key, start, end) / window_mean(base, key, start, end)
+    out["max_ratio"] = float(t.max() / b.max()) if b.max() > 0 else float("inf")
     if out["max_ratio"] > crit.blowup_factor:
-        out["kill"] = f"max l_q {h.max():.4g} > {crit.blowup_factor} x baseline max {b.max():.4g}"
+        out["kill"] = f"max {key} {t.max():.4g} > {crit.blowup_factor} x baseline max {b.max():.4g}"
     return out
 
 
-def judge_stability(pairs: list[tuple[RunRecord, RunRecord]], crit: Criteria) -> Judgement:
-    """Criterion 5: HER l_q same or better than the baseline over the last `window` of training,
-    across seeds (bootstrap interval of the ratio), no NaN/inf, no blow-up."""
-    name = "5 no destabilisation"
-    threshold = (f"ratio CI low <= {1 + crit.tolerance:g}, max <= {crit.blowup_factor:g}x, "
-                 "finite")  # fmt: skip
+def _ratios(pairs: list[Pair], key: str, crit: Criteria) -> tuple[list[dict], list[float]]:
+    each = [_pair_stability(t, b, key, crit) for t, b in pairs]
+    return each, [e["ratio"] for e in each if np.isfinite(e.get("ratio", np.nan))]
+
+
+def judge_stability(pairs: list[Pair], crit: Criteria) -> Judgement:
+    """Criterion 5: the treatment's `stability_metric` same or better than the baseline's over
+    the last `window` of training, across pairs (bootstrap interval of the ratio of window
+    means), no NaN/inf (in it or in l_q), no blow-up."""
+    key = crit.stability_metric
+    name = f"5 no destabilisation ({key})"
+    threshold = f"ratio CI low <= {1 + crit.tolerance:g}, max <= {crit.blowup_factor:g}x, finite"
     if not pairs:
-        return Judgement(name, "no HER/baseline pairs", threshold, NOT_EVALUATED)
-    each = [_pair_stability(h, b, crit) for h, b in pairs]
-    evidence = {"pairs": each}
+        return Judgement(name, "no pairs", threshold, NOT_EVALUATED)
+    each, ratios = _ratios(pairs, key, crit)
+    evidence: dict = {"metric": key, "pairs": each}
     killed = [e for e in each if "kill" in e]
     if killed:
-        return Judgement(name, f"{len(killed)} of {len(each)} HER runs: {killed[0]['kill']}",
+        return Judgement(name, f"{len(killed)} of {len(each)} treatment runs: {killed[0]['kill']}",
                          threshold, KILL, True, evidence)  # fmt: skip
-    ratios = [e["ratio"] for e in each if np.isfinite(e.get("ratio", np.nan))]
     if not ratios:
-        return Judgement(name, "no comparable l_q in any pair", threshold, NOT_EVALUATED, True,
+        why = next((e["skip"] for e in each if "skip" in e), "no comparable values")
+        hint = "; stability_metric=loss/l_q_real reads the batches" if key == PROBE_KEY else ""
+        return Judgement(name, f"no pair to compare: {why}{hint}", threshold, NOT_EVALUATED, True,
                          evidence)  # fmt: skip
     est, lo, hi = interval(ratios, crit)
     evidence["ratio"] = {"mean": est, "low": lo, "high": hi, "n": len(ratios)}
-    value = f"l_q ratio {est:.3f} [{lo:.3f}, {hi:.3f}] over {len(ratios)} pairs"
+    skipped = len(each) - len(ratios)
+    value = f"ratio {fmt_interval(est, lo, hi)} over {len(ratios)} pairs"
+    value += f" ({skipped} skipped)" if skipped else ""
     return Judgement(name, value, threshold, KILL if lo > 1 + crit.tolerance else PASS, True,
                      evidence)  # fmt: skip
 
 
-def capture_key(runs: list[RunRecord]) -> str | None:
-    """eval/capture_ratio when every run has it, else trade/capture_ratio when they all do."""
-    for key in CAPTURE_KEYS:
-        if runs and all(run.metrics.get(key) for run in runs):
-            return key
-    return None
-
-
-def steps_to(run: RunRecord, key: str, target: float) -> int | None:
-    """The first step at which `key` reached `target` (None: never)."""
-    steps, values = run.series(key)
-    hit = np.flatnonzero(values >= target)
-    return int(steps[hit[0]]) if hit.size else None
-
-
-def judge_speedup(pairs: list[tuple[RunRecord, RunRecord]], crit: Criteria) -> Judgement:
-    """The seed's claim: baseline steps / HER steps to reach the capture target (INFO)."""
-    name = "speed-up to capture target"
-    key = capture_key([r for pair in pairs for r in pair])
-    threshold = f"claimed {crit.claimed_speedup:g}x"
-    if key is None:
-        return Judgement(name, "no capture-ratio metric in the pairs", threshold, NOT_EVALUATED,
-                         False)  # fmt: skip
-    each = []
-    for her, base in pairs:
-        sh, sb = steps_to(her, key, crit.capture_target), steps_to(base, key, crit.capture_target)
-        each.append({"her": her.run_id, "baseline": base.run_id, "her_steps": sh, "base_steps": sb,
-                     "ratio": sb / sh if sh and sb else None})  # fmt: skip
-    ratios = [e["ratio"] for e in each if e["ratio"]]
-    counts = {
-        "both": len(ratios),
-        "her_only": sum(1 for e in each if e["her_steps"] and not e["base_steps"]),
-        "base_only": sum(1 for e in each if e["base_steps"] and not e["her_steps"]),
-        "neither": sum(1 for e in each if not e["her_steps"] and not e["base_steps"]),
-    }
-    evidence = {"metric": key, "target": crit.capture_target, "pairs": each, "counts": counts}
-    reached = ", ".join(f"{k} {v}" for k, v in counts.items())
+def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
+    """The seed's literal criterion 5, l_q over each arm's whole batch (INFO): why it cannot
+    decide, in one line."""
+    name = "l_q over the whole batch (the seed's)"
+    why = NOT_COMPARABLE.get(axis.name, "each arm's l_q is over its own replay batches")
+    threshold = f"not comparable across arms: {why}"
+    each, ratios = _ratios(pairs, LITERAL_KEY, crit)
     if not ratios:
-        return Judgement(name, f"not reached in any pair ({key} >= {crit.capture_target:g}; "
-                         f"{reached})", threshold, INFO, False, evidence)  # fmt: skip
-    est, lo, hi = interval(ratios, crit, log=True)
-    evidence["speedup"] = {"geomean": est, "low": lo, "high": hi}
-    value = f"{est:.2f}x [{lo:.2f}, {hi:.2f}] ({key} >= {crit.capture_target:g}; {reached})"
-    return Judgement(name, value, threshold, INFO, False, evidence)
+        return Judgement(name, "no l_q in the pairs", threshold, NOT_EVALUATED, False,
+                         {"pairs": each})  # fmt: skip
+    est, lo, hi = interval(ratios, crit)
+    evidence = {"pairs": each, "ratio": {"mean": est, "low": lo, "high": hi, "n": len(ratios)}}
+    return Judgement(name, f"ratio {fmt_interval(est, lo, hi)} over {len(ratios)} pairs",
+                     threshold, INFO, False, evidence)  # fmt: skip
 
 
-HELD_OUT_KEYS = ("eval/capture_ratio", "eval/pnl", "eval/sharpe")
+def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, list[float]]:
+    """Each run's mean of `key` over the last `window` of its training, by stratum."""
+    out: dict[str, list[float]] = {}
+    for run in runs:
+        value = window_mean(run, key, (1 - crit.window) * run.last_step)
+        if np.isfinite(value):
+            out.setdefault(stratum(run), []).append(value)
+    return out
 
 
-def judge_held_out(pairs: list[tuple[RunRecord, RunRecord]], crit: Criteria) -> list[Judgement]:
-    """What the held-out evaluation says at the end of training (INFO, not a criterion): per
-    eval metric every run has, HER minus baseline of its mean over the last `window` of
-    training, across pairs with a bootstrap interval."""
-    runs = [r for pair in pairs for r in pair]
-    threshold = f"reported: HER - baseline, mean over the last {crit.window:.0%} of training"
+def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> list[Judgement]:
+    """Per held-out metric every run has (INFO, never deciding): each arm's mean and IQM over
+    the last `window` of training with stratified-bootstrap intervals, P(treatment > baseline),
+    and the paired difference."""
+    treated = list({t.run_id: t for t, _ in pairs}.values())
+    bases = list({b.run_id: b for _, b in pairs}.values())
+    tl, bl = labels
     rows = []
     for key in HELD_OUT_KEYS:
-        if not runs or not all(run.metrics.get(key) for run in runs):
+        if not all(run.metrics.get(key) for run in treated + bases):
             continue
-        each = []
-        for her, base in pairs:
-            start = (1 - crit.window) * min(her.last_step, base.last_step)
-            h, b = window_mean(her, key, start), window_mean(base, key, start)
-            each.append({"her": her.run_id, "baseline": base.run_id, "her_mean": h,
-                         "base_mean": b, "difference": h - b})  # fmt: skip
-        name = f"held-out {key.split('/', 1)[1]} at the end"
-        done = [e for e in each if np.isfinite(e["difference"])]
-        if not done:
-            rows.append(Judgement(name, "no values in the window", threshold, NOT_EVALUATED,
-                                  False, {"metric": key, "pairs": each}))  # fmt: skip
+        metric = key.split("/", 1)[1]
+        t_vals, b_vals = end_values(treated, key, crit), end_values(bases, key, crit)
+        if not t_vals or not b_vals:
+            rows.append(Judgement(f"held-out {metric} at the end", "no values in the window",
+                                  "reported", NOT_EVALUATED, False, {"metric": key}))  # fmt: skip
             continue
-        est, lo, hi = interval([e["difference"] for e in done], crit)
-        her_mean = float(np.mean([e["her_mean"] for e in done]))
-        base_mean = float(np.mean([e["base_mean"] for e in done]))
-        value = (f"{est:+.4g} [{lo:+.4g}, {hi:+.4g}] (HER {her_mean:.4g}, baseline "
-                 f"{base_mean:.4g}; {len(done)} pairs)")  # fmt: skip
-        evidence = {"metric": key, "pairs": each,
-                    "difference": {"mean": est, "low": lo, "high": hi, "n": len(done)}}  # fmt: skip
-        rows.append(Judgement(name, value, threshold, INFO, False, evidence))
+        t_arm, b_arm = arm_stats(t_vals, crit), arm_stats(b_vals, crit)
+        poi = improvement(t_vals, b_vals, crit)
+        diffs = []
+        for t, b in pairs:
+            start, end = _window(t, b, crit)
+            d = window_mean(t, key, start, end) - window_mean(b, key, start, end)
+            diffs += [d] if np.isfinite(d) else []
+        diff = interval(diffs, crit) if diffs else (np.nan, np.nan, np.nan)
+        evidence = {"metric": key, "treatment": vars(t_arm), "baseline": vars(b_arm),
+                    "probability_of_improvement": poi, "paired_difference": diff,
+                    "treatment_values": t_vals, "baseline_values": b_vals}  # fmt: skip
+        where = f"reported: mean over the last {crit.window:.0%} of training, per run"
+        rows += [
+            Judgement(f"held-out {metric} at the end: mean",
+                      f"{tl} {fmt_interval(*t_arm.mean)} vs {bl} {fmt_interval(*b_arm.mean)}; "
+                      f"paired difference {fmt_interval(*diff, sign=True)}", where, INFO, False,
+                      evidence),
+            Judgement(f"held-out {metric} at the end: IQM",
+                      f"{tl} {fmt_interval(*t_arm.iqm)} vs {bl} {fmt_interval(*b_arm.iqm)}",
+                      "reported: interquartile mean across runs", INFO, False),
+            Judgement(f"held-out {metric}: P({tl} > {bl})",
+                      f"{fmt_interval(*poi)} over {t_arm.n} x {b_arm.n} runs",
+                      "reported: 0.5 = no difference", INFO, False),
+        ]  # fmt: skip
     return rows

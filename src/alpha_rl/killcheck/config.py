@@ -11,21 +11,27 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError, require
 
+STABILITY_METRICS = ("eval/l_q_probe", "loss/l_q_real", "loss/l_q")
+
 
 @dataclass(frozen=True)
 class Criteria:
-    """Thresholds of the five criteria and of the speed-up report."""
+    """Thresholds of the criteria and settings of the reports (every key commented in
+    conf/kill_criteria/default.yaml)."""
 
     min_steps_with_her: int
     require_audit: bool
     window: float
+    stability_metric: str
     tolerance: float
     blowup_factor: float
     confidence: float
     resamples: int
     bootstrap_seed: int
-    capture_target: float
+    capture_target_frac: float | None
+    capture_target: float | None
     claimed_speedup: float
+    min_seeds: int
     pair_ignore: tuple[str, ...]
 
     @classmethod
@@ -47,17 +53,34 @@ class Criteria:
         if missing:
             raise ConfigError(f"{path}: missing kill-criteria key(s) {missing}")
         data["pair_ignore"] = tuple(str(p) for p in data["pair_ignore"])
+        for key in ("capture_target_frac", "capture_target"):
+            if data[key] is not None and not isinstance(data[key], int | float):
+                raise ConfigError(f"{path}: {key}={data[key]!r} must be a number or null")
         crit = cls(**data)
+        frac = crit.capture_target_frac
         require(
             [
                 (crit.min_steps_with_her >= 1, "min_steps_with_her must be >= 1"),
                 (0 < crit.window <= 1, "window must be in (0, 1]"),
+                (crit.stability_metric in STABILITY_METRICS,
+                 f"stability_metric={crit.stability_metric!r} must be one of "
+                 f"{', '.join(STABILITY_METRICS)}"),
                 (crit.tolerance >= 0 and crit.blowup_factor >= 1,
                  "tolerance must be >= 0 and blowup_factor >= 1"),
                 (0 < crit.confidence < 1, "confidence must be in (0, 1)"),
                 (crit.resamples >= 100, "resamples must be >= 100"),
+                (frac is None or 0 < frac <= 1, f"capture_target_frac={frac} must be in (0, 1]"),
+                (frac is not None or crit.capture_target is not None,
+                 "set capture_target_frac or capture_target (both are null)"),
                 (crit.claimed_speedup > 0, "claimed_speedup must be > 0"),
+                (crit.min_seeds >= 1, "min_seeds must be >= 1"),
             ],
             str(path),
         )  # fmt: skip
         return crit
+
+    def target_text(self) -> str:
+        """How the capture target is set, for the table."""
+        if self.capture_target is not None:
+            return f"capture >= {self.capture_target:g}"
+        return f"capture >= {self.capture_target_frac:g} x the baseline's plateau"

@@ -1,10 +1,11 @@
-"""The seed plan's five kill criteria and its speed-up claim, judged on MLflow runs (DESIGN §11).
+"""The seed plan's kill criteria 1-4 (HER's own), judged on MLflow runs (DESIGN §11).
 
 Each judge returns a `Judgement`: the value found, the threshold it was held to, a verdict
-(PASS, KILL, NOT-EVALUATED; INFO for the speed-up report, which is not a kill criterion) and the
-evidence per run. Criteria 1-3 rest on the GPU-vs-oracle audit (`audit/<kernel>` metrics): runs
-without it are "not audited", never a pass. Across seeds, ratios get a bootstrap interval
-(scipy.stats.bootstrap, percentile method).
+(PASS, KILL, NOT-EVALUATED; NOT-APPLICABLE where a criterion has no meaning for the treatment, as
+HER's criteria on another axis or the forward criterion for backward-only HER; INFO for reports
+that never decide) and the evidence per run. Criteria 1-3 rest on the GPU-vs-oracle audit
+(`audit/<kernel>` metrics): runs without it are "not audited", never a pass. Across pairs,
+means get a bootstrap interval (scipy.stats.bootstrap, percentile method).
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from alpha_rl.killcheck.axes import Axis, her_value
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.tracking import RunRecord
 
 PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"
+NOT_APPLICABLE = "NOT-APPLICABLE"
 AUDITS = {
     "1 track": ("her_track",),
     "2 backward inject": ("her_inject",),
     "3 forward inject": ("her_record", "her_forward"),
 }
+INJECTIONS = "4 injections on done steps"
 
 
 @dataclass
@@ -58,15 +62,28 @@ def _flag(run: RunRecord, name: str) -> bool:
     return run.params.get(f"her.{name}", "").strip().lower() == "true"
 
 
+def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[Judgement]:
+    """Criteria 1-4 on a treatment arm's runs; NOT-APPLICABLE off the HER axis or where the arm
+    runs no HER."""
+    names = [*AUDITS, INJECTIONS]
+    her = [r for r in treated if her_value(r) not in (None, "off")]
+    if not axis.is_her or not her:
+        why = (f"HER's own criterion; the axis is {axis.name}" if not axis.is_her
+               else "the treatment runs no HER")  # fmt: skip
+        return [Judgement(n, why, "-", NOT_APPLICABLE, False) for n in names]
+    return [*(judge_audit(name, her, crit) for name in AUDITS), judge_injections(her, crit)]
+
+
 def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:
     """Criteria 1-3: zero audit mismatches of the kernels of `name` (and, for backward, the
-    counters: no more backward injections in a log interval than trades closed in it)."""
+    counters: no more backward injections in a log interval than trades closed in it);
+    NOT-APPLICABLE when no run enables the direction the criterion is about."""
     direction = "forward" if name.startswith("3") else "backward" if name.startswith("2") else ""
     runs = [r for r in runs if not direction or _flag(r, direction)]
     threshold = "0 mismatches on audited runs"
     if not runs:
-        which = f"no HER run with {direction} enabled" if direction else "no HER runs"
-        return Judgement(name, which, threshold, NOT_EVALUATED, crit.require_audit)
+        return Judgement(name, f"the treatment runs no {direction} HER", "-", NOT_APPLICABLE,
+                         False)  # fmt: skip
     evidence, audits, bad = {}, 0, 0
     for run in runs:
         counts = [v for key in AUDITS[name] for _, v in run.metrics.get(f"audit/{key}", [])]
@@ -108,7 +125,7 @@ def _counter_violations(runs: list[RunRecord]) -> dict[str, list[int]]:
 
 def judge_injections(runs: list[RunRecord], crit: Criteria) -> Judgement:
     """Criterion 4: every HER run that reached min_steps_with_her injected by then."""
-    name, need = "4 injections on done steps", crit.min_steps_with_her
+    name, need = INJECTIONS, crit.min_steps_with_her
     threshold = f"her/inject_total > 0 by step {need}"
     long = [r for r in runs if r.last_step >= need]
     if not long:

@@ -1,16 +1,17 @@
-"""The kill check's outputs: the verdict, the printed table, the JSON report and the PNG."""
+"""The kill check's outputs: a verdict per treatment and overall, the printed table, the JSON
+report and the PNG (a curve per arm)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from alpha_rl.killcheck.criteria import KILL, NOT_EVALUATED, Judgement
-from alpha_rl.killcheck.pairs import Pairing
+from alpha_rl.killcheck.pairs import Pair, Pairing
 from alpha_rl.tracking import RunRecord
 from alpha_rl.tracking.records import json_safe
 
@@ -18,41 +19,94 @@ KEEP, CANNOT_JUDGE = "KEEP", "CANNOT-JUDGE"
 EXIT = {KEEP: 0, KILL: 1, CANNOT_JUDGE: 2}
 
 
-def verdict(rows: list[Judgement], pairing: Pairing) -> str:
-    """KILL if any criterion kills; CANNOT-JUDGE without pairs or with a required criterion
-    not evaluated; KEEP otherwise."""
-    if any(r.verdict == KILL for r in rows):
+@dataclass
+class Treatment:
+    """One treatment arm judged against the baseline: its rows and verdict."""
+
+    value: str
+    label: str
+    pairs: list[Pair]
+    rows: list[Judgement]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """KILL if any criterion kills; CANNOT-JUDGE without pairs or with a required criterion
+        not evaluated; KEEP otherwise."""
+        if any(r.verdict == KILL for r in self.rows):
+            return KILL
+        if not self.pairs or any(r.required and r.verdict == NOT_EVALUATED for r in self.rows):
+            return CANNOT_JUDGE
+        return KEEP
+
+
+def overall(treatments: list[Treatment]) -> str:
+    """KILL when any treatment is killed; else CANNOT-JUDGE when there is none or any cannot be
+    judged; else KEEP."""
+    verdicts = [t.verdict for t in treatments]
+    if KILL in verdicts:
         return KILL
-    if not pairing.pairs or any(r.required and r.verdict == NOT_EVALUATED for r in rows):
-        return CANNOT_JUDGE
-    return KEEP
+    return KEEP if verdicts and all(v == KEEP for v in verdicts) else CANNOT_JUDGE
 
 
-def table(rows: list[Judgement], overall: str, pairing: Pairing) -> str:
-    """The verdict table as text, with the unpaired runs listed under it."""
-    head = ("criterion", "value", "threshold", "verdict")
-    body = [(r.criterion, r.value, r.threshold, r.verdict + ("" if r.required else " *"))
-            for r in rows]  # fmt: skip
-    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(4)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))  # noqa: E731
-    out = [line(head), line(["-" * w for w in widths]), *map(line, body)]
-    out.append(f"verdict: {overall}   ({len(pairing.pairs)} pairs; * = not blocking)")
+def summary(treatments: list[Treatment], verdict: str) -> str:
+    """`verdict: KILL (her=forward, her=on killed; her=backward kept)`."""
+    by: dict[str, list[str]] = {}
+    for t in treatments:
+        by.setdefault(t.verdict, []).append(t.label)
+    words = {KILL: "killed", KEEP: "kept", CANNOT_JUDGE: "cannot be judged"}
+    parts = [f"{', '.join(by[v])} {words[v]}" for v in (KILL, KEEP, CANNOT_JUDGE) if v in by]
+    return f"verdict: {verdict}" + (f" ({'; '.join(parts)})" if parts else " (no treatment)")
+
+
+def table(treatments: list[Treatment], verdict: str, pairing: Pairing) -> str:
+    """One table, `criterion  verdict  value  [threshold]`: a block per treatment with its
+    verdict under it; the unpaired runs at the end."""
+    rows = [r for t in treatments for r in t.rows]
+    w_name = max([len("criterion"), *(len(r.criterion) for r in rows)])
+    w_verdict = max([len("verdict"), *(len(r.verdict) + 2 for r in rows)])
+    line = lambda a, b, c: f"{a:<{w_name}}  {b:<{w_verdict}}  {c}"  # noqa: E731
+    base = pairing.axis.label(pairing.axis.baseline)
+    out = [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
+    for t in treatments:
+        out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
+        out += [line(r.criterion, r.verdict + ("" if r.required else " *"),
+                     f"{r.value}  [{r.threshold}]") for r in t.rows]  # fmt: skip
+        out += [f"warning: {w}" for w in t.warnings]
+        out += [f"verdict {t.label}: {t.verdict}", ""]
+    out.append(f"{summary(treatments, verdict)}   (* = not blocking)")
     out += [f"unpaired: {run.name} ({run.run_id}): {why}" for run, why in pairing.unpaired]
     return "\n".join(out)
 
 
-def write_json(path: Path, rows: list[Judgement], overall: str, pairing: Pairing,
+def write_json(path: Path, treatments: list[Treatment], verdict: str, pairing: Pairing,
                meta: dict[str, Any]) -> None:  # fmt: skip
-    """The whole report: settings, pairs, unpaired runs, every row with its evidence."""
+    """The whole report: settings, axis, every treatment with its pairs, rows and evidence."""
+    axis = pairing.axis
     report = {
         **meta,
-        "verdict": overall,
-        "pairs": [
-            {"her": h.run_id, "baseline": b.run_id, "her_name": h.name, "baseline_name": b.name}
-            for h, b in pairing.pairs
+        "axis": {"name": axis.name, "baseline": axis.baseline},
+        "verdict": verdict,
+        "treatments": [
+            {
+                "value": t.value,
+                "label": t.label,
+                "verdict": t.verdict,
+                "warnings": t.warnings,
+                "pairs": [
+                    {
+                        "treatment": a.run_id,
+                        "baseline": b.run_id,
+                        "treatment_name": a.name,
+                        "baseline_name": b.name,
+                    }
+                    for a, b in t.pairs
+                ],
+                "criteria": [asdict(r) for r in t.rows],
+            }
+            for t in treatments
         ],
         "unpaired": [{"run": r.run_id, "name": r.name, "why": why} for r, why in pairing.unpaired],
-        "criteria": [asdict(r) for r in rows],
     }
     path.write_text(json.dumps(json_safe(report), indent=1, allow_nan=False))
 
@@ -69,40 +123,46 @@ def _band(runs: list[RunRecord], key: str) -> tuple[np.ndarray, ...] | None:
         return grid, np.nanmedian(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0)
 
 
-PNL_KEY = "eval/pnl"
+PANELS = (
+    ("{stability}", "{stability} (criterion 5)"),
+    ("loss/l_q", "loss/l_q over the whole batch (INFO: not comparable)"),
+    ("{capture}", "{capture} (held-out)"),
+    ("eval/pnl", "eval/pnl (held-out PnL per evaluation)"),
+)
 
 
-def plot(path: Path, pairing: Pairing, capture_key: str | None, target: float, title: str) -> None:
-    """Panels of HER on vs off (median over seeds, min-max band): l_q, the capture ratio, and
-    the held-out PnL when every run has it."""
+def plot(path: Path, treatments: list[Treatment], pairing: Pairing, keys: dict[str, str | None],
+         title: str) -> None:  # fmt: skip
+    """A panel per metric every judged run has (criterion 5's, l_q, the capture ratio, held-out
+    PnL), a curve per arm: median over its runs with a min-max band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    arms = {"HER on": [h for h, _ in pairing.pairs], "HER off": [b for _, b in pairing.pairs]}
-    panels = [("loss/l_q", "l_q (IS-weighted Huber TD loss)")]
-    panels.append((capture_key, f"{capture_key} (target {target:g})") if capture_key else None)
-    runs = [r for pair in pairing.pairs for r in pair]
-    if runs and all(r.metrics.get(PNL_KEY) for r in runs):
-        panels.append((PNL_KEY, "eval/pnl (held-out PnL per evaluation)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5))
-    for ax, panel in zip(axes, panels, strict=True):
-        if panel is None:
-            ax.set_axis_off()
-            continue
-        key, label = panel
-        for (arm, runs), color in zip(arms.items(), ("tab:red", "tab:blue"), strict=True):
-            band = _band(runs, key)
+    base = pairing.axis.label(pairing.axis.baseline)
+    arms = {base: list({b.run_id: b for t in treatments for _, b in t.pairs}.values())}
+    arms |= {t.label: [a for a, _ in t.pairs] for t in treatments}
+    runs = [r for rs in arms.values() for r in rs]
+    panels = []
+    for key, label in PANELS:
+        key = key.format(**{k: v or "" for k, v in keys.items()})
+        if key and key not in [k for k, _ in panels] and all(r.metrics.get(key) for r in runs):
+            panels.append((key, label.format(**{k: v or "" for k, v in keys.items()})))
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6 * max(1, len(panels)), 4.5),
+                             squeeze=False)  # fmt: skip
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (key, label) in zip(axes[0], panels, strict=False):
+        for i, (arm, members) in enumerate(arms.items()):
+            band = _band(members, key)
             if band is None:
                 continue
             steps, mid, lo, hi = band
-            ax.plot(steps, mid, color=color, label=f"{arm} (median of {len(runs)} seeds)")
-            ax.fill_between(steps, lo, hi, color=color, alpha=0.2, label=f"{arm} min-max")
-        if key == capture_key:
-            ax.axhline(target, color="gray", linestyle="--", linewidth=1, label="target")
+            color = colors[i % len(colors)]
+            ax.plot(steps, mid, color=color, label=f"{arm} (median of {len(members)})")
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.15)
         ax.set_xlabel("env step")
-        ax.set_title(label)
+        ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)

@@ -109,8 +109,9 @@ def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
         log.info("resume: PER's beta keeps the anneal over %d updates of the run's first %d "
                  "steps (beta stays 1 after it); set replay.beta_anneal_updates to choose",
                  anneal, first.steps)  # fmt: skip
-    return dataclasses.replace(plan, replay=dataclasses.replace(plan.replay,
-                                                                beta_anneal_updates=anneal))
+    return dataclasses.replace(
+        plan, replay=dataclasses.replace(plan.replay, beta_anneal_updates=anneal)
+    )
 
 
 def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:

@@ -1,0 +1,104 @@
+"""Aggregates across runs as the field reports them (Agarwal et al. 2021, "Deep RL at the edge of
+the statistical precipice"): the mean and the interquartile mean (IQM: the mean of the middle 50%
+of runs, scipy.stats.trim_mean with 0.25 cut from each end) with stratified-bootstrap intervals,
+and the probability of improvement P(X > Y) = P(a treatment run beats a baseline run, ties
+counting a half), the Mann-Whitney U statistic over n m, averaged over strata.
+
+Strata are the folds of a walk-forward study (a run's `market.fold` param); a single split is
+one stratum. The stratified bootstrap resamples runs within each stratum: scipy.stats.bootstrap
+with one sample per stratum (resampled independently), percentile method.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from alpha_rl.killcheck.config import Criteria
+from alpha_rl.tracking import RunRecord
+
+STRATUM_PARAM = "market.fold"  # walk-forward folds; runs without it form one stratum
+Estimate = tuple[float, float, float]  # (estimate, low, high); NaN bounds: no interval
+
+
+def stratum(run: RunRecord) -> str:
+    """The stratum a run's values belong to (its fold, or "all")."""
+    return run.params.get(STRATUM_PARAM, "all")
+
+
+def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean: the mean after cutting 25% of the values from each end."""
+    return stats.trim_mean(np.asarray(values, np.float64), 0.25, axis=axis)
+
+
+def bootstrap(samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
+              crit: Criteria) -> Estimate:  # fmt: skip
+    """`statistic(*samples, axis=-1)` with a percentile bootstrap interval, every sample
+    resampled independently (a stratified bootstrap when the samples are strata). No interval
+    (NaN) when a sample has fewer than two values; a point interval when every value is the
+    same."""
+    samples = [np.asarray(s, np.float64) for s in samples]
+    est = float(statistic(*samples, axis=-1))
+    if any(s.size < 2 for s in samples):
+        return est, float("nan"), float("nan")
+    if all(np.all(s == samples[0][0]) for s in samples):
+        return est, est, est
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        res = stats.bootstrap(samples, statistic, vectorized=True, paired=False,
+                              confidence_level=crit.confidence, n_resamples=crit.resamples,
+                              method="percentile",
+                              random_state=np.random.default_rng(crit.bootstrap_seed))  # fmt: skip
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return est, (lo if np.isfinite(lo) else est), (hi if np.isfinite(hi) else est)
+
+
+def by_stratum(values: dict[str, list[float]]) -> list[np.ndarray]:
+    """The per-stratum samples in stratum order."""
+    return [np.asarray(values[k], np.float64) for k in sorted(values)]
+
+
+def pooled(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """A statistic of all strata's values together (along the last axis)."""
+    return lambda *strata, axis=-1: fn(np.concatenate(strata, axis=axis), axis=axis)
+
+
+def prob_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P(X > Y) + P(X = Y) / 2 over every pair of a value of x and a value of y (along the last
+    axis: the Mann-Whitney U of x over n m)."""
+    gt = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
+    eq = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
+    return gt + 0.5 * eq
+
+
+@dataclass(frozen=True)
+class ArmStats:
+    """One arm's values (one per run) summarised: mean and IQM with intervals."""
+
+    n: int
+    mean: Estimate
+    iqm: Estimate
+
+
+def arm_stats(values: dict[str, list[float]], crit: Criteria) -> ArmStats:
+    """Mean and IQM of an arm's per-run values, grouped by stratum."""
+    strata = by_stratum(values)
+    n = sum(s.size for s in strata)
+    return ArmStats(n, bootstrap(strata, pooled(np.mean), crit),
+                    bootstrap(strata, pooled(iqm), crit))  # fmt: skip
+
+
+def improvement(treated: dict[str, list[float]], base: dict[str, list[float]],
+                crit: Criteria) -> Estimate:  # fmt: skip
+    """P(treatment > baseline), averaged over the strata both arms have, with an interval."""
+    common = sorted(set(treated) & set(base))
+    samples = [np.asarray(d[k], np.float64) for k in common for d in (treated, base)]
+
+    def statistic(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean([prob_improvement(xs[i], xs[i + 1]) for i in range(0, len(xs), 2)], axis=0)
+
+    return bootstrap(samples, statistic, crit)

@@ -1,0 +1,127 @@
+"""The variant axis a check judges: which config keys make up the variant, what value a run has
+on it, and which value is the baseline.
+
+Three axes are variant groups of the config: `her` (off | backward | forward | on, from the
+her.enabled / backward / forward params; baseline off), `beta` (sentinel | active, beta.mode;
+baseline sentinel) and `reward` (stride6 | stride7, reward.stride; baseline stride6). Each owns the
+params under its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ
+between paired runs. Any other axis is one config key (`--axis agent.lr`): the key and the keys
+under it; its baseline is the value of the default config (conf/train.yaml) unless given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking import RunRecord
+
+HER_ORDER = ("backward", "forward", "on")  # treatments in the order the seed plan names them
+
+
+def _flag(run: RunRecord, key: str) -> bool:
+    return run.params.get(key, "").strip().lower() == "true"
+
+
+def her_value(run: RunRecord) -> str | None:
+    """off | backward | forward | on from the run's her.* params; None when it has none."""
+    if "her.enabled" not in run.params:
+        return None
+    if not _flag(run, "her.enabled"):
+        return "off"
+    back, fwd = _flag(run, "her.backward"), _flag(run, "her.forward")
+    return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
+
+
+def _param(key: str, prefix: str = "") -> Callable[[RunRecord], str | None]:
+    def value(run: RunRecord) -> str | None:
+        found = run.params.get(key)
+        return None if found is None else f"{prefix}{found}"
+
+    return value
+
+
+def normalise(value: str) -> Any:
+    """A param string as the value it spells (so '3e-4' and '0.0003' compare equal)."""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One variant axis: its name, the params it owns, a run's value on it, the baseline."""
+
+    name: str
+    groups: tuple[str, ...]  # param prefixes (ending in ".") owned by the axis
+    key: str | None  # the config key of a key axis
+    value_of: Callable[[RunRecord], str | None]
+    baseline: str
+
+    @property
+    def is_her(self) -> bool:
+        """Whether HER's own criteria (1-4) apply."""
+        return self.name == "her"
+
+    def owns(self, param: str) -> bool:
+        """Whether `param` belongs to the axis (and may differ between paired runs)."""
+        if self.key is not None and (param == self.key or param.startswith(self.key + ".")):
+            return True
+        return param.startswith(self.groups)
+
+    def value(self, run: RunRecord) -> str | None:
+        return self.value_of(run)
+
+    def is_baseline(self, value: str) -> bool:
+        return value == self.baseline or normalise(value) == normalise(self.baseline)
+
+    def label(self, value: str) -> str:
+        """`her=backward`."""
+        return f"{self.name}={value}"
+
+    def order(self, values: set[str]) -> list[str]:
+        """Treatment values in reading order (HER's in the seed plan's, others sorted)."""
+        known = [v for v in HER_ORDER if v in values] if self.is_her else []
+        return known + sorted(values - set(known), key=str)
+
+
+GROUP_AXES = {
+    "her": (("her.", "isv.slots.her."), her_value, "off"),
+    "beta": (("beta.", "isv.slots.beta."), _param("beta.mode"), "sentinel"),
+    "reward": (("reward.", "isv.slots.reward."), _param("reward.stride", "stride"), "stride6"),
+}
+
+
+def default_value(key: str) -> str:
+    """The value of config key `key` in the default config (conf/train.yaml)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from alpha_rl import paths
+
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        cfg = compose("train")
+    missing = object()
+    found = OmegaConf.select(cfg, key, default=missing)
+    if found is missing:
+        raise AlphaRlError(f"--axis {key}: not a key of the default config (conf/train.yaml); "
+                           "pass --baseline VALUE to name the baseline arm")  # fmt: skip
+    if OmegaConf.is_config(found):
+        found = OmegaConf.to_container(found, resolve=True)
+    return str(found)
+
+
+def axis_for(name: str, baseline: str | None = None) -> Axis:
+    """The axis `name` (her, beta, reward or a config key), with its baseline value."""
+    if name in GROUP_AXES:
+        groups, value_of, default = GROUP_AXES[name]
+        return Axis(name, groups, None, value_of, baseline if baseline is not None else default)
+    if not name or name.startswith(".") or name.endswith("."):
+        raise AlphaRlError(f"--axis {name!r}: name her, beta, reward or a config key (agent.lr)")
+    chosen = baseline if baseline is not None else default_value(name)
+    return Axis(name, (), name, _param(name), chosen)
