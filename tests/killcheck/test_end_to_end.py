@@ -64,3 +64,23 @@ def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
     assert verdicts["1 track"] == "NOT-APPLICABLE"
     assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
     assert [u["why"].split(" run")[0] for u in report["unpaired"]] == ["beta=sentinel"]  # stride 6
+
+
+def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    sweep = [sys.executable, "-m", "alpha_rl.train", "-m", "experiment=her_components", "seed=0",
+             "debug=tiny", "backend=numpy", f"tracking.uri={uri}",
+             "hydra.sweep.dir=sweep"]  # fmt: skip
+    done = subprocess.run(sweep, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    check = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri, "--sweep", "sweep",
+             "--out", "report", "min_steps_with_her=30", "require_audit=false"]  # fmt: skip
+    done = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    report = json.loads((tmp_path / "report" / "kill_check.json").read_text())
+    assert [t["label"] for t in report["treatments"]] == ["her=backward", "her=forward", "her=on"]
+    assert all(len(t["pairs"]) == 1 for t in report["treatments"]) and report["unpaired"] == []
+    assert len({t["pairs"][0]["baseline"] for t in report["treatments"]}) == 1  # one her=off run
+    for t in report["treatments"]:
+        assert f"verdict {t['label']}: {t['verdict']}" in done.stdout
