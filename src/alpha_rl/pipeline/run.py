@@ -24,11 +24,12 @@ from omegaconf import DictConfig, open_dict
 from alpha_rl.errors import DivergenceError
 from alpha_rl.market import load_market
 from alpha_rl.pipeline import checkpoint
-from alpha_rl.pipeline.config import Plan, RunConfig, learner_updates, plan_run
+from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.labels import check_resumable, config_yaml, flatten, resolved, run_name, tags
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 
@@ -103,15 +104,13 @@ def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
     if cfg.replay.beta_anneal_updates is not None:
         return plan
     saved = yaml.safe_load(saved_yaml) or {}
-    first = RunConfig(**{**vars(plan.run), "steps": int(saved.get("steps", plan.run.steps))})
-    anneal = max(1, learner_updates(first, plan.agent) - 1)
-    if anneal != plan.replay.beta_anneal_updates:
+    first = dataclasses.replace(plan.run, steps=int(saved.get("steps", plan.run.steps)))
+    replay = ReplayConfig.from_cfg(cfg.replay, learner_updates(first, plan.agent))
+    if replay != plan.replay:
         log.info("resume: PER's beta keeps the anneal over %d updates of the run's first %d "
                  "steps (beta stays 1 after it); set replay.beta_anneal_updates to choose",
-                 anneal, first.steps)  # fmt: skip
-    return dataclasses.replace(
-        plan, replay=dataclasses.replace(plan.replay, beta_anneal_updates=anneal)
-    )
+                 replay.beta_anneal_updates, first.steps)  # fmt: skip
+    return dataclasses.replace(plan, replay=replay)
 
 
 def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
