@@ -23,17 +23,18 @@ from alpha_rl.tracking import RunRecord
 HER_ORDER = ("backward", "forward", "on")  # treatments in the order the seed plan names them
 
 
-def _flag(run: RunRecord, key: str) -> bool:
-    return run.params.get(key, "").strip().lower() == "true"
+def her_flag(run: RunRecord, name: str) -> bool:
+    """The run's her.<name> param (enabled, backward, forward) as a bool (absent: False)."""
+    return run.params.get(f"her.{name}", "").strip().lower() == "true"
 
 
 def her_value(run: RunRecord) -> str | None:
     """off | backward | forward | on from the run's her.* params; None when it has none."""
     if "her.enabled" not in run.params:
         return None
-    if not _flag(run, "her.enabled"):
+    if not her_flag(run, "enabled"):
         return "off"
-    back, fwd = _flag(run, "her.backward"), _flag(run, "her.forward")
+    back, fwd = her_flag(run, "backward"), her_flag(run, "forward")
     return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
 
 
@@ -60,7 +61,7 @@ class Axis:
     name: str
     groups: tuple[str, ...]  # param prefixes (ending in ".") owned by the axis
     key: str | None  # the config key of a key axis
-    value_of: Callable[[RunRecord], str | None]
+    value: Callable[[RunRecord], str | None]  # a run's value on the axis (None: it has none)
     baseline: str
 
     @property
@@ -73,9 +74,6 @@ class Axis:
         if self.key is not None and (param == self.key or param.startswith(self.key + ".")):
             return True
         return param.startswith(self.groups)
-
-    def value(self, run: RunRecord) -> str | None:
-        return self.value_of(run)
 
     def is_baseline(self, value: str) -> bool:
         return value == self.baseline or normalise(value) == normalise(self.baseline)

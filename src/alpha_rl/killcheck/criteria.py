@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from alpha_rl.killcheck.axes import Axis, her_value
+from alpha_rl.killcheck.axes import Axis, her_flag, her_value
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.tracking import RunRecord
 
@@ -58,10 +58,6 @@ def interval(values: list[float], crit: Criteria, log: bool = False) -> tuple[fl
     return float(f(est)), float(f(lo)), float(f(hi))
 
 
-def _flag(run: RunRecord, name: str) -> bool:
-    return run.params.get(f"her.{name}", "").strip().lower() == "true"
-
-
 def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[Judgement]:
     """Criteria 1-4 on a treatment arm's runs; NOT-APPLICABLE off the HER axis or where the arm
     runs no HER."""
@@ -79,7 +75,7 @@ def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:
     counters: no more backward injections in a log interval than trades closed in it);
     NOT-APPLICABLE when no run enables the direction the criterion is about."""
     direction = "forward" if name.startswith("3") else "backward" if name.startswith("2") else ""
-    runs = [r for r in runs if not direction or _flag(r, direction)]
+    runs = [r for r in runs if not direction or her_flag(r, direction)]
     threshold = "0 mismatches on audited runs"
     if not runs:
         return Judgement(name, f"the treatment runs no {direction} HER", "-", NOT_APPLICABLE,
