@@ -1,4 +1,4 @@
-"""A small her_ablation sweep on the numpy backend, then the kill check on its parent run."""
+"""Small sweeps on the numpy backend, then the kill check on their parent run."""
 
 from __future__ import annotations
 
@@ -10,24 +10,42 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def uri_of(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def sweep(tmp_path: Path, *overrides: str) -> None:
+    """A tiny numpy multirun into tmp_path/sweep, tracked into tmp_path/mlflow.db."""
+    cmd = [sys.executable, "-m", "alpha_rl.train", "-m", *overrides, "debug=tiny",
+           "backend=numpy", f"tracking.uri={uri_of(tmp_path)}",
+           "hydra.sweep.dir=sweep"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The kill check on that sweep (report into tmp_path/report)."""
+    cmd = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri_of(tmp_path),
+           "--sweep", "sweep", "--out", "report", *args]  # fmt: skip
+    return subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def report_of(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "report" / "kill_check.json").read_text())
+
 
 def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    sweep = [sys.executable, "-m", "alpha_rl.train", "-m", "experiment=her_ablation",
-             "debug=tiny", "backend=numpy", "steps=60", f"tracking.uri={uri}",
-             "hydra.sweep.dir=sweep"]  # fmt: skip
-    done = subprocess.run(sweep, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    check = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri, "--sweep", "sweep",
-             "--out", "report", "min_steps_with_her=50"]  # fmt: skip
-    done = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    sweep(tmp_path, "experiment=her_ablation", "steps=60")
+    done = check(tmp_path, "min_steps_with_her=50")
     out = done.stdout
     # numpy runs are not audited: criteria 1-3 are NOT-EVALUATED, so the check cannot keep them
     assert done.returncode == 2, out + done.stderr[-3000:]
     assert "1 track" in out and "NOT-EVALUATED" in out and "verdict: CANNOT-JUDGE" in out
     assert "4 injections on done steps" in out and "5 no destabilisation" in out
-    report = json.loads((tmp_path / "report" / "kill_check.json").read_text())
+    report = report_of(tmp_path)
     [on] = report["treatments"]
     assert on["value"] == "on" and len(on["pairs"]) == 2 and report["unpaired"] == []
     verdicts = {r["criterion"]: r["verdict"] for r in on["criteria"]}
@@ -35,30 +53,21 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     # the probe loss of real runs: both arms evaluated on the same probe set, and compared
     assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
     parent = json.loads((tmp_path / "sweep" / "mlflow_parent.json").read_text())["run_id"]
-    client = MlflowClient(tracking_uri=uri)
+    client = MlflowClient(tracking_uri=uri_of(tmp_path))
     assert client.get_run(parent).data.tags["kill_check.verdict"] == "CANNOT-JUDGE"
     names = {a.path for a in client.list_artifacts(parent, "kill_check")}
     assert names == {"kill_check/kill_check.json", "kill_check/kill_check.png"}
     # the same runs judged without requiring the audit: the remaining criteria decide
-    keep = subprocess.run([*check, "require_audit=false"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    keep = check(tmp_path, "min_steps_with_her=50", "require_audit=false")
     assert keep.returncode in (0, 1) and "verdict: CANNOT-JUDGE" not in keep.stdout
 
 
 def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    sweep = [sys.executable, "-m", "alpha_rl.train", "-m", "experiment=reward_variants",
-             "debug=tiny", "backend=numpy", f"tracking.uri={uri}",
-             "hydra.sweep.dir=sweep"]  # fmt: skip
-    done = subprocess.run(sweep, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    check = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri, "--sweep", "sweep",
-             "--out", "report", "--axis", "beta"]  # fmt: skip
-    done = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    sweep(tmp_path, "experiment=reward_variants")
+    done = check(tmp_path, "--axis", "beta")
     assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
     assert "== beta=active vs beta=sentinel: 1 pairs" in done.stdout
-    report = json.loads((tmp_path / "report" / "kill_check.json").read_text())
+    report = report_of(tmp_path)
     [active] = report["treatments"]
     verdicts = {r["criterion"]: r["verdict"] for r in active["criteria"]}
     assert verdicts["1 track"] == "NOT-APPLICABLE"
@@ -67,18 +76,10 @@ def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
 
 
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    sweep = [sys.executable, "-m", "alpha_rl.train", "-m", "experiment=her_components", "seed=0",
-             "debug=tiny", "backend=numpy", f"tracking.uri={uri}",
-             "hydra.sweep.dir=sweep"]  # fmt: skip
-    done = subprocess.run(sweep, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    check = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri, "--sweep", "sweep",
-             "--out", "report", "min_steps_with_her=30", "require_audit=false"]  # fmt: skip
-    done = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    sweep(tmp_path, "experiment=her_components", "seed=0")
+    done = check(tmp_path, "min_steps_with_her=30", "require_audit=false")
     assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
-    report = json.loads((tmp_path / "report" / "kill_check.json").read_text())
+    report = report_of(tmp_path)
     assert [t["label"] for t in report["treatments"]] == ["her=backward", "her=forward", "her=on"]
     assert all(len(t["pairs"]) == 1 for t in report["treatments"]) and report["unpaired"] == []
     assert len({t["pairs"][0]["baseline"] for t in report["treatments"]}) == 1  # one her=off run
