@@ -21,12 +21,12 @@ __device__ __forceinline__ int direction_action(int dir) {
     return dir > 0 ? ACTION_LONG : (dir < 0 ? ACTION_SHORT : ACTION_FLAT);
 }
 
-// Start tick of env b's episode `episode`: uniform in [lo, hi) by Lemire's multiply-shift on one
-// draw of the ENV stream at index (episode << 32) | b. reference/experience.py: start_offsets.
-__device__ __forceinline__ int env_start_offset(uint64_t seed, int b, int episode, int lo, int hi) {
+// Index of env b's episode `episode` start in the table of start ticks: uniform in [0, count) by
+// Lemire's multiply-shift on one draw of the ENV stream at index (episode << 32) | b.
+// reference/experience.py: start_index.
+__device__ __forceinline__ int env_start_index(uint64_t seed, int b, int episode, int count) {
     const uint64_t index = (static_cast<uint64_t>(static_cast<uint32_t>(episode)) << 32) |
                            static_cast<uint32_t>(b);
     const uint32_t bits = rng_u32(seed, RNG_STREAM_ENV, index);
-    const uint64_t range = static_cast<uint64_t>(hi - lo);
-    return lo + static_cast<int>((static_cast<uint64_t>(bits) * range) >> 32);
+    return static_cast<int>((static_cast<uint64_t>(bits) * static_cast<uint64_t>(count)) >> 32);
 }

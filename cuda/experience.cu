@@ -2,7 +2,8 @@
 //
 // experience_env_step, one thread per env b (n = B), env at tick t = cursor[b], position d:
 //   target = direction of action[b] (FLAT/LONG/SHORT -> 0/+1/-1); on the episode's last step
-//   (t + 1 == T - 1) the target is forced to 0: the forced close is a normal trade close.
+//   (t + 1 >= session_last[t]: the next tick ends the data or the trading session, a time gap
+//   follows it) the target is forced to 0: the forced close is a normal trade close.
 //   If target != d, trades at the touch of tick t: a close of d (sell at bid, buy at ask) then,
 //   if target != 0, an open of target (buy at ask, sell at bid). A flip is close + open.
 //   Components (USD), rc[b*RC_STRIDE + c], zero unless stated:
@@ -19,13 +20,17 @@
 //   reward = reward_raw * isv[scale_idx]; done = 1 exactly when a trade closed.
 //   A NULL isv reads as unit weights and scale, no penalties, beta off.
 //   After the step: peak_mid moves in the trade's favour with mid_{t+1}, trade_len counts steps
-//   in the trade, cursor = t + 1, or on the last step a new episode at a seeded start offset.
+//   in the trade, cursor = t + 1, or on the last step a new episode at a seeded start tick:
+//   starts[k], k uniform in [0, n_starts) (env_start_index).
 //   Per closed trade the stat_* accumulators add 1, realised c0, available
 //   d * (peak_mid - entry_mid) * lot_mult (>= 0: the peak starts at the entry mid) and duration.
 //   Accounting uses round-to-nearest operations without FMA contraction, in the order written,
 //   so the NumPy oracle reproduces it exactly.
 // Arrays ([T*L] row-major by tick, level; [B] per env):
-//   bid_px, ask_px [T*L] f32 price offsets; action [B] i32; aux_prob [B] f32 or NULL;
+//   bid_px, ask_px [T*L] f32 price offsets; session_last [T] i32 (per tick the last tick of its
+//   session, T - 1 without sessions); starts [n_starts] i32 (the ticks an episode may start at:
+//   at least the perception history in, not a session's last two ticks);
+//   action [B] i32; aux_prob [B] f32 or NULL;
 //   isv [isv_size] f32 or NULL;
 //   state (read and written): cursor, pos, trade_len, episode [B] i32; entry_px, entry_mid,
 //   peak_mid [B] f32;
@@ -56,6 +61,7 @@ __device__ __forceinline__ Prices touch(const float* __restrict__ bid_px,
 
 extern "C" __global__ void experience_env_step(
     const float* __restrict__ bid_px, const float* __restrict__ ask_px,
+    const int* __restrict__ session_last, const int* __restrict__ starts,
     const int* __restrict__ action, const float* __restrict__ aux_prob,
     const float* __restrict__ isv, int* __restrict__ cursor, int* __restrict__ pos,
     int* __restrict__ trade_len, int* __restrict__ episode, float* __restrict__ entry_px,
@@ -67,13 +73,13 @@ extern "C" __global__ void experience_env_step(
     float* __restrict__ stat_realised, float* __restrict__ stat_available,
     float* __restrict__ stat_duration, int n, int T, int L, float lot, float lot_mult, float fee,
     int w_idx, int scale_idx, int kappa_idx, int lambda_idx, int rho_idx, int w_aux_idx,
-    int beta_scale_idx, unsigned long long seed, int start_lo, int start_hi) {
+    int beta_scale_idx, unsigned long long seed, int n_starts) {
     const int b = global_index_1d();
     if (b >= n) return;
 
     const int t = cursor[b];
     const int d = pos[b];
-    const bool last = t + 1 >= T - 1;
+    const bool last = t + 1 >= session_last[t];
     const int target = last ? 0 : action_direction(action[b]);
     const Prices now = touch(bid_px, ask_px, t, L);
     const Prices next = touch(bid_px, ask_px, t + 1, L);
@@ -154,7 +160,7 @@ extern "C" __global__ void experience_env_step(
     if (last) {  // new episode at a fresh offset, flat
         const int ep = episode[b] + 1;
         episode[b] = ep;
-        cursor[b] = env_start_offset(seed, b, ep, start_lo, start_hi);
+        cursor[b] = starts[env_start_index(seed, b, ep, n_starts)];
         len = 0;
     } else {
         cursor[b] = t + 1;

@@ -16,7 +16,7 @@ from alpha_rl.env import EnvConfig, Environment
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
-from alpha_rl.reference.experience import start_offsets
+from alpha_rl.reference.experience import start_index
 from tests.helpers import compose_train
 
 FLAT, LONG, SHORT = 0, 1, 2
@@ -121,7 +121,7 @@ def check_ledger(backend: Backend, stride: int) -> None:
         assert got["fill_mid"][0] + ref == (LEDGER_BID[t] + LEDGER_ASK[t]) / 2
         assert got["post_mid"][0] + ref == (LEDGER_BID[t + 1] + LEDGER_ASK[t + 1]) / 2
     # after the forced close: flat, episode 1 at its seeded start tick
-    restart = start_offsets(3, np.array([0]), np.array([1]), env.start_lo, env.start_hi)
+    restart = env.starts[start_index(3, np.array([0]), np.array([1]), env.starts.size)]
     assert backend.download(a["episode"]).tolist() == [1]
     assert backend.download(a["cursor"]).tolist() == restart.tolist()
     assert backend.download(a["pos"]).tolist() == [0]
@@ -130,6 +130,41 @@ def check_ledger(backend: Backend, stride: int) -> None:
     assert (stats.trades, stats.realised, stats.available, stats.duration) == (3, 20.0, 40.0, 7.0)
     assert stats.capture_ratio == 0.5
     assert env.harvest_trade_stats().trades == 0, "harvest clears the accumulators"
+
+
+def test_a_session_gap_forces_the_close_at_the_last_tick_before_it_numpy() -> None:
+    check_session_ledger(NumpyBackend())
+
+
+def check_session_ledger(backend: Backend) -> None:
+    """The ledger book with a session break at tick 8 (a weekend between ticks 7 and 8): the
+    short opened at t=4 is force-closed at t=6, whose next tick 7 ends the session, as at the end
+    of the data; no episode starts at a session's last two ticks."""
+    book = ledger_book()
+    book = Book(book.bid_px, book.ask_px, book.bid_sz, book.ask_sz, TICK, "ledger", breaks=[8])
+    assert book.session_last().tolist() == [7] * 8 + [11] * 4
+    env = make_env(backend, book, [*LEDGER_OVERRIDES[:-2], "reward=stride6"], seed=3)
+    assert env.starts.tolist() == [1, 2, 3, 4, 5, 8, 9], "history 1; not 6, 7, 10, 11"
+    env.reset(np.array([1]))
+    a, lm, rho, kappa = env.arrays, 20.0, 0.375, 0.125
+    for action in (LONG, LONG, LONG, SHORT, SHORT):  # t = 1..5: as in the ledger
+        env.step(backend.upload(np.array([action], np.int32)))
+    assert backend.download(a["cursor"]).tolist() == [6]
+    env.step(backend.upload(np.array([SHORT], np.int32)))  # t = 6: SHORT overridden by the close
+    got = {k: backend.download(a[k]) for k in a}
+    mid = [(b + s) / 2 for b, s in zip(LEDGER_BID, LEDGER_ASK, strict=True)]
+    pnl = -(LEDGER_ASK[6] - 100.75) * lm  # short opened at bid 100.75, bought back at ask 100.50
+    peak = min(mid[4], mid[5], mid[6])  # the short's best mid: 100.25
+    c5 = -rho * (-(peak - 100.75) * lm - pnl)
+    want = [pnl, 0.0, -1.0, -kappa * abs(mid[7] - mid[6]) * lm, 0.0, c5]
+    assert (pnl, c5) == (5.0, -1.875)
+    np.testing.assert_array_equal(got["rc"], np.array(want, np.float32))
+    assert (got["done"][0], got["closed_dir"][0], got["eff_action"][0]) == (1.0, -1, FLAT)
+    assert got["post_mid"][0] + env.device_book.price_ref == mid[7], "never across the gap"
+    restart = env.starts[start_index(3, np.array([0]), np.array([1]), env.starts.size)]
+    assert got["episode"].tolist() == [1] and got["pos"].tolist() == [0]
+    assert got["cursor"].tolist() == restart.tolist()
+    assert env.harvest_trade_stats().trades == 2
 
 
 def random_book(seed: int, T: int = 400, L: int = 3) -> Book:

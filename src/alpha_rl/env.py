@@ -20,7 +20,7 @@ from alpha_rl.isv import DeviceIsv, IsvLayout
 from alpha_rl.kernels import experience, perception, reward
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
-from alpha_rl.reference.experience import start_offsets
+from alpha_rl.reference.experience import start_index, start_ticks
 from alpha_rl.reference.perception import feature_count, projection_weights
 
 F32, I32 = np.float32, np.int32
@@ -95,6 +95,7 @@ class DeviceBook:
     ask_px: DeviceArray
     bid_sz: DeviceArray
     ask_sz: DeviceArray
+    session_last: DeviceArray  # [T] int32: per tick, the last tick of its session
     T: int
     L: int
     tick: float
@@ -111,6 +112,7 @@ class DeviceBook:
             backend.upload(as_offsets(book.ask_px)),
             backend.upload(as_sizes(book.bid_sz)),
             backend.upload(as_sizes(book.ask_sz)),
+            backend.upload(book.session_last()),
             book.T,
             book.L,
             tick,
@@ -186,13 +188,15 @@ class Environment:
     def __post_init__(self) -> None:
         be, n = self.backend, self.cfg.num_envs
         self.device_book = DeviceBook.upload(self.book, be)
-        self.start_lo = max(self.cfg.perception.horizons)
-        self.start_hi = self.book.T - 2
-        if self.start_hi <= self.start_lo:
+        history = max(self.cfg.perception.horizons)
+        self.starts = start_ticks(self.book.session_last(), history)
+        if self.starts.size == 0:
             raise ConfigError(
-                f"{self.book.source}: {self.book.T} ticks are too few for perception horizons "
-                f"up to {self.start_lo} (need more than {self.start_lo + 2}); use a longer series"
+                f"{self.book.source}: {self.book.T} ticks leave no tick to start an episode at: "
+                f"a start needs {history} ticks of history (the longest perception horizon) and "
+                "two more of its session; use a longer series (or a smaller market.session_gap)"
             )
+        self.device_starts = be.upload(self.starts)
         self.slots = SlotIndices.from_layout(self.isv.layout, self.rc_stride)
         self.arrays = {name: be.zeros(n, I32) for name in STATE_I32 + OUT_I32}
         self.arrays |= {name: be.zeros(n, F32) for name in STATE_F32 + OUT_F32 + STATS}
@@ -231,8 +235,8 @@ class Environment:
         chosen ticks); statistics cleared."""
         n = self.num_envs
         if cursors is None:
-            cursors = start_offsets(self.seed, np.arange(n), np.zeros(n, np.int64),
-                                    self.start_lo, self.start_hi)  # fmt: skip
+            first = start_index(self.seed, np.arange(n), np.zeros(n, np.int64), self.starts.size)
+            cursors = self.starts[first]
         cursors = np.asarray(cursors, dtype=I32)
         if cursors.shape != (n,) or cursors.min() < 0 or cursors.max() > self.book.T - 2:
             raise ConfigError(f"reset: cursors must be [{n}] ticks in 0..{self.book.T - 2}")
@@ -256,13 +260,14 @@ class Environment:
         """Apply action [B] int32 (and the aux head's p_up [B], or None); outputs in `arrays`."""
         a, book, s, c = self.arrays, self.device_book, self.slots, self.cfg
         self._step(
-            book.bid_px, book.ask_px, action, aux_prob, self.isv.array,
+            book.bid_px, book.ask_px, book.session_last, self.device_starts, action, aux_prob,
+            self.isv.array,
             *(a[k] for k in STATE_I32), *(a[k] for k in STATE_F32),
             a["rc"], a["reward_raw"], a["reward"], a["done"], a["opened"], a["closed"],
             *(a[k] for k in OUT_I32), a["fill_mid"], a["post_mid"], *(a[k] for k in STATS),
             self.num_envs, book.T, book.L, c.lot, c.lot * c.multiplier, c.fee_per_lot,
             s.weights, s.scale, s.kappa, s.lam, s.rho, s.w_aux, s.beta_scale,
-            self.seed, self.start_lo, self.start_hi,
+            self.seed, self.starts.size,
             stream=stream,
         )  # fmt: skip
 

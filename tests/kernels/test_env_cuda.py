@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
-from tests.test_env import VARIANT, check_ledger, make_env, random_book
+from tests.test_env import VARIANT, check_ledger, check_session_ledger, make_env, random_book
 
 pytestmark = pytest.mark.gpu
 
@@ -16,9 +18,18 @@ def test_ledger_cuda(cuda_backend, stride: int) -> None:
     check_ledger(cuda_backend, stride)
 
 
-@pytest.mark.parametrize("variant", ["reward=stride6", "reward=stride7", "beta=active"])
+def test_session_ledger_cuda(cuda_backend) -> None:
+    check_session_ledger(cuda_backend)
+
+
+@pytest.mark.parametrize("variant", ["reward=stride6", "reward=stride7", "beta=active", "sessions"])
 def test_environment_runs_identically_on_both_backends(cuda_backend, variant: str) -> None:
     book, gen = random_book(11, T=500), np.random.default_rng(12)
+    if variant == "sessions":  # forced closes at every session's end
+        book, variant = (
+            dataclasses.replace(book, breaks=[40, 41, 120, 300, 301, 302]),
+            "beta=active",
+        )
     overrides = [*VARIANT, "env.num_envs=1000", variant]
     envs = [make_env(be, book, overrides, seed=4) for be in (NumpyBackend(), cuda_backend)]
     aux = gen.random(1000).astype(np.float32)

@@ -7,12 +7,15 @@ import pytest
 
 from alpha_rl.kernels import experience
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.market.book import Book
 from alpha_rl.reference.experience import experience_env_step as oracle
+from alpha_rl.reference.experience import start_ticks
 
 pytestmark = pytest.mark.gpu
 
 SIZES = (1, 31, 32, 33, 1000, 4097)
 T, L, ISV = 257, 3, 64
+BREAKS = [100, 101, 180]  # session breaks: one session of a single tick
 OUT_NAMES = [a.name for a in experience.ENV_STEP.args if a.role.name == "OUT"]
 
 
@@ -24,8 +27,11 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
     ask = (mids[:, None] + spread[:, None] / 2 + np.arange(L) * 0.25).astype(np.float32)
     cursor = gen.integers(0, T - 1, size=n).astype(np.int32)
     cursor[: max(1, n // 10)] = T - 2  # some envs on their last step
+    cursor[max(1, n // 10) : max(2, n // 5)] = BREAKS[0] - 2  # and on a session's last step
+    session_last = Book(bid, ask, bid, ask, 0.25, "random", breaks=BREAKS).session_last()
     arrays = {
-        "bid_px": bid.ravel(), "ask_px": ask.ravel(),
+        "bid_px": bid.ravel(), "ask_px": ask.ravel(), "session_last": session_last,
+        "starts": start_ticks(session_last, 4),
         "action": gen.integers(-1, 4, size=n).astype(np.int32),  # includes invalid actions
         "aux_prob": gen.random(n).astype(np.float32),
         "isv": gen.uniform(0.1, 2.0, size=ISV).astype(np.float32),
@@ -45,9 +51,9 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
     return arrays
 
 
-def scalars(n: int) -> list:
-    # n, T, L, lot, lot_mult, fee, w, scale, kappa, lambda, rho, w_aux, beta, seed, lo, hi
-    return [n, T, L, 2.0, 20.0, 0.5, 10, 20, 21, 22, 23, 24, 25, 99, 4, T - 2]
+def scalars(n: int, starts: int) -> list:
+    # n, T, L, lot, lot_mult, fee, w, scale, kappa, lambda, rho, w_aux, beta, seed, n_starts
+    return [n, T, L, 2.0, 20.0, 0.5, 10, 20, 21, 22, 23, 24, 25, 99, starts]
 
 
 @pytest.mark.parametrize("stride", [6, 7])
@@ -60,12 +66,17 @@ def test_experience_env_step_matches_reference(
     if null != "none":
         host[f"{null}_prob" if null == "aux" else "isv"] = None
     want = {k: None if v is None else v.copy() for k, v in host.items()}
-    args = [want[a.name] for a in experience.ENV_STEP.args if a.is_pointer] + scalars(n)
+    args = [want[a.name] for a in experience.ENV_STEP.args if a.is_pointer] + scalars(
+        n, host["starts"].size
+    )
     oracle(*args, rc_stride=stride)
 
     step = KernelRuntime(cuda_backend, {"RC_STRIDE": stride}).bind(experience.ENV_STEP)
     dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
-    step(*[dev[a.name] for a in experience.ENV_STEP.args if a.is_pointer], *scalars(n))
+    step(
+        *[dev[a.name] for a in experience.ENV_STEP.args if a.is_pointer],
+        *scalars(n, host["starts"].size),
+    )
     for name in OUT_NAMES:
         got = cuda_backend.download(dev[name])
         bad = np.flatnonzero(~((got == want[name]) | (np.isnan(got) & np.isnan(want[name]))))

@@ -12,6 +12,8 @@ ENV_STEP = STEM.kernel(
     "experience_env_step",
     In("bid_px", F32),
     In("ask_px", F32),
+    In("session_last", I32),
+    In("starts", I32),
     In("action", I32),
     In("aux_prob", F32, nullable=True),
     In("isv", F32, nullable=True),
@@ -49,8 +51,7 @@ ENV_STEP = STEM.kernel(
         )
     ),
     Scalar("seed", np.uint64),
-    Scalar("start_lo", I32),
-    Scalar("start_hi", I32),
+    Scalar("n_starts", I32),
     launch=Grid1D(over="n", block=256),
     doc="one env step: fills at the touch, reward components, done, trade stats, restarts",
 )

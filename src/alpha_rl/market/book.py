@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -23,6 +23,9 @@ class Book:
     source: str  # "synthetic_waves(seed=0)" or the file path
     timestamps: np.ndarray | None = None  # [T] int64 or float64, non-decreasing
     start: int = 0  # index of row 0 of this book within its source series (for splits)
+    # [S] int64, strictly increasing ticks in 1..T-1 that begin a new trading session (the time
+    # since the tick before exceeded market.session_gap); empty: one session
+    breaks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __post_init__(self) -> None:
         for name in _SIDES:
@@ -43,6 +46,14 @@ class Book:
                 f"{self.source}: timestamps have shape {np.shape(self.timestamps)}, "
                 f"expected ({shape[0]},)"
             )
+        breaks = np.asarray(self.breaks, dtype=np.int64).ravel()
+        object.__setattr__(self, "breaks", breaks)
+        if breaks.size and (breaks[0] < 1 or breaks[-1] > shape[0] - 1 or
+                            np.any(np.diff(breaks) <= 0)):  # fmt: skip
+            raise MarketDataError(
+                f"{self.source}: session breaks must be strictly increasing ticks in "
+                f"1..{shape[0] - 1}, got {breaks[:5].tolist()}..."
+            )
         if not self.tick_size > 0:
             raise MarketDataError(f"{self.source}: tick_size must be > 0, got {self.tick_size}")
 
@@ -61,6 +72,12 @@ class Book:
         """[T] float64: (best bid + best ask) / 2."""
         return (self.bid_px[:, 0] + self.ask_px[:, 0]) / 2.0
 
+    def session_last(self) -> np.ndarray:
+        """[T] int32: per tick, the index of the last tick of its session (T - 1 without breaks):
+        an env force-closes at the step that reaches it, as at the end of the data."""
+        ends = np.append(self.breaks - 1, self.T - 1)
+        return ends[np.searchsorted(self.breaks, np.arange(self.T), side="right")].astype(np.int32)
+
     def slice(self, start: int, stop: int) -> Book:
         """Ticks [start, stop) of this book (views); `start` stays counted in the source series."""
         if not 0 <= start < stop <= self.T:
@@ -75,11 +92,12 @@ class Book:
             ask_sz=self.ask_sz[start:stop],
             timestamps=None if self.timestamps is None else self.timestamps[start:stop],
             start=self.start + start,
+            breaks=self.breaks[(self.breaks > start) & (self.breaks < stop)] - start,
         )
 
     def __repr__(self) -> str:
         stamps = "with timestamps" if self.timestamps is not None else "no timestamps"
         return (
             f"Book({self.source}, T={self.T}, L={self.L}, start={self.start}, "
-            f"tick_size={self.tick_size}, {stamps})"
+            f"tick_size={self.tick_size}, {stamps}, {self.breaks.size + 1} session(s))"
         )

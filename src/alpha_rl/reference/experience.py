@@ -22,13 +22,20 @@ F32 = np.float32
 ACTION_FLAT, ACTION_LONG, ACTION_SHORT = 0, 1, 2
 
 
-def start_offsets(seed: int, env: np.ndarray, episode: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Start tick of each env's episode: lo + (u32 draw * (hi - lo)) >> 32, int32 [len(env)]."""
+def start_index(seed: int, env: np.ndarray, episode: np.ndarray, count: int) -> np.ndarray:
+    """Index into the start-tick table of each env's episode: (u32 draw * count) >> 32, int64."""
     index = (np.asarray(episode, np.int64).astype(np.uint64) << np.uint64(32)) | np.asarray(
         env, np.int64
     ).astype(np.uint64)
     bits = rng_u32(seed, Stream.ENV, index).astype(np.uint64)
-    return (lo + ((bits * np.uint64(hi - lo)) >> np.uint64(32)).astype(np.int64)).astype(np.int32)
+    return ((bits * np.uint64(count)) >> np.uint64(32)).astype(np.int64)
+
+
+def start_ticks(session_last: np.ndarray, history: int) -> np.ndarray:
+    """[S] int32: the ticks an episode may start at: t >= history whose first step is not the
+    forced close (t + 1 < session_last[t]). Without sessions, history .. T - 3."""
+    t = np.arange(len(session_last))
+    return t[(t >= history) & (t + 1 < session_last)].astype(np.int32)
 
 
 def action_direction(action: np.ndarray) -> np.ndarray:
@@ -48,13 +55,13 @@ def _touch(bid_px: np.ndarray, ask_px: np.ndarray, t: np.ndarray, L: int):
 
 
 def experience_env_step(
-    bid_px, ask_px, action, aux_prob, isv,
+    bid_px, ask_px, session_last, starts, action, aux_prob, isv,
     cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid,
     rc, reward_raw, reward, done, opened, closed, prev_dir, closed_dir, eff_action,
     fill_mid, post_mid, stat_trades, stat_realised, stat_available, stat_duration,
     n, T, L, lot, lot_mult, fee,
     w_idx, scale_idx, kappa_idx, lambda_idx, rho_idx, w_aux_idx, beta_scale_idx,
-    seed, start_lo, start_hi,
+    seed, n_starts,
     *, rc_stride,
 ) -> None:  # fmt: skip
     """Advance envs 0..n-1 by one tick in place (the math is in the module docstring)."""
@@ -63,7 +70,7 @@ def experience_env_step(
         return
     lot, lot_mult, fee = F32(lot), F32(lot_mult), F32(fee)
     t, d = cursor[:n].copy(), pos[:n].copy()
-    last = t + 1 >= int(T) - 1
+    last = t + 1 >= session_last[t]
     target = np.where(last, 0, action_direction(action[:n])).astype(np.int32)
     bid, ask, mid = _touch(bid_px, ask_px, t, L)
     _, _, next_mid = _touch(bid_px, ask_px, t + 1, L)
@@ -131,9 +138,7 @@ def experience_env_step(
     ended = np.flatnonzero(last)
     if ended.size:  # new episodes at fresh offsets
         episode[ended] += 1
-        cursor[ended] = start_offsets(
-            int(seed), ended, episode[ended], int(start_lo), int(start_hi)
-        )
+        cursor[ended] = starts[start_index(int(seed), ended, episode[ended], int(n_starts))]
     pos[:n] = target
     trade_len[:n] = np.where(in_trade, length, 0)
     entry_px[:n], entry_mid[:n], peak_mid[:n] = e_px, e_mid, peak
