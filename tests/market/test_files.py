@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from alpha_rl.errors import MarketDataError
-from alpha_rl.market import load_market, read_quotes_file
+from alpha_rl.market import SingleSplit, load_market, read_quotes_file
 from tests.helpers import compose_train
 
 ROWS = 20
@@ -115,18 +115,18 @@ def test_load_market_through_the_real_config(tmp_path: Path) -> None:
     path = _csv(tmp_path, _quotes(rows=1000))
     cfg, choices = compose_train(["market=file", f"market.path={path}"])
     assert choices["market"] == "file"
-    market = load_market(cfg.market, cfg.seed)
+    market = load_market(cfg.market, cfg.seed, SingleSplit(0.8))
     assert (market.train.T, market.heldout.T, market.heldout.start) == (800, 200, 800)
     assert market.train.tick_size == 0.01 and market.train.source == str(path)
     cfg, _ = compose_train(["market=file", f"market.path={path}", "market.min_rows=1001"])
     with pytest.raises(MarketDataError, match=r"1000 data rows.*market\.min_rows=1001"):
-        load_market(cfg.market, cfg.seed)
+        load_market(cfg.market, cfg.seed, SingleSplit(0.8))
 
 
 def test_an_unset_path_says_how_to_set_it() -> None:
     cfg, _ = compose_train(["market=file"])
     with pytest.raises(MarketDataError, match=r"market\.path is not set"):
-        load_market(cfg.market, cfg.seed)
+        load_market(cfg.market, cfg.seed, SingleSplit(0.8))
 
 
 # --- bad values: each reported at its first offending row, with its column ---

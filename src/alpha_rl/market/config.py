@@ -15,6 +15,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import MarketDataError
+from alpha_rl.market.files import check_columns, check_default_size
+from alpha_rl.market.times import check_format, parse_gap, parse_zone
 
 SOURCES = ("synthetic_waves", "file")
 SPREADS = 3  # spread_probs[i] is the probability of a spread of i + 1 ticks
@@ -38,10 +40,12 @@ class SyntheticWavesConfig:
     imbalance_signal: float
     imbalance_noise: float
     imbalance_clip: float
-    split: float
+    currency: str
     seed: int | None = None
+    fold: int | None = None
 
     def __post_init__(self) -> None:
+        _check_common(self)
         _check(self.levels >= 1, "levels", self.levels, "must be >= 1")
         _check(self.ticks >= 2, "ticks", self.ticks, "must be >= 2")
         _check(self.tick_size > 0, "tick_size", self.tick_size, "must be > 0 (USD)")
@@ -67,7 +71,6 @@ class SyntheticWavesConfig:
         sig = self.imbalance_signal
         _check(0 <= sig <= clip, "imbalance_signal", sig, f"must be in [0, imbalance_clip={clip}]")
         _check(self.imbalance_noise >= 0, "imbalance_noise", self.imbalance_noise, "must be >= 0")
-        _check_split(self.split)
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,26 @@ class FileMarketConfig:
 
     path: str
     tick_size: float | None
-    split: float
     min_rows: int
+    currency: str
+    timestamp_format: str | None  # strptime format of text timestamps; None: numbers or ISO-8601
+    timezone: str | None  # IANA zone of naive times; None: UTC
+    columns: tuple[tuple[str, str], ...]  # (file column, our column) renames
+    default_size: float | None  # lots for absent size columns; None: sizes required
+    session_gap: str | float | None  # a duration ("1h") or a number in the file's units
+    fold: int | None = None
 
     def __post_init__(self) -> None:
+        _check_common(self)
         _check(bool(self.path.strip()), "path", self.path, "must name a CSV or Parquet file")
         if self.tick_size is not None:
             _check(self.tick_size > 0, "tick_size", self.tick_size, "must be > 0 (USD) or null")
         _check(self.min_rows >= 1, "min_rows", self.min_rows, "must be >= 1")
-        _check_split(self.split)
+        check_format(self.timestamp_format)  # the file's own checks, before the file is read
+        parse_zone(self.timezone)
+        check_columns(dict(self.columns))
+        check_default_size(self.default_size)
+        parse_gap(self.session_gap)
 
 
 MarketConfig = SyntheticWavesConfig | FileMarketConfig
@@ -131,8 +145,13 @@ def _check(ok: bool, key: str, value: object, what: str) -> None:
         raise _fail(key, value, what)
 
 
-def _check_split(split: float) -> None:
-    _check(0 < split < 1, "split", split, "the training fraction must be in (0, 1)")
+def _check_common(cfg: SyntheticWavesConfig | FileMarketConfig) -> None:
+    """The keys every source has: the fold (checked against its validation by the loader)
+    and the currency prices are quoted in."""
+    _check(cfg.fold is None or cfg.fold >= 0, "fold", cfg.fold,
+           "must be null (validation=single) or a fold index 0..validation.folds-1")  # fmt: skip
+    _check(bool(cfg.currency.strip()), "currency", cfg.currency,
+           "must name the currency prices are quoted in (e.g. USD, EUR, JPY)")  # fmt: skip
 
 
 def _expected(key: str, value: object, what: str) -> MarketDataError:
@@ -153,6 +172,25 @@ def _str(key: str, value: object) -> str:
 
 def _optional(convert: Callable[[str, object], Any]) -> Callable[[str, object], Any]:
     return lambda key, value: None if value is None else convert(key, value)
+
+
+def _renames(key: str, value: object) -> tuple[tuple[str, str], ...]:
+    """A mapping {file column: our column} of strings (null: none) as pairs."""
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise _fail(
+            key, value, "expected a mapping of the file's column names to ours, e.g. "
+            "{Bid: bid_px_0, 'Local time': timestamp} (quote names that YAML reads as numbers)"
+        )  # fmt: skip
+    return tuple(value.items())
+
+
+def _gap(key: str, value: object) -> str | float:
+    """A duration string such as '1h', or a number (the timestamps' own units)."""
+    return value if isinstance(value, str) else _float(key, value)
 
 
 def _seq(convert: Callable[[str, object], Any], n: int | None) -> Callable[[str, object], tuple]:
@@ -179,14 +217,21 @@ _SYNTHETIC_KINDS: dict[str, Callable[[str, object], Any]] = {
     "imbalance_signal": _float,
     "imbalance_noise": _float,
     "imbalance_clip": _float,
-    "split": _float,
+    "currency": _str,
     "seed": _optional(_int),
+    "fold": _optional(_int),
 }
 _FILE_KINDS: dict[str, Callable[[str, object], Any]] = {
     "path": _str,
     "tick_size": _optional(_float),
-    "split": _float,
     "min_rows": _int,
+    "currency": _str,
+    "timestamp_format": _optional(_str),
+    "timezone": _optional(_str),
+    "columns": _renames,
+    "default_size": _optional(_float),
+    "session_gap": _optional(_gap),
+    "fold": _optional(_int),
 }
 
 

@@ -2,30 +2,39 @@
 
 Columns: bid_px_<l>, ask_px_<l>, bid_sz_<l>, ask_sz_<l> for levels l = 0, 1, ... (L = the
 number of levels; each level needs all four columns) and an optional `timestamp` (numbers, or
-ISO-8601 times kept as int64 nanoseconds since the epoch, UTC). Other columns are ignored. Each
-problem is reported at its first offending row, 1-based among the data rows (for CSV also the
-line of the file, the header being line 1), with the column it concerns.
+times kept as int64 nanoseconds since the epoch, UTC: see times.py). Other columns are ignored.
+`market.columns` renames a file's own column names to these first; `market.default_size` fills
+the size columns of an export that has none. Each problem is reported at its first offending
+row, 1-based among the data rows (for CSV also the line of the file, the header being line 1),
+with the column it concerns.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import (
-    is_bool_dtype,
-    is_datetime64_any_dtype,
-    is_integer_dtype,
-    is_numeric_dtype,
-)
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market.book import Book
+from alpha_rl.market.times import (
+    Gap,
+    Stamps,
+    check_format,
+    key_error,
+    parse_gap,
+    parse_zone,
+    read_stamps,
+    session_breaks,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +54,43 @@ def resolve_path(path: str | Path) -> Path:
     return (Path.cwd() / Path(path).expanduser()).resolve()
 
 
-def read_quotes_file(path: str | Path, tick_size: float | None, min_rows: int) -> Book:
+def read_quotes_file(
+    path: str | Path,
+    tick_size: float | None,
+    min_rows: int,
+    *,
+    timestamp_format: str | None = None,
+    timezone: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    default_size: float | None = None,
+    session_gap: str | float | None = None,
+) -> Book:
     """The Book [T, L] of a CSV or Parquet quotes file; MarketDataError names file, row, column."""
     file = resolve_path(path)
-    frame = _read_frame(file)
+    renames = dict(columns or {})
+    try:
+        check_columns(renames)
+        check_format(timestamp_format)
+        check_default_size(default_size)
+        zone, gap = parse_zone(timezone), parse_gap(session_gap)
+    except MarketDataError as exc:
+        raise MarketDataError(f"{file}: {exc}") from exc
+    frame = _table(file, renames, timestamp_format, default_size)
     levels = _count_levels(file, [str(c) for c in frame.columns])
-    where = _Where(file.suffix.lower() in CSV_SUFFIXES)
+    if gap is not None and TIMESTAMP not in frame.columns:
+        raise MarketDataError(
+            f"{file}: market.session_gap={session_gap!r} needs timestamps, but the file has no "
+            f"{TIMESTAMP} column (columns: {[str(c) for c in frame.columns]}); map one with "
+            "market.columns={<its time column>: timestamp} or set market.session_gap=null"
+        )
+    where = _Where(file.suffix.lower() in CSV_SUFFIXES, {t: s for s, t in renames.items()})
     names = [f"{family}_{level}" for family in FAMILIES for level in range(levels)]
-    columns, problems = _numbers(frame, names, where)
+    values, problems = _numbers(frame, names, where)
     stamps = None
     if TIMESTAMP in frame.columns:
-        stamps, stamp_problems = _timestamps(frame[TIMESTAMP], where)
+        stamps, stamp_problems = _timestamps(file, frame[TIMESTAMP], where, timestamp_format, zone)
         problems += stamp_problems
-    sides = {f: np.stack([columns[f"{f}_{lv}"] for lv in range(levels)], axis=1) for f in FAMILIES}
+    sides = {f: np.stack([values[f"{f}_{lv}"] for lv in range(levels)], axis=1) for f in FAMILIES}
     problems += _book_problems(sides, where)
     if problems:
         raise MarketDataError(
@@ -71,7 +104,43 @@ def read_quotes_file(path: str | Path, tick_size: float | None, min_rows: int) -
             "use a longer file or lower market.min_rows"
         )
     tick = tick_size if tick_size is not None else _infer_tick(file, sides)
-    return Book(**sides, tick_size=float(tick), source=str(file), timestamps=stamps)
+    breaks = _breaks(file, stamps, gap, where, session_gap)
+    stamp_values = None if stamps is None else stamps.values
+    return Book(
+        **sides, tick_size=float(tick), source=str(file), timestamps=stamp_values, breaks=breaks
+    )
+
+
+def check_columns(columns: Mapping[str, str]) -> None:
+    """Refuse a market.columns with a target not ours or two file columns onto one of ours."""
+    unknown = {s: t for s, t in columns.items() if t != TIMESTAMP and not _LEVEL_COLUMN.match(t)}
+    if unknown:
+        raise key_error(
+            "columns",
+            dict(columns),
+            f"{unknown} map onto no column of a quotes file; targets must be bid_px_<l>, "
+            f"ask_px_<l>, bid_sz_<l>, ask_sz_<l> (levels l = 0, 1, ...) or {TIMESTAMP}",
+        )
+    doubled = [t for t, n in Counter(columns.values()).items() if n > 1]
+    if doubled:
+        sources = [s for s, t in columns.items() if t == doubled[0]]
+        raise key_error(
+            "columns",
+            dict(columns),
+            f"{', '.join(map(repr, sources))} all map onto {doubled[0]}; each of our columns "
+            "takes one column of the file",
+        )
+
+
+def check_default_size(size: float | None) -> None:
+    """Refuse a negative market.default_size."""
+    if size is not None and not size >= 0:
+        raise key_error(
+            "default_size",
+            size,
+            "expected a size >= 0 (lots) for the size columns an export lacks, or null (the "
+            "file must have bid_sz_<l> and ask_sz_<l>)",
+        )
 
 
 @dataclass(frozen=True)
@@ -79,6 +148,7 @@ class _Where:
     """How to name a data row: CSV files also give the line (the header is line 1)."""
 
     csv: bool
+    sources: Mapping[str, str] = field(default_factory=dict)  # our column -> the file's name
 
     def row(self, index: int) -> str:
         """'row r (line n)' of 0-based data row `index`."""
@@ -95,7 +165,11 @@ class _Where:
         if best is None:
             return []
         column, _, describe = hits[best[1]]
-        return [f"{self.row(best[0])}, column {column}: {describe(best[0])}"]
+        return [f"{self.row(best[0])}, column {self.column(column)}: {describe(best[0])}"]
+
+    def column(self, name: str) -> str:
+        """Our column `name`, with the file's own name where market.columns renamed it."""
+        return f"{self.sources[name]!r} (mapped to {name})" if name in self.sources else name
 
 
 def _show(value: object) -> str:
@@ -103,7 +177,8 @@ def _show(value: object) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def _read_frame(file: Path) -> pd.DataFrame:
+def _read_frame(file: Path, text_column: str | None) -> pd.DataFrame:
+    """The file's table; a CSV's `text_column` (if any) is read as text, not as numbers."""
     suffix = file.suffix.lower()
     if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
         raise MarketDataError(
@@ -119,11 +194,60 @@ def _read_frame(file: Path) -> pd.DataFrame:
         raise MarketDataError(f"{file} is not a file; market.path must name a quotes file")
     try:
         if suffix in CSV_SUFFIXES:
-            return pd.read_csv(file, skip_blank_lines=False, low_memory=False)
+            dtype = None if text_column is None else {text_column: str}
+            return pd.read_csv(file, skip_blank_lines=False, low_memory=False, dtype=dtype)
         return pd.read_parquet(file, engine="pyarrow")
     except (OSError, ValueError) as exc:  # parser, encoding, Arrow and permission errors
         kind = "CSV" if suffix in CSV_SUFFIXES else "Parquet"
         raise MarketDataError(f"{file}: cannot be read as {kind}: {exc}") from exc
+
+
+def _table(
+    file: Path, renames: dict[str, str], fmt: str | None, size: float | None
+) -> pd.DataFrame:
+    """The file's table with market.columns applied and absent sizes filled (default_size)."""
+    source = next((s for s, t in renames.items() if t == TIMESTAMP), TIMESTAMP)
+    frame = _read_frame(file, source if fmt is not None else None)
+    return _fill_sizes(file, _rename(file, frame, renames), size)
+
+
+def _rename(file: Path, frame: pd.DataFrame, renames: dict[str, str]) -> pd.DataFrame:
+    """`frame` with the file's column names replaced by ours as market.columns says."""
+    if not renames:
+        return frame
+    found = [str(c) for c in frame.columns]
+    absent = [s for s in renames if s not in found]
+    if absent:
+        raise MarketDataError(
+            f"{file}: market.columns names column(s) {absent} that the file does not have; its "
+            f"columns are {found}"
+        )
+    clashes = [f"{s!r} onto {t}" for s, t in renames.items() if t in found and t not in renames]
+    if clashes:
+        raise MarketDataError(
+            f"{file}: market.columns maps {', '.join(clashes)}, but the file already has a "
+            "column of that name that is not renamed itself; drop the entry from "
+            "market.columns or the column from the file"
+        )
+    log.info("%s: columns renamed by market.columns: %s", file, renames)
+    return frame.set_axis(found, axis=1).rename(columns=renames)
+
+
+def _fill_sizes(file: Path, frame: pd.DataFrame, size: float | None) -> pd.DataFrame:
+    """`frame` with the absent size columns of each priced level set to market.default_size."""
+    if size is None:
+        return frame
+    found = {str(c) for c in frame.columns}
+    matches = [m for m in map(_LEVEL_COLUMN.match, found) if m and m[1] in ("bid_px", "ask_px")]
+    priced = sorted({int(m[2]) for m in matches})
+    absent = [
+        f"{f}_{lv}" for lv in priced for f in ("bid_sz", "ask_sz") if f"{f}_{lv}" not in found
+    ]
+    if not absent:
+        log.info("%s: market.default_size=%s unused: the file has its sizes", file, size)
+        return frame
+    log.info("%s: %s set to market.default_size=%s lots", file, ", ".join(absent), size)
+    return frame.assign(**{name: np.full(len(frame), float(size)) for name in absent})
 
 
 def _count_levels(file: Path, found: list[str]) -> int:
@@ -138,7 +262,8 @@ def _count_levels(file: Path, found: list[str]) -> int:
         raise MarketDataError(
             f"{file}: missing required column(s) {', '.join(missing)}; found {found}. A quotes "
             "file needs bid_px_0, ask_px_0, bid_sz_0, ask_sz_0 (level 0 = the touch), the same "
-            "four per deeper level 1, 2, ..., and optionally timestamp"
+            "four per deeper level 1, 2, ..., and optionally timestamp (market.columns maps a "
+            "file's own names onto these; market.default_size fills absent sizes)"
         )
     count = max(max(present) for present in levels.values()) + 1
     for level in range(count):
@@ -181,44 +306,45 @@ def _numbers(
     return columns, where.problem(text_hits) + where.problem(nan_hits)
 
 
-def _timestamps(series: pd.Series, where: _Where) -> tuple[np.ndarray, list[str]]:
-    """[T] int64 (integers, or times as ns since the epoch) or float64, and their problems."""
+def _timestamps(
+    file: Path, series: pd.Series, where: _Where, fmt: str | None, zone: ZoneInfo | None
+) -> tuple[Stamps, list[str]]:
+    """The timestamp column read (times.read_stamps) and its problems, each at its first row."""
     raw = series.to_numpy()
-    stamps, bad = _stamp_values(series)
-    what = "missing, non-numeric or not an ISO-8601 time"
-    problems = where.problem([(TIMESTAMP, bad, lambda r: f"{what}: {_show(raw[r])}")])
-    earlier = np.zeros(len(stamps), dtype=bool)
-    earlier[1:] = (stamps[1:] < stamps[:-1]) & ~bad[1:] & ~bad[:-1]
-    problems += where.problem(
-        [
-            (
-                TIMESTAMP,
-                earlier,
-                lambda r: f"decreasing timestamps: {_show(raw[r])} after {_show(raw[r - 1])}",
-            )
-        ]
-    )
+    stamps = read_stamps(str(file), series, fmt, zone)
+    bad = stamps.unreadable | stamps.dst
+    earlier = np.zeros(len(raw), dtype=bool)
+    earlier[1:] = (stamps.values[1:] < stamps.values[:-1]) & ~bad[1:] & ~bad[:-1]
+
+    def unreadable(r: int) -> str:
+        if fmt is None:
+            return f"missing, non-numeric or not an ISO-8601 time: {_show(raw[r])}"
+        if pd.isna(raw[r]):
+            return "missing time"
+        return (
+            f"{_show(raw[r])} does not match market.timestamp_format={fmt!r}; fix "
+            "market.timestamp_format (or the file)"
+        )
+
+    checks: list[tuple[np.ndarray, Callable[[int], str]]] = [
+        (stamps.unreadable, unreadable),
+        (stamps.dst, lambda r: f"{_show(raw[r])} is ambiguous or does not exist in "
+            f"market.timezone={zone} (a daylight-saving change); export UTC times or offsets"),
+        (earlier, lambda r: f"decreasing timestamps: {_show(raw[r])} after {_show(raw[r - 1])}"),
+    ]  # fmt: skip
+    problems = [line for mask, what in checks for line in where.problem([(TIMESTAMP, mask, what)])]
+    if zone is not None and not stamps.times:
+        log.warning("%s: market.timezone=%s not applied: the timestamps are numbers", file, zone)
     return stamps, problems
 
 
-def _stamp_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Timestamps as numbers and the mask of unusable cells; text is numbers or ISO-8601 times,
-    whichever its first cell is."""
-    if is_datetime64_any_dtype(series):
-        times = pd.to_datetime(series, utc=True)
-    else:
-        numeric = is_numeric_dtype(series) and not is_bool_dtype(series)
-        numbers = series if numeric else pd.to_numeric(series, errors="coerce")
-        first = series.first_valid_index()
-        if numeric or first is None or not pd.isna(numbers[first]):
-            values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
-            bad = ~np.isfinite(values)
-            if not bad.any() and is_integer_dtype(numbers):
-                return numbers.to_numpy(dtype=np.int64), bad
-            return values, bad
-        times = pd.to_datetime(series, utc=True, errors="coerce", format="ISO8601")
-    bad = times.isna().to_numpy()
-    return times.dt.as_unit("ns").to_numpy(dtype=np.int64, na_value=0), bad
+def _breaks(
+    file: Path, stamps: Stamps | None, gap: Gap | None, where: _Where, setting: object
+) -> np.ndarray:
+    """[S] int64 session breaks: none without market.session_gap (one session)."""
+    if gap is None or stamps is None:
+        return np.zeros(0, dtype=np.int64)
+    return session_breaks(str(file), stamps, gap, where.row, setting)
 
 
 def _book_problems(sides: dict[str, np.ndarray], where: _Where) -> list[str]:

@@ -1,0 +1,217 @@
+"""Timestamps of a quotes file and the trading sessions they delimit.
+
+Text times are read with `market.timestamp_format` (a strptime / pandas `format=` string) or as
+ISO-8601; naive times are in `market.timezone` (null: UTC), times with an offset keep it; all
+become int64 nanoseconds since the epoch, UTC. Plain numbers stay as they are (the file's units).
+`market.session_gap` ends a session where consecutive ticks are further apart than it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import (
+    is_bool_dtype,
+    is_datetime64_any_dtype,
+    is_integer_dtype,
+    is_numeric_dtype,
+)
+
+from alpha_rl.errors import MarketDataError
+
+log = logging.getLogger(__name__)
+
+PANDAS_FORMATS = ("ISO8601", "mixed")  # the named formats pd.to_datetime accepts besides %-codes
+MIN_SESSION_TICKS = 3  # an env needs a current tick, a next tick and a step before the forced close
+_MIXED_ZONES = "Mixed timezones"  # pandas' ValueError when a column mixes offsets
+
+Gap = pd.Timedelta | float  # a session gap: a duration (times) or a number (plain-number stamps)
+
+
+@dataclass(frozen=True)
+class Stamps:
+    """A timestamp column read: values, the cells that cannot be used, and what the values are."""
+
+    values: np.ndarray  # [T] int64 ns since the epoch, UTC (times) or int64/float64 (numbers)
+    unreadable: np.ndarray  # [T] bool: missing, or not a number / a time of the expected form
+    dst: np.ndarray  # [T] bool: a naive time that is ambiguous or absent in market.timezone
+    times: bool  # True: `values` are ns since the epoch; False: the file's own numbers
+
+
+def key_error(key: str, value: object, what: str) -> MarketDataError:
+    """The error of a bad `market.<key>` value, saying where to fix it."""
+    return MarketDataError(
+        f"market.{key}={value!r}: {what}; fix it in conf/market/file.yaml or override "
+        f"market.{key}=..."
+    )
+
+
+def check_format(fmt: str | None) -> None:
+    """Refuse a market.timestamp_format that is neither null, %-codes pandas can use nor a
+    pandas name (ISO8601, mixed)."""
+    if fmt is None:
+        return
+    what = (
+        "expected a strptime format such as '%d.%m.%Y %H:%M:%S.%f' (day-first exports), "
+        f"one of {', '.join(PANDAS_FORMATS)}, or null (numbers or ISO-8601 times)"
+    )
+    if "%" not in fmt and fmt not in PANDAS_FORMATS:
+        raise key_error("timestamp_format", fmt, what)
+    try:
+        pd.to_datetime(pd.Series(["", None]), errors="coerce", format=fmt)
+    except (ValueError, re.error) as exc:
+        raise key_error("timestamp_format", fmt, f"pandas cannot use it ({exc}); {what}") from exc
+
+
+def parse_zone(name: str | None) -> ZoneInfo | None:
+    """The IANA zone of market.timezone (None: naive times are UTC), or MarketDataError."""
+    if name is None:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise key_error(
+            "timezone",
+            name,
+            "not an IANA time zone name (case matters: e.g. UTC, Europe/Zurich, "
+            "America/New_York), or null for UTC",
+        ) from exc
+
+
+def parse_gap(value: str | float | None) -> Gap | None:
+    """market.session_gap as a positive Timedelta (a string) or number, or MarketDataError."""
+    if value is None:
+        return None
+    what = (
+        "expected a positive duration such as '1h', '30min', '2D' (time-valued timestamps), "
+        "a positive number in the file's units (plain-number timestamps), or null"
+    )
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:
+            raise key_error("session_gap", value, f"a duration needs a unit; {what}")
+        try:
+            gap = pd.Timedelta(value)
+        except ValueError as exc:
+            raise key_error("session_gap", value, what) from exc
+        if pd.isna(gap) or gap <= pd.Timedelta(0):
+            raise key_error("session_gap", value, what)
+        return gap
+    if isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+        raise key_error("session_gap", value, what)
+    return float(value)
+
+
+def read_stamps(source: str, series: pd.Series, fmt: str | None, zone: ZoneInfo | None) -> Stamps:
+    """[T] timestamps: with `fmt` every cell is a time of that form; without it, text is numbers
+    or ISO-8601 times, whichever its first cell is."""
+    none = np.zeros(len(series), dtype=bool)
+    if is_datetime64_any_dtype(series):
+        return _to_utc(series, zone)
+    if fmt is not None:
+        text = series.astype(str)  # missing cells stay missing
+        return _to_utc(_parse(source, text, fmt, zone), zone)
+    numeric = is_numeric_dtype(series) and not is_bool_dtype(series)
+    numbers = series if numeric else pd.to_numeric(series, errors="coerce")
+    first = series.first_valid_index()
+    if numeric or first is None or not pd.isna(numbers[first]):
+        values = numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(values)
+        if not bad.any() and is_integer_dtype(numbers):
+            return Stamps(numbers.to_numpy(dtype=np.int64), bad, none, times=False)
+        return Stamps(values, bad, none, times=False)
+    return _to_utc(_parse(source, series, "ISO8601", zone), zone)
+
+
+def _parse(source: str, text: pd.Series, fmt: str, zone: ZoneInfo | None) -> pd.Series:
+    """Text as datetimes (NaT where it does not match `fmt`); differing offsets (a column that
+    crosses a DST change) are each converted to UTC."""
+    try:
+        return pd.to_datetime(text, errors="coerce", format=fmt)
+    except ValueError as exc:
+        if _MIXED_ZONES not in str(exc):
+            raise
+    if zone is not None:
+        log.warning(
+            "%s: the timestamps carry differing UTC offsets: each is converted to UTC by its "
+            "own; any without an offset are read as UTC, not market.timezone=%s",
+            source,
+            zone,
+        )
+    return pd.to_datetime(text, errors="coerce", format=fmt, utc=True)
+
+
+def _to_utc(times: pd.Series, zone: ZoneInfo | None) -> Stamps:
+    """Parsed datetimes (NaT where unparseable) as int64 ns UTC; naive ones are in `zone`."""
+    unparsed = times.isna().to_numpy()
+    if times.dt.tz is None:
+        times = times.dt.tz_localize(zone or "UTC", ambiguous="NaT", nonexistent="NaT")
+    times = times.dt.tz_convert("UTC")
+    lost = times.isna().to_numpy() & ~unparsed  # parsed, but no such single local time
+    low, high = pd.Timestamp.min.tz_localize("UTC"), pd.Timestamp.max.tz_localize("UTC")
+    outside = (times.notna() & ((times < low) | (times > high))).to_numpy()
+    times = times.where(~outside)
+    values = times.dt.as_unit("ns").to_numpy(dtype=np.int64, na_value=0)
+    return Stamps(values, unparsed | outside, lost, times=True)
+
+
+def session_breaks(
+    source: str, stamps: Stamps, gap: Gap, row: Callable[[int], str], setting: object
+) -> np.ndarray:
+    """[S] int64 ticks i in 1..T-1 with stamps[i] - stamps[i-1] > gap: each begins a session;
+    `setting` is market.session_gap as given (for messages)."""
+    if stamps.times and not isinstance(gap, pd.Timedelta):
+        raise key_error(
+            "session_gap",
+            setting,
+            f"a plain number, but the timestamps of {source} are times: give a duration "
+            "such as '1h', '30min' or '2D'",
+        )
+    if not stamps.times and isinstance(gap, pd.Timedelta):
+        raise key_error(
+            "session_gap",
+            setting,
+            f"a duration, but the timestamps of {source} are plain numbers (not times): give a "
+            "number in the file's own units (e.g. 3600 for a gap of an hour in seconds)",
+        )
+    steps = np.diff(stamps.values)
+    limit = gap.value if isinstance(gap, pd.Timedelta) else gap  # ns, or the file's units
+    breaks = (np.flatnonzero(steps > limit) + 1).astype(np.int64)
+    _log_sessions(source, stamps, breaks, steps, row)
+    return breaks
+
+
+def _log_sessions(
+    source: str, stamps: Stamps, breaks: np.ndarray, steps: np.ndarray, row: Callable[[int], str]
+) -> None:
+    """INFO: the sessions found and the longest gap; WARNING: sessions too short to step."""
+    longest = steps.max() if steps.size else 0
+    shown = pd.Timedelta(int(longest)) if stamps.times else longest
+    log.info(
+        "%s: %d trading session(s) (market.session_gap), the longest gap between ticks %s",
+        source,
+        breaks.size + 1,
+        shown,
+    )
+    starts = np.concatenate([[0], breaks])
+    lengths = np.diff(np.append(starts, stamps.values.size))
+    short = np.flatnonzero(lengths < MIN_SESSION_TICKS)
+    if short.size:
+        log.warning(
+            "%s: %d session(s) shorter than %d ticks, the first beginning at %s; no env "
+            "steps in them (a step needs a next tick before the forced close); raise "
+            "market.session_gap to merge them",
+            source,
+            short.size,
+            MIN_SESSION_TICKS,
+            row(int(starts[short[0]])),
+        )
