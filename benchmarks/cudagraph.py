@@ -42,7 +42,7 @@ def reference_trainer(envs: int, warm: int) -> Iterator:
         overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed)
+    market = load_market(cfg.market, plan.run.seed, plan.validation)
     with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
         trainer = Trainer(session, market.train, plan)
         trainer.use_graph = False

@@ -1,12 +1,13 @@
-"""Splitting a book by time into training and held-out parts; the Book container itself."""
+"""The single split of a book by time into training and held-out parts; the Book container."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from alpha_rl.errors import MarketDataError
-from alpha_rl.market import Book, load_market, market_config, split_book, synthetic_waves
+from alpha_rl.errors import ConfigError, MarketDataError
+from alpha_rl.market import Book, SingleSplit, divide, load_market, market_config, synthetic_waves
+from alpha_rl.pipeline.config import plan_run
 from tests.helpers import compose_train
 
 
@@ -28,7 +29,9 @@ def _book(T: int, L: int = 2, timestamps: bool = True) -> Book:
 @pytest.mark.parametrize(("T", "fraction"), [(10, 0.8), (11, 0.5), (1000, 0.7), (7, 0.3)])
 def test_parts_cover_the_series_in_order_without_overlap(T: int, fraction: float) -> None:
     book = _book(T)
-    train, heldout = split_book(book, fraction)
+    market = divide(book, SingleSplit(fraction))
+    train, heldout = market.train, market.heldout
+    assert market.fold.index is None and market.fold.test == market.fold.heldout
     assert len(train.mid) == round(T * fraction)
     assert train.T + heldout.T == T
     assert (train.start, heldout.start) == (0, train.T)
@@ -42,7 +45,7 @@ def test_parts_cover_the_series_in_order_without_overlap(T: int, fraction: float
 
 def test_slices_keep_their_offset_in_the_source_series() -> None:
     book = _book(50)
-    _, heldout = split_book(book, 0.6)
+    heldout = divide(book, SingleSplit(0.6)).heldout
     part = heldout.slice(5, 12)
     assert (part.start, part.T) == (35, 7)
     np.testing.assert_array_equal(part.bid_px, book.bid_px[35:42])
@@ -53,19 +56,20 @@ def test_slices_keep_their_offset_in_the_source_series() -> None:
 
 @pytest.mark.parametrize(("T", "fraction"), [(5, 0.9), (5, 0.1), (3, 0.5)])
 def test_a_part_under_two_ticks_is_an_error(T: int, fraction: float) -> None:
-    with pytest.raises(MarketDataError, match=r"at least 2 ticks.*market\.split"):
-        split_book(_book(T), fraction)
+    with pytest.raises(MarketDataError, match=r"at least 2 ticks.*validation\.split"):
+        divide(_book(T), SingleSplit(fraction))
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.2, 1.5])
 def test_the_fraction_must_be_inside_zero_one(fraction: float) -> None:
-    with pytest.raises(MarketDataError, match=r"market\.split"):
-        split_book(_book(20), fraction)
+    cfg, _ = compose_train([f"validation.split={fraction}"])
+    with pytest.raises(ConfigError, match=r"validation\.split"):
+        plan_run(cfg)
 
 
 def test_the_configured_split_is_applied() -> None:
-    cfg, _ = compose_train(["market.ticks=1000", "market.split=0.65"])
-    market = load_market(cfg.market, cfg.seed)
+    cfg, _ = compose_train(["market.ticks=1000", "validation.split=0.65"])
+    market = load_market(cfg.market, cfg.seed, plan_run(cfg).validation)
     assert (market.train.T, market.heldout.T, market.heldout.start) == (650, 350, 650)
     whole = synthetic_waves(market_config(cfg.market), cfg.seed)
     np.testing.assert_array_equal(market.train.ask_sz, whole.ask_sz[:650])

@@ -8,10 +8,19 @@ import numpy as np
 import pytest
 
 from alpha_rl.errors import MarketDataError
-from alpha_rl.market import Book, SyntheticWavesConfig, load_market, market_config, synthetic_waves
+from alpha_rl.market import (
+    Book,
+    SingleSplit,
+    SyntheticWavesConfig,
+    load_market,
+    market_config,
+    synthetic_waves,
+)
 from tests.helpers import compose_train
 
 TICKS = 40_000
+
+SINGLE = SingleSplit(0.8)  # the default validation=single
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +124,7 @@ def test_level0_imbalance_leans_toward_the_next_move(
 def test_load_market_through_the_real_config() -> None:
     cfg, choices = compose_train(["market.ticks=3000", "seed=4"])
     assert choices["market"] == "synthetic_waves"
-    market = load_market(cfg.market, cfg.seed)
+    market = load_market(cfg.market, cfg.seed, SINGLE)
     assert market.train.source == "synthetic_waves(seed=4)"
     assert (market.train.T, market.heldout.T) == (2400, 600)
     assert (market.train.L, market.heldout.start) == (5, 2400)
@@ -123,9 +132,9 @@ def test_load_market_through_the_real_config() -> None:
 
 def test_market_seed_overrides_the_run_seed() -> None:
     cfg, _ = compose_train(["market.ticks=3000", "seed=4", "market.seed=9"])
-    assert load_market(cfg.market, cfg.seed).train.source == "synthetic_waves(seed=9)"
+    assert load_market(cfg.market, cfg.seed, SINGLE).train.source == "synthetic_waves(seed=9)"
     cfg, _ = compose_train(["market.ticks=3000", "market.seed=null"])
-    assert load_market(cfg.market, 11).train.source == "synthetic_waves(seed=11)"
+    assert load_market(cfg.market, 11, SINGLE).train.source == "synthetic_waves(seed=11)"
 
 
 @pytest.mark.parametrize(
@@ -141,7 +150,8 @@ def test_market_seed_overrides_the_run_seed() -> None:
         ("market.ticks=lots", "market.ticks"),
         ("market.tick_size=0", "market.tick_size"),
         ("market.imbalance_signal=0.95", "market.imbalance_signal"),
-        ("market.split=1.0", "market.split"),
+        ("market.fold=-1", "market.fold"),
+        ("market.currency=' '", "market.currency"),
         ("+market.wave_length=3", "market.wave_length"),
         ("market.name=tape", "market.name"),
     ],
@@ -149,7 +159,7 @@ def test_market_seed_overrides_the_run_seed() -> None:
 def test_bad_settings_name_the_key(override: str, key: str) -> None:
     cfg, _ = compose_train(["market.ticks=1000", override])
     with pytest.raises(MarketDataError, match=key.replace(".", r"\.")):
-        load_market(cfg.market, cfg.seed)
+        load_market(cfg.market, cfg.seed, SINGLE)
 
 
 def test_a_price_falling_to_zero_is_an_error(waves: SyntheticWavesConfig) -> None:

@@ -22,7 +22,7 @@ def trainer_for(overrides: list[str], base: tuple[str, ...] = TINY):
     """(trainer, market) of the composed config, its session open for the block."""
     cfg, choices = compose_train([*base, *overrides])
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed)
+    market = load_market(cfg.market, plan.run.seed, plan.validation)
     with open_session(cfg, choices) as session:
         yield Trainer(session, market.train, plan), market
 

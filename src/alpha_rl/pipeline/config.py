@@ -18,6 +18,7 @@ from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError, require
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
+from alpha_rl.market.folds import Validation, WalkForward, validation_config
 from alpha_rl.replay import ReplayConfig
 
 
@@ -74,6 +75,7 @@ class Plan:
     agent: AgentConfig
     her: HerConfig | None
     eval: EvalConfig
+    validation: Validation
 
     @property
     def learner_updates(self) -> int:
@@ -83,7 +85,10 @@ class Plan:
 
     def resolved_params(self) -> dict[str, int]:
         """Values the run resolved from its config (MLflow params beside the config's)."""
-        return {"replay.beta_anneal_updates_resolved": self.replay.beta_anneal_updates}
+        out = {"replay.beta_anneal_updates_resolved": self.replay.beta_anneal_updates}
+        if isinstance(self.validation, WalkForward):
+            out["validation.embargo_resolved"] = self.validation.embargo
+        return out
 
     @property
     def max_push(self) -> int:
@@ -173,14 +178,15 @@ def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
 
 def plan_run(cfg: DictConfig) -> Plan:
     """Parse and check every section; raises ConfigError naming the first bad key."""
-    run, agent = run_config(cfg), AgentConfig.from_cfg(cfg.agent)
+    run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
     plan = Plan(
         run=run,
-        env=EnvConfig.from_cfg(cfg.env),
+        env=env,
         replay=ReplayConfig.from_cfg(cfg.replay, learner_updates(run, agent)),
         agent=agent,
         her=HerConfig.from_cfg(cfg.her),
         eval=eval_config(cfg),
+        validation=validation_config(cfg, max(env.perception.horizons)),
     )
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(

@@ -113,9 +113,23 @@ def tags(session: Session, choices: Mapping[str, str], audit: str) -> dict[str, 
     return out
 
 
+def money_units(cfg: DictConfig) -> dict[str, str]:
+    """What the PnL metrics and the rewards are measured in (MLflow params `units.*`)."""
+    env, currency = cfg.env, cfg.market.currency
+    pnl = (f"{currency}: price move ({currency}) x env.multiplier {env.multiplier:g} x env.lot "
+           f"{env.lot:g} per position, fees {env.fee_per_lot:g} {currency} per lot per fill; "
+           f"trade/pnl sums the trades the env.num_envs={env.num_envs} envs closed in a log "
+           "interval, eval/pnl those of the eval.num_envs envs over eval.steps")  # fmt: skip
+    reward = (f"reward = sum of w_c x component ({currency}, as PnL) x reward.scale "
+              f"{cfg.reward.scale}")  # fmt: skip
+    return {"units.pnl": pnl, "units.reward": reward}
+
+
 def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:
-    """`{market}__{experiment}__{variant}__{seed}__{time}`."""
+    """`{market}__{experiment}__{variant}__{seed}[__f{fold}]__{time}`."""
     experiment = choices.get("experiment") or "single"
     variant = f"her-{choices.get('her', '?')}_rc{cfg.reward.stride}_{choices.get('beta', '?')}"
     stamp = time.strftime("%m%d-%H%M%S")
-    return f"{cfg.market.name}__{experiment}__{variant}__s{cfg.seed}__{stamp}"
+    fold = cfg.market.get("fold")
+    where = f"s{cfg.seed}" + (f"__f{fold}" if fold is not None else "")
+    return f"{cfg.market.name}__{experiment}__{variant}__{where}__{stamp}"

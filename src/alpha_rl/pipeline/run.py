@@ -22,11 +22,19 @@ import yaml
 from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import DivergenceError
-from alpha_rl.market import load_market
+from alpha_rl.market import Market, load_market
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.evaluate import Evaluator
-from alpha_rl.pipeline.labels import check_resumable, config_yaml, flatten, resolved, run_name, tags
+from alpha_rl.pipeline.labels import (
+    check_resumable,
+    config_yaml,
+    flatten,
+    money_units,
+    resolved,
+    run_name,
+    tags,
+)
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
@@ -75,9 +83,10 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         check_resumable(meta["config"], cfg)
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    market = load_market(cfg.market, plan.run.seed)
+    market = load_market(cfg.market, plan.run.seed, plan.validation)
     with open_session(cfg, job.choices) as session:
         log.info("%s", session.isv.layout.table())
+        log.info("money: %s; rewards: %s", *money_units(cfg).values())
         log_beta_anneal(cfg, plan)
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
@@ -91,7 +100,7 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
-            describe_run(tracker, session, cfg, job, plan, evaluator.probe.digest)
+            describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
         try:
             return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
         finally:
@@ -123,15 +132,18 @@ def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
 
 
 def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan,
-                 probe_digest: str) -> None:  # fmt: skip
-    """Params, tags and the config and ISV artifacts of a new run."""
+                 market: Market, probe_digest: str) -> None:  # fmt: skip
+    """Params (the config's, the resolved values, the fold's ranges and the money units), tags
+    and the config and ISV artifacts of a new run."""
     if session.backend.name == "numpy":
         audit = "not audited (numpy backend: the kernels are the oracles)"
     else:
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
-    tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params())
+    units = money_units(cfg)
+    tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params() | market.params() | units)
     labels = tags(session, job.choices, audit)
     labels["probe_digest"] = probe_digest
+    labels["fold"] = "single" if market.fold.index is None else str(market.fold.index)
     if job.gpu is not None:
         labels["gpu_slot"] = job.gpu.tag
     tracker.set_tags(labels)
