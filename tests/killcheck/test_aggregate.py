@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from alpha_rl.killcheck.aggregate import arm_stats, bootstrap, improvement, iqm, prob_improvement
+from alpha_rl.killcheck.aggregate import (
+    arm_stats,
+    bootstrap,
+    improvement,
+    iqm,
+    prob_improvement,
+    stratified_mean,
+)
 from alpha_rl.killcheck.config import Criteria
 
 
@@ -39,3 +46,16 @@ def test_bootstrap_without_enough_values_gives_no_interval() -> None:
     crit = Criteria.load()
     est, lo, hi = bootstrap([np.array([4.0])], lambda x, axis=-1: np.mean(x, axis=axis), crit)
     assert est == 4.0 and np.isnan(lo) and np.isnan(hi)
+
+
+def test_a_stratified_mean_resamples_within_folds_only() -> None:
+    crit = Criteria.load(overrides=["resamples=2000"])
+    # each fold constant: every stratified resample has mean 2; pooled, the same values vary
+    assert stratified_mean({"0": [1.0, 1.0], "1": [3.0, 3.0]}, crit) == (2.0, 2.0, 2.0)
+    est, lo, hi = stratified_mean({"all": [1.0, 1.0, 3.0, 3.0]}, crit)
+    assert est == 2.0 and lo < 2.0 < hi
+    # a fold with one pair keeps it in every resample: mean (1 + 2 + 9) / 3; fold 0 resampled
+    # gives 1 + 1, 1 + 2 or 2 + 2 (a quarter of the time each end): bounds (2 + 9) / 3, (4 + 9) / 3
+    est, lo, hi = stratified_mean({"0": [1.0, 2.0], "1": [9.0]}, crit)
+    assert est == pytest.approx(4.0) and (lo, hi) == pytest.approx((11 / 3, 13 / 3))
+    assert np.isnan(stratified_mean({}, crit)[0])

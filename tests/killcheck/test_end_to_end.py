@@ -85,3 +85,24 @@ def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     assert len({t["pairs"][0]["baseline"] for t in report["treatments"]}) == 1  # one her=off run
     for t in report["treatments"]:
         assert f"verdict {t['label']}: {t['verdict']}" in done.stdout
+
+
+def test_a_walk_forward_ablation_is_judged_fold_by_fold(tmp_path: Path) -> None:
+    sweep(tmp_path, "experiment=her_walk_forward", "validation.folds=3", "market.fold=0,1,2")
+    done = check(tmp_path, "min_steps_with_her=30", "require_audit=false")
+    out = done.stdout
+    assert done.returncode in (0, 1), out + done.stderr[-3000:]
+    report = report_of(tmp_path)
+    [on] = report["treatments"]
+    assert len(on["pairs"]) == 6 and report["unpaired"] == []  # 2 seeds x 3 folds
+    client = MlflowClient(tracking_uri=uri_of(tmp_path))
+    for pair in on["pairs"]:
+        t, b = (client.get_run(pair[k]).data for k in ("treatment", "baseline"))
+        assert t.params["market.fold"] == b.params["market.fold"] == t.tags["fold"]
+        assert (t.params["seed"], t.params["fold.test_start"]) == (
+            b.params["seed"], b.params["fold.test_start"])  # fmt: skip
+        assert t.params["validation.embargo_resolved"] == "9"  # debug=tiny: horizon 4 + 5
+        assert t.params["units.pnl"].startswith("USD: price move (USD) x env.multiplier 100")
+    for fold in range(3):
+        assert f"fold {fold} " in out and "held-out pnl difference" in out
+    assert "over 6 pairs in 3 folds" in out

@@ -320,3 +320,60 @@ def test_any_config_key_is_an_axis_with_its_default_as_baseline(tmp_path: Path) 
     assert faster["label"] == "agent.lr=0.001" and len(faster["pairs"]) == 3
     _, report = store.check(tmp_path, "--axis", "agent.lr", "--baseline", "0.001")
     assert report["treatments"][0]["label"] == "agent.lr=0.0003"
+
+
+def walk_forward_store(tmp_path: Path, worse_fold: int, factor: float) -> Store:
+    """Seeds 0, 1 x folds 0, 1, 2 of her=on and her=off; in `worse_fold` HER's probe loss is
+    `factor` x the baseline's and its held-out PnL 30 lower; elsewhere they are equal."""
+    store = Store(tmp_path)
+    for seed in (0, 1):
+        for fold in range(3):
+            probe = l_q_curve(seed + 100 * fold, 0.5, EVALS)
+            pnl = np.full(EVALS.size, 10.0 * fold + seed)
+            worse = fold == worse_fold
+            store.her_run("on", seed, evals={"eval/l_q_probe": probe * (factor if worse else 1),
+                                             "eval/pnl": pnl - (30 if worse else 0)},
+                          **{"market.fold": str(fold)})  # fmt: skip
+            store.her_run("off", seed, evals={"eval/l_q_probe": probe, "eval/pnl": pnl},
+                          **{"market.fold": str(fold)})  # fmt: skip
+    return store
+
+
+def test_walk_forward_runs_pair_by_seed_and_fold_with_a_row_per_fold(tmp_path: Path,
+                                                                      capsys) -> None:  # fmt: skip
+    store = walk_forward_store(tmp_path, worse_fold=2, factor=1.5)
+    code, report = store.check(tmp_path)
+    out = capsys.readouterr().out
+    names = {r.info.run_id: r for r in store.client.search_runs([store.eid])}
+    pairs = report["treatments"][0]["pairs"]
+    assert len(pairs) == 6 and not report["unpaired"]
+    for pair in pairs:  # same seed and same fold, never across folds
+        t, b = (names[pair[k]].data.params for k in ("treatment", "baseline"))
+        assert (t["seed"], t["market.fold"]) == (b["seed"], b["market.fold"])
+    found = rows(report)
+    # pooled over folds the mean ratio is (1 + 1 + 1.5) / 3; its interval is stratified
+    ratio = found[STABILITY]["evidence"]["ratio"]
+    assert ratio["mean"] == pytest.approx(3.5 / 3) and ratio["strata"] == 3
+    assert "over 6 pairs in 3 folds" in found[STABILITY]["value"]
+    # each fold constant across its two seeds: the stratified interval is a point
+    assert (ratio["low"], ratio["high"]) == pytest.approx((3.5 / 3, 3.5 / 3))
+    assert code == 1, "1.17 > 1 + tolerance 0.1 with a point interval: killed"
+    for fold, want in (("0", 1.0), ("1", 1.0), ("2", 1.5)):
+        row = found[f"fold {fold}"]
+        assert row["verdict"] == "INFO" and row["evidence"]["ratios"] == pytest.approx([want] * 2)
+        assert row["evidence"]["pnl_differences"] == [-30.0 if fold == "2" else 0.0] * 2
+    assert (
+        "2 pairs; eval/l_q_probe ratio 1.5 [1.5, 1.5]; held-out pnl difference -30 [-30, -30]"
+        in out
+    )
+    assert "fewer than 5 runs in an arm of a fold (her=on 2, her=off 2)" in out
+
+
+def test_a_fold_without_its_baseline_leaves_its_runs_unpaired(tmp_path: Path) -> None:
+    store = walk_forward_store(tmp_path, worse_fold=0, factor=1.0)
+    store.her_run("on", 0, **{"market.fold": "3"})  # fold 3 has no her=off run
+    _, report = store.check(tmp_path)
+    assert len(report["treatments"][0]["pairs"]) == 6
+    assert [u["why"] for u in report["unpaired"]] == [
+        "her=on run without a her=off run of the same config and seed"
+    ]

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import stats
 
 from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.criteria import interval
 from alpha_rl.tracking import RunRecord
 
 STRATUM_PARAM = "market.fold"  # walk-forward folds; runs without it form one stratum
@@ -90,6 +91,27 @@ def arm_stats(values: dict[str, list[float]], crit: Criteria) -> ArmStats:
     n = sum(s.size for s in strata)
     return ArmStats(n, bootstrap(strata, pooled(np.mean), crit),
                     bootstrap(strata, pooled(iqm), crit))  # fmt: skip
+
+
+def stratified_mean(values: dict[str, list[float]], crit: Criteria) -> Estimate:
+    """The mean of per-pair values (a ratio, a difference) pooled over strata, with a stratified
+    percentile-bootstrap interval: each stratum's values resampled within it, so a fold with
+    one pair keeps it. One stratum: the ordinary percentile bootstrap (criteria.interval)."""
+    strata = [np.asarray(v, np.float64) for _, v in sorted(values.items()) if len(v)]
+    if not strata:
+        return float("nan"), float("nan"), float("nan")
+    if len(strata) == 1:
+        return interval(list(strata[0]), crit)
+    everything = np.concatenate(strata)
+    est = float(everything.mean())
+    if np.all(everything == everything[0]):
+        return est, est, est
+    gen = np.random.default_rng(crit.bootstrap_seed)
+    total = sum(s[gen.integers(0, s.size, size=(crit.resamples, s.size))].sum(axis=1)
+                for s in strata)  # fmt: skip
+    lo, hi = np.percentile(total / everything.size, [50 * (1 - crit.confidence),
+                                                     50 * (1 + crit.confidence)])  # fmt: skip
+    return est, float(lo), float(hi)
 
 
 def improvement(treated: dict[str, list[float]], base: dict[str, list[float]],

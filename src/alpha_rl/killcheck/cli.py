@@ -20,8 +20,9 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.killcheck.aggregate import stratum
 from alpha_rl.killcheck.axes import Axis, axis_for
-from alpha_rl.killcheck.compare import judge_held_out, judge_stability, literal_row
+from alpha_rl.killcheck.compare import judge_folds, judge_held_out, judge_stability, literal_row
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import her_criteria
 from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
@@ -86,14 +87,22 @@ def parent_of_sweep(sweep: Path) -> str:
 
 
 def seed_warnings(label: str, base: str, pairs: list[Pair], crit: Criteria) -> list[str]:
-    """A warning when an arm has fewer than `min_seeds` runs."""
-    counts = {label: len({t.run_id for t, _ in pairs}), base: len({b.run_id for _, b in pairs})}
+    """A warning when an arm has fewer than `min_seeds` runs in a fold (of the single split)."""
+
+    def fewest(runs: list[RunRecord]) -> int:
+        per: dict[str, set[str]] = {}
+        for run in runs:
+            per.setdefault(stratum(run), set()).add(run.run_id)
+        return min((len(ids) for ids in per.values()), default=0)
+
+    counts = {label: fewest([t for t, _ in pairs]), base: fewest([b for _, b in pairs])}
     few = {k: n for k, n in counts.items() if n < crit.min_seeds}
     if not few:
         return []
     shown = ", ".join(f"{k} {n}" for k, n in few.items())
-    return [f"fewer than {crit.min_seeds} runs in an arm ({shown}): its intervals and IQM rest on "
-            "too few seeds to be read with confidence"]  # fmt: skip
+    where = " of a fold" if len({stratum(t) for t, _ in pairs}) > 1 else ""
+    return [f"fewer than {crit.min_seeds} runs in an arm{where} ({shown}): its intervals and IQM "
+            "rest on too few seeds to be read with confidence"]  # fmt: skip
 
 
 def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria) -> Treatment:
@@ -105,6 +114,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria) -
     rows += [row for key in ("eval/capture_ratio", "eval/pnl")
              if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
     rows += judge_held_out(pairs, (label, base), crit)
+    rows += judge_folds(pairs, crit)
     return Treatment(value, label, pairs, rows, seed_warnings(label, base, pairs, crit))
 
 

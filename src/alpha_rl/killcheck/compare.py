@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum
+from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratified_mean, stratum
 from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import INFO, KILL, NOT_EVALUATED, PASS, Judgement, interval
@@ -72,9 +72,19 @@ def _pair_stability(treated: RunRecord, base: RunRecord, key: str, crit: Criteri
     return out
 
 
-def _ratios(pairs: list[Pair], key: str, crit: Criteria) -> tuple[list[dict], list[float]]:
+def _ratios(pairs: list[Pair], key: str,
+            crit: Criteria) -> tuple[list[dict], dict[str, list[float]]]:  # fmt: skip
+    """Each pair's stability evidence, and the finite ratios by stratum (the pair's fold)."""
     each = [_pair_stability(t, b, key, crit) for t, b in pairs]
-    return each, [e["ratio"] for e in each if np.isfinite(e.get("ratio", np.nan))]
+    ratios: dict[str, list[float]] = {}
+    for (treated, _), e in zip(pairs, each, strict=True):
+        if np.isfinite(e.get("ratio", np.nan)):
+            ratios.setdefault(stratum(treated), []).append(e["ratio"])
+    return each, ratios
+
+
+def _count(values: dict[str, list[float]]) -> int:
+    return sum(len(v) for v in values.values())
 
 
 def judge_stability(pairs: list[Pair], crit: Criteria) -> Judgement:
@@ -97,10 +107,11 @@ def judge_stability(pairs: list[Pair], crit: Criteria) -> Judgement:
         hint = "; stability_metric=loss/l_q_real reads the batches" if key == PROBE_KEY else ""
         return Judgement(name, f"no pair to compare: {why}{hint}", threshold, NOT_EVALUATED, True,
                          evidence)  # fmt: skip
-    est, lo, hi = interval(ratios, crit)
-    evidence["ratio"] = {"mean": est, "low": lo, "high": hi, "n": len(ratios)}
-    skipped = len(each) - len(ratios)
-    value = f"ratio {fmt_interval(est, lo, hi)} over {len(ratios)} pairs"
+    est, lo, hi = stratified_mean(ratios, crit)
+    n = _count(ratios)
+    evidence["ratio"] = {"mean": est, "low": lo, "high": hi, "n": n, "strata": len(ratios)}
+    skipped = len(each) - n
+    value = f"ratio {fmt_interval(est, lo, hi)} over {n} pairs{_in_folds(ratios)}"
     value += f" ({skipped} skipped)" if skipped else ""
     return Judgement(name, value, threshold, KILL if lo > 1 + crit.tolerance else PASS, True,
                      evidence)  # fmt: skip
@@ -116,10 +127,16 @@ def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
     if not ratios:
         return Judgement(name, "no l_q in the pairs", threshold, NOT_EVALUATED, False,
                          {"pairs": each})  # fmt: skip
-    est, lo, hi = interval(ratios, crit)
-    evidence = {"pairs": each, "ratio": {"mean": est, "low": lo, "high": hi, "n": len(ratios)}}
-    return Judgement(name, f"ratio {fmt_interval(est, lo, hi)} over {len(ratios)} pairs",
+    est, lo, hi = stratified_mean(ratios, crit)
+    n = _count(ratios)
+    evidence = {"pairs": each, "ratio": {"mean": est, "low": lo, "high": hi, "n": n}}
+    return Judgement(name, f"ratio {fmt_interval(est, lo, hi)} over {n} pairs{_in_folds(ratios)}",
                      threshold, INFO, False, evidence)  # fmt: skip
+
+
+def _in_folds(values: dict[str, list[float]]) -> str:
+    """` in 4 folds` (a stratified interval) when the values come from more than one fold."""
+    return f" in {len(values)} folds" if len(values) > 1 else ""
 
 
 def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, list[float]]:
@@ -130,6 +147,47 @@ def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, lis
         if np.isfinite(value):
             out.setdefault(stratum(run), []).append(value)
     return out
+
+
+def paired_differences(pairs: list[Pair], key: str, crit: Criteria) -> dict[str, list[float]]:
+    """Per stratum, each pair's treatment - baseline mean of `key` over the pair's window."""
+    out: dict[str, list[float]] = {}
+    for t, b in pairs:
+        start, end = _window(t, b, crit)
+        d = window_mean(t, key, start, end) - window_mean(b, key, start, end)
+        if np.isfinite(d):
+            out.setdefault(stratum(t), []).append(d)
+    return out
+
+
+def judge_folds(pairs: list[Pair], crit: Criteria) -> list[Judgement]:
+    """A row per fold of a walk-forward study (INFO): criterion 5's ratio and the held-out PnL's
+    paired difference within the fold, so a result that holds in one regime only shows."""
+    folds = sorted({stratum(t) for t, _ in pairs}, key=_fold_order)
+    if len(folds) < 2:
+        return []
+    key = crit.stability_metric
+    _, ratios = _ratios(pairs, key, crit)
+    pnl = paired_differences(pairs, "eval/pnl", crit)
+    rows = []
+    for fold in folds:
+        n = sum(stratum(t) == fold for t, _ in pairs)
+        parts = [f"{n} pairs"]
+        if fold in ratios:
+            parts.append(f"{key} ratio {fmt_interval(*interval(ratios[fold], crit))}")
+        if fold in pnl:
+            parts.append(
+                f"held-out pnl difference {fmt_interval(*interval(pnl[fold], crit), sign=True)}"
+            )
+        rows.append(Judgement(f"fold {fold}", "; ".join(parts),
+                              "reported per fold: criterion 5 decides over all folds",
+                              INFO, False, {"ratios": ratios.get(fold, []),
+                                            "pnl_differences": pnl.get(fold, [])}))  # fmt: skip
+    return rows
+
+
+def _fold_order(fold: str) -> tuple[int, str]:
+    return (int(fold), "") if fold.isdigit() else (1 << 30, fold)
 
 
 def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> list[Judgement]:
@@ -151,12 +209,7 @@ def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -
             continue
         t_arm, b_arm = arm_stats(t_vals, crit), arm_stats(b_vals, crit)
         poi = improvement(t_vals, b_vals, crit)
-        diffs = []
-        for t, b in pairs:
-            start, end = _window(t, b, crit)
-            d = window_mean(t, key, start, end) - window_mean(b, key, start, end)
-            diffs += [d] if np.isfinite(d) else []
-        diff = interval(diffs, crit) if diffs else (np.nan, np.nan, np.nan)
+        diff = stratified_mean(paired_differences(pairs, key, crit), crit)
         evidence = {"metric": key, "treatment": vars(t_arm), "baseline": vars(b_arm),
                     "probability_of_improvement": poi, "paired_difference": diff,
                     "treatment_values": t_vals, "baseline_values": b_vals}  # fmt: skip
