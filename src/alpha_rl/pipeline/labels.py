@@ -119,7 +119,8 @@ def money_units(cfg: DictConfig) -> dict[str, str]:
     pnl = (f"{currency}: price move ({currency}) x env.multiplier {env.multiplier:g} x env.lot "
            f"{env.lot:g} per position, fees {env.fee_per_lot:g} {currency} per lot per fill; "
            f"trade/pnl sums the trades the env.num_envs={env.num_envs} envs closed in a log "
-           "interval, eval/pnl those of the eval.num_envs envs over eval.steps")  # fmt: skip
+           f"interval, eval/pnl those of eval.num_envs={cfg.eval.num_envs} envs over "
+           f"eval.steps={cfg.eval.steps} held-out steps")  # fmt: skip
     reward = (f"reward = sum of w_c x component ({currency}, as PnL) x reward.scale "
               f"{cfg.reward.scale}")  # fmt: skip
     return {"units.pnl": pnl, "units.reward": reward}
