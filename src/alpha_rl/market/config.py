@@ -92,7 +92,7 @@ class FileMarketConfig:
         _check_common(self)
         _check(bool(self.path.strip()), "path", self.path, "must name a CSV or Parquet file")
         if self.tick_size is not None:
-            _check(self.tick_size > 0, "tick_size", self.tick_size, "must be > 0 (in market.currency) or null")
+            _check(self.tick_size > 0, "tick_size", self.tick_size, "must be > 0 or null")
         _check(self.min_rows >= 1, "min_rows", self.min_rows, "must be >= 1")
         check_format(self.timestamp_format)  # the file's own checks, before the file is read
         parse_zone(self.timezone)
