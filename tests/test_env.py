@@ -7,7 +7,10 @@ tests/kernels/test_env_cuda.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from alpha_rl.backend.base import Backend
@@ -15,6 +18,7 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.env import EnvConfig, Environment
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.market import read_quotes_file
 from alpha_rl.market.book import Book
 from alpha_rl.reference.experience import start_index
 from tests.helpers import compose_train
@@ -136,12 +140,29 @@ def test_a_session_gap_forces_the_close_at_the_last_tick_before_it_numpy() -> No
     check_session_ledger(NumpyBackend())
 
 
-def check_session_ledger(backend: Backend) -> None:
+def test_a_weekend_in_a_quotes_file_forces_the_close_before_it(tmp_path: Path) -> None:
+    """The ledger as a CSV of minute quotes, Friday 21:53 to 22:00 then Sunday 22:00 to 22:03:
+    session_gap=1h breaks it at tick 8, and the env closes before the weekend."""
+    book = ledger_book()
+    times = [*pd.date_range("2024-01-05 21:53", periods=8, freq="min"),
+             *pd.date_range("2024-01-07 22:00", periods=4, freq="min")]  # fmt: skip
+    frame = pd.DataFrame({"timestamp": [t.isoformat() for t in times]})
+    for side in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
+        for level in range(2):
+            frame[f"{side}_{level}"] = getattr(book, side)[:, level]
+    frame.to_csv(tmp_path / "weekend.csv", index=False)
+    read = read_quotes_file(tmp_path / "weekend.csv", TICK, 1, session_gap="1h")
+    assert read.breaks.tolist() == [8]
+    check_session_ledger(NumpyBackend(), read)
+
+
+def check_session_ledger(backend: Backend, book: Book | None = None) -> None:
     """The ledger book with a session break at tick 8 (a weekend between ticks 7 and 8): the
     short opened at t=4 is force-closed at t=6, whose next tick 7 ends the session, as at the end
     of the data; no episode starts at a session's last two ticks."""
-    book = ledger_book()
-    book = Book(book.bid_px, book.ask_px, book.bid_sz, book.ask_sz, TICK, "ledger", breaks=[8])
+    if book is None:
+        book = ledger_book()
+        book = Book(book.bid_px, book.ask_px, book.bid_sz, book.ask_sz, TICK, "ledger", breaks=[8])
     assert book.session_last().tolist() == [7] * 8 + [11] * 4
     env = make_env(backend, book, [*LEDGER_OVERRIDES[:-2], "reward=stride6"], seed=3)
     assert env.starts.tolist() == [1, 2, 3, 4, 5, 8, 9], "history 1; not 6, 7, 10, 11"
