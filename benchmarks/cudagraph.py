@@ -33,8 +33,8 @@ def reference_trainer(envs: int, warm: int) -> Iterator:
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
-    from alpha_rl.market import load_market
     from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.scale import market_and_config
     from alpha_rl.pipeline.trainer import Trainer
     from alpha_rl.session import open_session
 
@@ -42,7 +42,7 @@ def reference_trainer(envs: int, warm: int) -> Iterator:
         overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
         cfg = compose("train", overrides=overrides, return_hydra_config=True)
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed, plan.validation)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
         trainer = Trainer(session, market.train, plan)
         trainer.use_graph = False

@@ -25,14 +25,14 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.env import EnvConfig, Environment
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.market import load_market
 from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.scale import market_and_config
 
 
 def _environment(backend: Backend, num_envs: int) -> Environment:
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=[f"env.num_envs={num_envs}"])
-    market = load_market(cfg.market, int(cfg.seed), plan_run(cfg).validation)
+    market, cfg = market_and_config(cfg, int(cfg.seed), plan_run(cfg).validation)
     layout = layout_from_config(cfg)
     runtime = KernelRuntime(backend, {"RC_STRIDE": int(cfg.reward.stride)})
     isv = DeviceIsv(layout, backend)

@@ -13,3 +13,9 @@ def compose_train(overrides: list[str] | None = None) -> tuple[DictConfig, dict[
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=list(overrides or []), return_hydra_config=True)
     return cfg, dict(cfg.hydra.runtime.choices)
+
+
+def compose_fixed(overrides: list[str] | None = None) -> tuple[DictConfig, dict[str, str]]:
+    """compose_train with a fixed reward.scale, for ISV layouts built without a market
+    (reward.scale=auto is resolved from the market's training ticks by the run)."""
+    return compose_train(["reward.scale=1.0", *(overrides or [])])

@@ -12,7 +12,7 @@ from alpha_rl.kernels import her
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
 from alpha_rl.replay import Replay, ReplayConfig
-from tests.helpers import compose_train
+from tests.helpers import compose_fixed
 
 FLAT, LONG, SHORT = 0, 1, 2
 TICK = 0.25
@@ -31,7 +31,7 @@ def wave_book(T: int = 60, L: int = 2) -> Book:
 
 def build(backend: Backend, book: Book, overrides: list[str], seed: int = 0):
     """(env, replay, hindsight or None, runtime, isv) composed from the real config."""
-    cfg, choices = compose_train(["env.perception.horizons=[1]", "env.perception.projection=false",
+    cfg, choices = compose_fixed(["env.perception.horizons=[1]", "env.perception.projection=false",
                                   *overrides])  # fmt: skip
     runtime = KernelRuntime(backend, {"RC_STRIDE": int(cfg.reward.stride)})
     isv = DeviceIsv(layout_from_config(cfg, choices), backend)

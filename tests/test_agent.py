@@ -13,14 +13,14 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.replay import Replay, ReplayConfig
-from tests.helpers import compose_train
+from tests.helpers import compose_fixed
 
 CONTEXTS, B, M = 4, 64, 64
 BANDIT = ["agent.hidden=[16,16]", "agent.lr=0.01", "agent.gamma=0.9", "agent.target_period=10"]
 
 
 def bandit_learner(backend: Backend, overrides: list[str], seed: int = 0):
-    cfg, choices = compose_train(overrides)
+    cfg, choices = compose_fixed(overrides)
     isv = DeviceIsv(layout_from_config(cfg, choices), backend)
     runtime = KernelRuntime(backend, {"RC_STRIDE": 7})
     learner = Learner(AgentConfig.from_cfg(cfg.agent), CONTEXTS, B, M, runtime, isv, seed)
@@ -103,6 +103,6 @@ def test_act_explores_then_exploits() -> None:
 
 
 def test_agent_config_is_checked() -> None:
-    cfg, _ = compose_train(["agent.gamma=1.5"])
+    cfg, _ = compose_fixed(["agent.gamma=1.5"])
     with pytest.raises(ConfigError, match=r"agent.gamma must be in \[0, 1\]"):
         AgentConfig.from_cfg(cfg.agent)

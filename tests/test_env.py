@@ -20,6 +20,7 @@ from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market import read_quotes_file
 from alpha_rl.market.book import Book
+from alpha_rl.pipeline.scale import reward_scale, with_scale
 from alpha_rl.reference.experience import start_index
 from tests.helpers import compose_train
 
@@ -48,6 +49,7 @@ def ledger_book() -> Book:
 
 def make_env(backend: Backend, book: Book, overrides: list[str], seed: int = 0) -> Environment:
     cfg, choices = compose_train(overrides)
+    cfg = with_scale(cfg, reward_scale(cfg, book))  # reward.scale=auto from the book itself
     layout = layout_from_config(cfg, choices)
     runtime = KernelRuntime(backend, {"RC_STRIDE": int(cfg.reward.stride)})
     isv = DeviceIsv(layout, backend)

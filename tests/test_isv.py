@@ -10,7 +10,7 @@ import pytest
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.isv import DeviceIsv, layout_from_config
-from tests.helpers import compose_train
+from tests.helpers import compose_fixed
 
 HER = ("on", "off", "backward", "forward")
 REWARD = ("stride6", "stride7")
@@ -28,7 +28,7 @@ SEED_SLOTS = {  # the seed plan's indices, kept as defaults (DESIGN §5)
 
 @pytest.mark.parametrize(("her", "reward", "beta"), list(itertools.product(HER, REWARD, BETA)))
 def test_every_variant_composes_or_is_refused_with_reason(her: str, reward: str, beta: str) -> None:
-    cfg, choices = compose_train([f"her={her}", f"reward={reward}", f"beta={beta}"])
+    cfg, choices = compose_fixed([f"her={her}", f"reward={reward}", f"beta={beta}"])
     if beta == "active" and reward == "stride6":
         with pytest.raises(IsvLayoutError, match="beta=active needs reward=stride7"):
             layout_from_config(cfg, choices)
@@ -51,7 +51,7 @@ def test_every_variant_composes_or_is_refused_with_reason(her: str, reward: str,
 
 
 def test_defaults_are_her_on_stride7_beta_sentinel() -> None:
-    cfg, choices = compose_train()
+    cfg, choices = compose_fixed()
     assert (choices["her"], choices["reward"], choices["beta"]) == ("on", "stride7", "sentinel")
     layout = layout_from_config(cfg, choices)
     assert layout.slot("her_threshold").init == (1.5,)
@@ -60,7 +60,7 @@ def test_defaults_are_her_on_stride7_beta_sentinel() -> None:
 
 
 def test_slot_init_follows_the_group_setting() -> None:
-    cfg, choices = compose_train(["her.threshold=2.25", "reward.weights=[1,2,3,4,5,6]"])
+    cfg, choices = compose_fixed(["her.threshold=2.25", "reward.weights=[1,2,3,4,5,6]"])
     layout = layout_from_config(cfg, choices)
     vec = layout.initial_values()
     assert vec[layout.slot("her_threshold").index] == np.float32(2.25)
@@ -69,7 +69,7 @@ def test_slot_init_follows_the_group_setting() -> None:
 
 
 def test_index_clash_names_both_slots_the_index_and_the_groups() -> None:
-    cfg, choices = compose_train(["+isv.slots.probe.my_probe={index:550,init:0,doc:probe}"])
+    cfg, choices = compose_fixed(["+isv.slots.probe.my_probe={index:550,init:0,doc:probe}"])
     with pytest.raises(IsvLayoutError) as err:
         layout_from_config(cfg, choices)
     msg = str(err.value)
@@ -79,7 +79,7 @@ def test_index_clash_names_both_slots_the_index_and_the_groups() -> None:
 
 
 def test_clash_between_two_config_groups_names_both_options() -> None:
-    cfg, choices = compose_train(["beta=sentinel", "isv.slots.beta.aux_align_scale.index=549"])
+    cfg, choices = compose_fixed(["beta=sentinel", "isv.slots.beta.aux_align_scale.index=549"])
     with pytest.raises(IsvLayoutError) as err:
         layout_from_config(cfg, choices)
     msg = str(err.value)
@@ -88,7 +88,7 @@ def test_clash_between_two_config_groups_names_both_options() -> None:
 
 
 def test_overlap_of_a_multi_float_slot_is_a_clash() -> None:
-    cfg, choices = compose_train(
+    cfg, choices = compose_fixed(
         ["reward.ema_alpha=0.5", "isv.slots.reward.reward_ema_alpha.index=35"]
     )
     with pytest.raises(IsvLayoutError, match="clash at index 35: 'reward_component_ema'"):
@@ -96,19 +96,19 @@ def test_overlap_of_a_multi_float_slot_is_a_clash() -> None:
 
 
 def test_same_name_in_two_groups_is_refused() -> None:
-    cfg, choices = compose_train(["+isv.slots.probe.her_threshold={index:900,init:0,doc:dup}"])
+    cfg, choices = compose_fixed(["+isv.slots.probe.her_threshold={index:900,init:0,doc:dup}"])
     with pytest.raises(IsvLayoutError, match="'her_threshold' is declared twice"):
         layout_from_config(cfg, choices)
 
 
 def test_index_beyond_size_is_refused() -> None:
-    cfg, choices = compose_train(["isv.size=572"])  # epsilon sits at 572, grad_norm at 573
+    cfg, choices = compose_fixed(["isv.size=572"])  # epsilon sits at 572, grad_norm at 573
     with pytest.raises(IsvLayoutError, match=r"'epsilon'.*occupies 572..572, beyond isv.size=572"):
         layout_from_config(cfg, choices)
 
 
 def test_missing_required_slot_is_named_with_its_reason() -> None:
-    cfg, choices = compose_train(["~isv.slots.her.her_forward_lookahead"])
+    cfg, choices = compose_fixed(["~isv.slots.her.her_forward_lookahead"])
     with pytest.raises(IsvLayoutError, match="'her_forward_lookahead' \\(needed by HER forward"):
         layout_from_config(cfg, choices)
 
@@ -125,13 +125,13 @@ def test_missing_required_slot_is_named_with_its_reason() -> None:
     ],
 )
 def test_malformed_slot_names_the_key(override: str, message: str) -> None:
-    cfg, choices = compose_train([override])
+    cfg, choices = compose_fixed([override])
     with pytest.raises(IsvLayoutError, match=message):
         layout_from_config(cfg, choices)
 
 
 def test_device_isv_holds_the_initial_values_and_table_lists_every_slot() -> None:
-    cfg, choices = compose_train()
+    cfg, choices = compose_fixed()
     layout = layout_from_config(cfg, choices)
     isv = DeviceIsv(layout, NumpyBackend())
     assert isv.array.dtype == np.float32 and isv.array.shape == (1024,)

@@ -17,7 +17,7 @@ from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.per import tree_layout
 from alpha_rl.replay import Replay, ReplayConfig
-from tests.helpers import compose_train
+from tests.helpers import compose_fixed, compose_train
 
 H = 3
 
@@ -143,7 +143,7 @@ def test_sampling_frequencies_follow_priority_to_the_alpha() -> None:
 
 def test_weights_and_beta_annealing() -> None:
     be = NumpyBackend()
-    cfg, choices = compose_train()
+    cfg, choices = compose_fixed()
     isv = DeviceIsv(layout_from_config(cfg, choices), be)
     rp = make_replay(be, 4, batch=16, alpha=1.0, beta0=0.4, isv=isv)
     rp.push(*rows(be, 0, 16))

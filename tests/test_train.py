@@ -10,7 +10,7 @@ from pathlib import Path
 
 from alpha_rl import paths
 from alpha_rl.isv import layout_from_config
-from tests.helpers import compose_train
+from tests.helpers import compose_fixed
 
 
 def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -38,7 +38,7 @@ def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) ->
     proc = _train(tmp_path, "backend=numpy")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    cfg, choices = compose_train()
+    cfg, choices = compose_fixed()
     assert f"ISV layout: {len(layout_from_config(cfg, choices).slots)} slots" in out
     assert "549    1  her_threshold" in out
     assert "backend: numpy (backend=numpy)" in out

@@ -73,8 +73,11 @@ def _parse_slot(group: str, name: str, node: object, where: str, source: str) ->
     if len(values) != count or not all(
         isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values
     ):
+        hint = ("; a value resolved from the data (reward.scale=auto) is set by the run once "
+                "the market is built: alpha_rl.pipeline.scale, or pass a number"
+                if init == "auto" else "")  # fmt: skip
         raise IsvLayoutError(
-            f"{where}.init: expected a finite number or {count} of them, got {init!r}"
+            f"{where}.init: expected a finite number or {count} of them, got {init!r}{hint}"
         )
     kind = node.get("kind", "param")
     if kind not in KINDS:

@@ -8,9 +8,9 @@ import pytest
 
 from alpha_rl.agent import ACTIONS
 from alpha_rl.errors import ConfigError
-from alpha_rl.market import load_market
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.probe import FIELDS, ProbeLoss, collect_probe, probe_actions
+from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_session
 from tests.helpers import compose_train
@@ -23,7 +23,7 @@ VARIANTS = (["her='on'"], ["her='off'"], ["her=backward"], ["her=forward"],
 def probe_of(overrides: list[str]):
     cfg, choices = compose_train([*TINY, *overrides])
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed, plan.validation)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     with open_session(cfg, choices) as session:
         return collect_probe(session, market.heldout, plan)
 
@@ -53,7 +53,7 @@ def test_the_probe_is_real_data_from_uniform_actions() -> None:
 def test_probe_loss_is_the_unweighted_double_dqn_huber_loss_of_the_runs_nets() -> None:
     cfg, choices = compose_train(TINY)
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed, plan.validation)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     with open_session(cfg, choices) as session:
         trainer = Trainer(session, market.train, plan)
         for _ in range(30):

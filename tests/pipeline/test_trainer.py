@@ -7,9 +7,9 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from alpha_rl.market import load_market
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.evaluate import Evaluator, sharpe
+from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_session
 from tests.helpers import compose_train
@@ -22,7 +22,7 @@ def trainer_for(overrides: list[str], base: tuple[str, ...] = TINY):
     """(trainer, market) of the composed config, its session open for the block."""
     cfg, choices = compose_train([*base, *overrides])
     plan = plan_run(cfg)
-    market = load_market(cfg.market, plan.run.seed, plan.validation)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     with open_session(cfg, choices) as session:
         yield Trainer(session, market.train, plan), market
 

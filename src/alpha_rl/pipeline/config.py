@@ -19,6 +19,7 @@ from alpha_rl.errors import ConfigError, require
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
+from alpha_rl.pipeline.scale import scale_setting
 from alpha_rl.replay import ReplayConfig
 
 
@@ -188,6 +189,7 @@ def plan_run(cfg: DictConfig) -> Plan:
         eval=eval_config(cfg),
         validation=validation_config(cfg, max(env.perception.horizons)),
     )
+    scale_setting(cfg)  # reward.scale: auto or a number, resolved once the market is built
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
             f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "

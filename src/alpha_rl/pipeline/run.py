@@ -22,7 +22,7 @@ import yaml
 from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import DivergenceError
-from alpha_rl.market import Market, load_market
+from alpha_rl.market import Market
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.evaluate import Evaluator
@@ -36,6 +36,7 @@ from alpha_rl.pipeline.labels import (
     tags,
 )
 from alpha_rl.pipeline.progress import Progress
+from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
@@ -83,10 +84,10 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         check_resumable(meta["config"], cfg)
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    market = load_market(cfg.market, plan.run.seed, plan.validation)
-    with open_session(cfg, job.choices) as session:
+    market, scaled = market_and_config(cfg, plan.run.seed, plan.validation)
+    with open_session(scaled, job.choices) as session:
         log.info("%s", session.isv.layout.table())
-        log.info("money: %s; rewards: %s", *money_units(cfg).values())
+        log.info("money: %s; rewards: %s", *money_units(session.cfg).values())
         log_beta_anneal(cfg, plan)
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
@@ -139,7 +140,7 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
         audit = "not audited (numpy backend: the kernels are the oracles)"
     else:
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
-    units = money_units(cfg)
+    units = money_units(session.cfg) | {"reward.scale_resolved": float(session.cfg.reward.scale)}
     tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params() | market.params() | units)
     labels = tags(session, job.choices, audit)
     labels["probe_digest"] = probe_digest

@@ -1,0 +1,157 @@
+"""The reward scale: `reward.scale: auto` resolved from the market's training ticks.
+
+Rewards are money (price move x env.multiplier x env.lot), so their size changes by orders of
+magnitude between markets while the Huber threshold `agent.huber_kappa` and the learning rate,
+in reward units, stay fixed. `auto` sets
+
+    reward.scale = 1 / (mean |mid_{t+1} - mid_t| x env.multiplier x env.lot)
+
+over the training part of the book (never the held-out part; steps across a session gap, which
+no env takes, left out), so a typical step's mark-to-market reward of a held position is of size
+1 on any market. It is computed once, deterministically: runs that share a market and its
+training window resolve the same scale. A number fixes the scale instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from alpha_rl.errors import ConfigError, MarketDataError
+from alpha_rl.market import Market, Validation, load_market
+from alpha_rl.market.book import Book
+
+log = logging.getLogger("alpha_rl")
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class RewardScale:
+    """The scale a run uses and the numbers it came from."""
+
+    value: float
+    auto: bool
+    mean_move: float  # mean |mid change| per step over the training ticks (price units)
+    lot_mult: float  # env.multiplier x env.lot (money per price unit)
+    moves: int  # steps averaged
+
+    @property
+    def typical_reward(self) -> float:
+        """|reward| of a typical step of a held position: mean move x lot_mult x scale."""
+        return self.mean_move * self.lot_mult * self.value
+
+    def describe(self, currency: str) -> str:
+        """One log line: the scale and where it came from."""
+        move = (f"mean |mid move| {self.mean_move:.6g} {currency} per step over {self.moves} "
+                f"training steps x env.multiplier x env.lot {self.lot_mult:g}")  # fmt: skip
+        if self.auto:
+            return (f"reward.scale=auto: {self.value:.6g} = 1 / ({move} = "
+                    f"{self.mean_move * self.lot_mult:.6g} {currency}); a typical step's reward "
+                    "is 1")  # fmt: skip
+        return (f"reward.scale={self.value:g} (fixed): a typical step's reward is "
+                f"{self.typical_reward:.4g} ({move})")  # fmt: skip
+
+
+def scale_setting(cfg: DictConfig) -> float | None:
+    """`reward.scale` checked: None for auto, else the number (> 0); ConfigError otherwise."""
+    bounds = OmegaConf.select(cfg, "reward.typical_range")
+    if not (OmegaConf.is_list(bounds) and len(bounds) == 2
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in bounds)
+            and 0 < bounds[0] < bounds[1]):  # fmt: skip
+        raise ConfigError(
+            f"reward.typical_range={bounds!r} must be [low, high] with 0 < low < high (multiples "
+            "of agent.huber_kappa; see conf/reward/stride6.yaml)"
+        )
+    fees = OmegaConf.select(cfg, "reward.fee_moves_max")
+    if isinstance(fees, bool) or not isinstance(fees, int | float) or not fees > 0:
+        raise ConfigError(f"reward.fee_moves_max={fees!r} must be a number > 0 (typical moves)")
+    value = OmegaConf.select(cfg, "reward.scale")
+    if value == AUTO:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(
+            f"reward.scale={value!r} must be auto (from the market's training ticks) or a "
+            "number > 0 (see conf/reward/stride6.yaml)"
+        )
+    return float(value)
+
+
+def mean_move(train: Book) -> tuple[float, int]:
+    """Mean |mid_{t+1} - mid_t| over the steps of the training book that stay in a session."""
+    moves = np.abs(np.diff(train.mid))
+    keep = np.ones(moves.size, dtype=bool)
+    keep[train.breaks - 1] = False  # the step from a session's last tick into the next session
+    moves = moves[keep]
+    return (float(moves.mean()) if moves.size else 0.0), int(moves.size)
+
+
+def reward_scale(cfg: DictConfig, train: Book) -> RewardScale:
+    """The run's reward scale from `reward.scale` and the training book; logged, with a warning
+    when a typical step's |reward| is outside `reward.typical_range` x `agent.huber_kappa`."""
+    fixed = scale_setting(cfg)
+    lot_mult = float(cfg.env.multiplier) * float(cfg.env.lot)
+    move, count = mean_move(train)
+    if fixed is None and not move > 0:
+        raise MarketDataError(
+            f"{train.source}: reward.scale=auto needs the mid to move, but it is constant over the "
+            f"{count} training steps; set reward.scale to a number"
+        )
+    value = fixed if fixed is not None else 1.0 / (move * lot_mult)
+    scale = RewardScale(value, fixed is None, move, lot_mult, count)
+    log.info("%s", scale.describe(str(cfg.market.currency)))
+    warn_if_mis_scaled(scale, cfg)
+    warn_if_fees_dominate(scale, cfg)
+    return scale
+
+
+def warn_if_mis_scaled(scale: RewardScale, cfg: DictConfig) -> str | None:
+    """Log (and return) a warning when the typical |reward| / huber_kappa is out of range."""
+    kappa = float(cfg.agent.huber_kappa)
+    lo, hi = (float(x) for x in cfg.reward.typical_range)
+    typical = scale.typical_reward
+    if lo * kappa <= typical <= hi * kappa:
+        return None
+    regime = "quadratic" if typical < lo * kappa else "linear"
+    message = (f"a typical step's |reward| is {typical:.4g} but agent.huber_kappa is {kappa:g}: "
+               f"outside [{lo:g}, {hi:g}] x kappa the Huber loss is all {regime}; set "
+               f"reward.scale=auto (or a number near {scale.value / typical * kappa:.4g}) or "
+               "change agent.huber_kappa")  # fmt: skip
+    log.warning("%s", message)
+    return message
+
+
+def warn_if_fees_dominate(scale: RewardScale, cfg: DictConfig) -> str | None:
+    """Log (and return) a warning when one fill's fee is more than `reward.fee_moves_max`
+    typical step moves of a position: usually env.multiplier or env.fee_per_lot is not the
+    instrument's (the scale normalises the moves, not the fees)."""
+    fee = float(cfg.env.fee_per_lot) * float(cfg.env.lot)
+    move = scale.mean_move * scale.lot_mult
+    limit = float(cfg.reward.fee_moves_max)
+    if fee <= limit * move:
+        return None
+    currency = cfg.market.currency
+    message = (f"one fill costs {fee:.4g} {currency} (env.fee_per_lot x env.lot), "
+               f"{fee / move:.3g} typical step moves of a position ({move:.4g} {currency}): fees "
+               "will dominate the rewards; check env.multiplier (the units of the instrument in "
+               "one lot: 100000 for a standard FX lot, 100 for 100 shares) and "
+               "env.fee_per_lot")  # fmt: skip
+    log.warning("%s", message)
+    return message
+
+
+def with_scale(cfg: DictConfig, scale: RewardScale) -> DictConfig:
+    """A copy of `cfg` whose reward.scale is the resolved number (what the ISV slot reads)."""
+    out = cfg.copy()
+    with open_dict(out):
+        out.reward.scale = scale.value
+    return out
+
+
+def market_and_config(cfg: DictConfig, seed: int,
+                      validation: Validation) -> tuple[Market, DictConfig]:  # fmt: skip
+    """The run's market and its config with the values resolved from it (reward.scale)."""
+    market = load_market(cfg.market, seed, validation)
+    return market, with_scale(cfg, reward_scale(cfg, market.train))
