@@ -40,11 +40,16 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
     """Where the results are and how to open them."""
     uri = cfg.tracking.uri
     log.info("run %s after %d steps: %s", outcome.status, outcome.steps, outcome.run_dir)
+    for line in outcome.summary:
+        log.info("%s", line)
     if outcome.run_id:
         log.info("mlflow: run %s in experiment %r at %s", outcome.run_id,
                  cfg.tracking.experiment, uri)  # fmt: skip
-    if str(uri).startswith("sqlite:"):
-        log.info("open it: mlflow ui --backend-store-uri %s   (then http://127.0.0.1:5000)", uri)
+    if str(uri).startswith("sqlite:///"):
+        store = str(uri)[len("sqlite:///") :]
+        make = "make ui" if store == "mlflow.db" else f"make ui STORE={store}"
+        log.info("the curves: %s (or mlflow ui --backend-store-uri %s), then "
+                 "http://127.0.0.1:5000", make, uri)  # fmt: skip
 
 
 def run(cfg: DictConfig) -> None:

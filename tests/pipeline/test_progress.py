@@ -6,6 +6,7 @@ import io
 import logging
 
 from alpha_rl.pipeline.progress import Progress
+from alpha_rl.pipeline.summary import Summary
 
 
 class Terminal(io.StringIO):
@@ -21,8 +22,33 @@ def test_a_terminal_gets_a_bar_with_rate_loss_and_capture() -> None:
     bar.close()
     last = screen.getvalue().split("\r")[-1]
     assert last.startswith("step 100/100 [" + "#" * 24 + "]")
-    assert "l_q 0.125" in last and "capture 0.500" in last and "steps/s" in last
+    assert "l_q 0.125" in last and "train capture 0.500" in last and "steps/s" in last
+    assert "held-out -" in last, "no evaluation yet"
     assert last.endswith("\n")
+
+
+def test_the_line_shows_the_latest_held_out_result_beside_the_training_figures() -> None:
+    bar = Progress(2000, stream=io.StringIO())
+    bar.update(500, {"loss/l_q": 0.5, "trade/capture_ratio": -1.9})
+    bar.update(1000, {"eval/pnl": 1234.4, "eval/capture_ratio": 0.34})
+    bar.update(1100, {"trade/capture_ratio": -1.7})
+    line = bar.line()
+    assert "train capture -1.700" in line and "held-out@1000: pnl +1,234 capture 0.340" in line
+
+
+def test_a_run_ends_with_its_held_out_result_and_l_q_trend() -> None:
+    summary = Summary("USD", 16, 200)
+    for step, l_q in zip(
+        range(100, 900, 100), [4.0, 3.0, 2.0, 2.0, 1.0, 1.0, 0.5, 0.5], strict=True
+    ):
+        summary.update(step, {"loss/l_q": l_q})
+    assert summary.lines()[0] == "held-out: no evaluation ran"
+    summary.update(800, {"eval/pnl": -321.5, "eval/capture_ratio": 0.25, "eval/sharpe": 1.5,
+                         "eval/trades": 42.0})  # fmt: skip
+    held, trend = summary.lines()
+    assert held == ("held-out, the last evaluation (step 800, greedy, 16 envs x 200 steps): pnl "
+                    "-322 USD, capture 0.250, Sharpe 1.5, trades 42")  # fmt: skip
+    assert trend == "l_q 3.5 -> 0.5 (mean of the first and the last quarter of 8 log points)"
 
 
 def test_without_a_terminal_a_line_is_logged_per_tenth(caplog) -> None:

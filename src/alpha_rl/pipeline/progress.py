@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TextIO
 
+from alpha_rl.pipeline.summary import signed
+
 log = logging.getLogger("alpha_rl")
 WIDTH = 24
 
@@ -25,7 +27,8 @@ class Progress:
         self.tty = self.stream.isatty()
         self.t0 = time.perf_counter()
         self.l_q: float | None = None
-        self.capture: float | None = None
+        self.capture: float | None = None  # training: under exploration
+        self.held_out: tuple[int, float, float] | None = None  # (step, pnl, capture)
         self._next_log = start
         self._drawn = 0.0
 
@@ -40,6 +43,9 @@ class Progress:
         if metrics:
             self.l_q = metrics.get("loss/l_q", self.l_q)
             self.capture = metrics.get("trade/capture_ratio", self.capture)
+            if "eval/pnl" in metrics:
+                capture = metrics.get("eval/capture_ratio", float("nan"))
+                self.held_out = (done, metrics["eval/pnl"], capture)
         if self.tty:
             now = time.perf_counter()
             if now - self._drawn >= 0.1 or done == self.total:
@@ -51,15 +57,20 @@ class Progress:
             self._next_log = done + max(1, self.total // 10)
 
     def line(self) -> str:
-        """`step 1200/2000 [#####...] 850 steps/s  l_q 0.0123  capture 0.41  eta 1s`."""
+        """`step 1200/2000 [#####...] 850 steps/s  l_q 0.0123  train capture -1.9  held-out
+        @1000: pnl +1,234 capture 0.41  eta 1s` (training figures are under exploration)."""
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(frac * WIDTH) + "." * (WIDTH - int(frac * WIDTH))
         sps = self.steps_per_s
         eta = (self.total - self.done) / sps if sps > 0 else float("nan")
+        held = "held-out -"
+        if self.held_out is not None:
+            step, pnl, capture = self.held_out
+            held = f"held-out@{step}: pnl {signed(pnl)} capture {_fmt(capture, '.3f')}"
         return (
             f"step {self.done}/{self.total} [{bar}] {sps:7.1f} steps/s  "
-            f"l_q {_fmt(self.l_q, '.4g')}  capture {_fmt(self.capture, '.3f')}  "
-            f"eta {_fmt(eta, '.0f')}s"
+            f"l_q {_fmt(self.l_q, '.4g')}  train capture {_fmt(self.capture, '.3f')}  "
+            f"{held}  eta {_fmt(eta, '.0f')}s"
         )
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from alpha_rl.pipeline.labels import (
 )
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
@@ -67,6 +68,7 @@ class Outcome:
     run_id: str | None
     steps: int
     reason: str | None = None
+    summary: tuple[str, ...] = ()  # the last held-out evaluation and the l_q trend
 
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
@@ -102,8 +104,9 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
             describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
+        summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
         try:
-            return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg))
+            return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg), summary)
         finally:
             trainer.close()
 
@@ -153,7 +156,7 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
 
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, run_dir: Path,
-          cfg_yaml: str) -> Outcome:  # fmt: skip
+          cfg_yaml: str, summary: Summary) -> Outcome:  # fmt: skip
     """Steps until `steps`, with log points, evaluations, audits and checkpoints."""
     run, B = plan.run, trainer.env.num_envs
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
@@ -189,6 +192,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
             if metrics:
                 tracker.log_point(t, metrics, diag)
+                summary.update(t, metrics)
             if t == run.steps or (run.checkpoint_every and t % run.checkpoint_every == 0):
                 tracker.flush()
                 checkpoint.save(run_dir, trainer, run.checkpoint_replay, cfg_yaml)
@@ -205,7 +209,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     finally:
         progress.close()
         tracker.finish(status, reason)
-    return Outcome(status, run_dir, tracker.run_id, trainer.t, reason)
+    return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()))
 
 
 def keep_diag_until(path: Path, step: int) -> None:

@@ -1,0 +1,65 @@
+"""What a finished run says about itself: the last held-out evaluation, the l_q trend and where
+the curves are, in a few lines at the end of the log."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EVAL_KEYS = ("eval/pnl", "eval/capture_ratio", "eval/sharpe", "eval/trades")
+
+
+def signed(value: float, unit: str = "") -> str:
+    """`+1,234 USD`, `-0.5`, `-` for a missing value."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    text = f"{value:+,.0f}" if abs(value) >= 100 else f"{value:+.3g}"
+    return f"{text} {unit}".rstrip()
+
+
+@dataclass
+class Summary:
+    """The figures a run ends with, gathered from its log points."""
+
+    currency: str
+    eval_envs: int
+    eval_steps: int
+    l_q: list[float] = field(default_factory=list)
+    last_eval: dict[str, float] = field(default_factory=dict)
+    last_eval_step: int = 0
+
+    def update(self, step: int, metrics: dict[str, float]) -> None:
+        """Record one log point's metrics."""
+        if "loss/l_q" in metrics:
+            self.l_q.append(float(metrics["loss/l_q"]))
+        if "eval/pnl" in metrics:
+            self.last_eval = {k: float(metrics[k]) for k in EVAL_KEYS if k in metrics}
+            self.last_eval_step = step
+
+    def l_q_trend(self) -> str:
+        """`0.83 -> 0.31`: the mean of the first and of the last quarter of the log points."""
+        if not self.l_q:
+            return "no learner updates yet"
+        q = max(1, len(self.l_q) // 4)
+        first, last = np.mean(self.l_q[:q]), np.mean(self.l_q[-q:])
+        return (f"{first:.4g} -> {last:.4g} (mean of the first and the last quarter of "
+                f"{len(self.l_q)} log points)")  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """The summary, a line per figure."""
+        out = []
+        e = self.last_eval
+        if e:
+            out.append(
+                f"held-out, the last evaluation (step {self.last_eval_step}, greedy, "
+                f"{self.eval_envs} envs x {self.eval_steps} steps): pnl "
+                f"{signed(e.get('eval/pnl', math.nan), self.currency)}, capture "
+                f"{e.get('eval/capture_ratio', math.nan):.3f}, Sharpe "
+                f"{e.get('eval/sharpe', math.nan):.3g}, trades {e.get('eval/trades', 0):.0f}"
+            )
+        else:
+            out.append("held-out: no evaluation ran")
+        out.append(f"l_q {self.l_q_trend()}")
+        return out
