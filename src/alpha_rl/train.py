@@ -48,7 +48,7 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
     if str(uri).startswith("sqlite:///"):
         store = str(uri)[len("sqlite:///") :]
         make = "make ui" if store == "mlflow.db" else f"make ui STORE={store}"
-        log.info("the curves: %s (or mlflow ui --backend-store-uri %s), then "
+        log.info("every metric in the UI: %s (or mlflow ui --backend-store-uri %s), then "
                  "http://127.0.0.1:5000", make, uri)  # fmt: skip
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 
+import matplotlib.pyplot as plt
+
+from alpha_rl.pipeline.curves import main, read_series
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.summary import Summary
 
@@ -60,3 +64,14 @@ def test_without_a_terminal_a_line_is_logged_per_tenth(caplog) -> None:
     assert log.getvalue() == ""
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 10 and lines[0].startswith("step 5/100") and "l_q 1" in lines[0]
+
+
+def test_curves_are_drawn_from_a_run_directory(tmp_path) -> None:
+    lines = [{"step": s, "metrics": {"loss/l_q": 1.0 / s, "trade/capture_ratio": -1.0}}
+             for s in (5, 10, 15)]  # fmt: skip
+    lines.append({"step": 15, "metrics": {"eval/pnl": 12.0, "eval/capture_ratio": float("nan")}})
+    (tmp_path / "diag.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    series = read_series(tmp_path / "diag.jsonl")
+    assert series["loss/l_q"][0].tolist() == [5, 10, 15] and "eval/capture_ratio" not in series
+    assert main([str(tmp_path)]) == 0
+    assert plt.imread(tmp_path / "curves.png").shape[:2] == (360, 2000)  # 4 panels, 20 x 3.6 in

@@ -25,6 +25,7 @@ from alpha_rl.errors import DivergenceError
 from alpha_rl.market import Market
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
+from alpha_rl.pipeline.curves import plot_run
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.labels import (
     check_resumable,
@@ -208,8 +209,21 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         raise
     finally:
         progress.close()
+        write_curves(run_dir, tracker, summary)
         tracker.finish(status, reason)
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()))
+
+
+def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
+    """<run dir>/curves.png (and the run's artifact): a failed plot is a warning, never the
+    run's error."""
+    try:
+        path = plot_run(run_dir, run_dir / "curves.png", run_dir.name, summary.currency)
+    except Exception as exc:
+        log.warning("could not plot the curves of %s: %s", run_dir, exc)
+        return
+    summary.curves = path
+    tracker.log_artifact(path)
 
 
 def keep_diag_until(path: Path, step: int) -> None:

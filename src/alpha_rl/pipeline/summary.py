@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +30,7 @@ class Summary:
     l_q: list[float] = field(default_factory=list)
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
+    curves: Path | None = None  # the PNG of the run's curves, once written
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         """Record one log point's metrics."""
@@ -62,4 +64,6 @@ class Summary:
         else:
             out.append("held-out: no evaluation ran")
         out.append(f"l_q {self.l_q_trend()}")
+        if self.curves is not None:
+            out.append(f"curves: {self.curves}")
         return out

@@ -1,0 +1,79 @@
+"""A run's curves as one PNG, from its own diag.jsonl (no tracking store needed):
+`python -m alpha_rl.pipeline.curves <run dir> [--out file.png]`. Every run writes
+`<run dir>/curves.png` at its end, and logs it as an artifact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+PANELS = (
+    ("training TD loss", (("loss/l_q", "loss/l_q (batches)"),
+                          ("eval/l_q_probe", "eval/l_q_probe (held-out probe)"))),
+    ("capture ratio", (("trade/capture_ratio", "training (exploring)"),
+                       ("eval/capture_ratio", "held-out (greedy)"))),
+    ("held-out PnL per evaluation", (("eval/pnl", "eval/pnl"),)),
+    ("held-out Sharpe", (("eval/sharpe", "eval/sharpe"),)),
+)  # fmt: skip
+
+
+def read_series(diag: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(steps, values) per metric of a run's diag.jsonl (finite values only)."""
+    points: dict[str, list[tuple[int, float]]] = {}
+    for line in diag.read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        for key, value in record.get("metrics", {}).items():
+            if isinstance(value, int | float) and np.isfinite(value):
+                points.setdefault(key, []).append((int(record["step"]), float(value)))
+    return {
+        k: (np.array([s for s, _ in v]), np.array([x for _, x in v])) for k, v in points.items()
+    }
+
+
+def plot_run(run_dir: Path, out: Path, title: str, unit: str) -> Path:
+    """The four panels of PANELS for the run in `run_dir`, written to `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = read_series(run_dir / "diag.jsonl")
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.6), squeeze=False)
+    for ax, (name, curves) in zip(axes[0], PANELS, strict=True):
+        for key, label in curves:
+            if key in series:
+                ax.plot(*series[key], marker="." if key.startswith("eval/") else None,
+                        label=label)  # fmt: skip
+        ax.set_title(f"{name} ({unit})" if "PnL" in name else name, fontsize=10)
+        ax.set_xlabel("env step")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m alpha_rl.pipeline.curves", description=__doc__)
+    p.add_argument("run_dir", type=Path, help="a run directory (it holds diag.jsonl)")
+    p.add_argument("--out", type=Path, help="the PNG (default <run dir>/curves.png)")
+    p.add_argument("--unit", default="USD", help="the PnL unit for the axis title")
+    args = p.parse_args(argv)
+    if not (args.run_dir / "diag.jsonl").is_file():
+        p.error(f"{args.run_dir}: no diag.jsonl there (not a run directory?)")
+    out = plot_run(args.run_dir, args.out or args.run_dir / "curves.png", str(args.run_dir),
+                   args.unit)  # fmt: skip
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
