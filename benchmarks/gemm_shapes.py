@@ -101,18 +101,44 @@ def measure(envs: int, batch: int) -> list[dict]:
             bias = be.upload(gen.normal(size=N).astype(np.float32)) if tb else None
             C = be.zeros(M * N, np.float32)
             row = {"shape": label, "M": M, "N": N, "K": K, "per_step": per_step}
-            args = (A, B, bias, None, C, M, N, K, ta, tb, int(tb))
+            args = dict(
+                A=A,
+                B=B,
+                bias=bias,
+                mask=None,
+                C=C,
+                M=M,
+                N=N,
+                K=K,
+                trans_a=ta,
+                trans_b=tb,
+                relu=int(tb),
+            )
             for name, k in kernels.items():
-                row[name] = per_launch(drv, stream, partial(k, *args, stream=stream))
+                row[name] = per_launch(drv, stream, partial(k, **args, stream=stream))
             narrow = bool(tb) and N <= mlp.ROWS_MAX_N
             if narrow:  # the Q head of a forward pass: a warp per row
-                head = partial(gemm_rows, A, B, bias, C, M, N, K, 0, stream=stream)
+                head = partial(
+                    gemm_rows, X=A, W=B, bias=bias, Y=C, M=M, N=N, K=K, relu=0, stream=stream
+                )
                 row["mlp_gemm_rows"] = per_launch(drv, stream, head)
             splits = max(1, min(MAX_SPLITS, K // SPLIT_ROWS)) if ta else 1
             if splits > 1:  # the weight gradients: split-K, as QNetwork.backward runs them
                 P = be.zeros(splits * M * N, np.float32)
-                parts = partial(gemm_partial, A, B, P, M, N, K, ta, tb, splits, stream=stream)
-                add = partial(sum_splits, P, C, M * N, splits, stream=stream)
+                parts = partial(
+                    gemm_partial,
+                    A=A,
+                    B=B,
+                    P=P,
+                    M=M,
+                    N=N,
+                    K=K,
+                    trans_a=ta,
+                    trans_b=tb,
+                    splits=splits,
+                    stream=stream,
+                )
+                add = partial(sum_splits, P=P, C=C, MN=M * N, splits=splits, stream=stream)
                 both = lambda p=parts, a=add: [p(), a()]  # noqa: E731
                 row[f"split-K x{splits}"] = per_launch(drv, stream, both)
             ta_ = torch.randn(K, M, device="cuda").t() if ta else torch.randn(M, K, device="cuda")

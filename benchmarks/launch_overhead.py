@@ -49,7 +49,7 @@ def main() -> None:
             function.prepared_async_call((1, 1, 1), (256, 1, 1), None, p_u32, p_u, *scalars)
 
         def checked() -> None:
-            bound(out_u32, out_u, 1, 1, 0, 0)
+            bound(out_u32=out_u32, out_uniform=out_u, n=1, seed=1, rng_stream=0, offset=0)
 
         rows = [
             ("pycuda prepared_async_call", _per_call_us(prepared, args.calls, backend)),

@@ -77,8 +77,8 @@ def launch_cost(drv, trainer: Trainer, launches: int) -> float:
     fill = trainer.session.runtime.bind(rng.FILL)
     be = trainer.backend
     u32, uniform = be.zeros(1, np.uint32), be.zeros(1, np.float32)
-    issue = lambda: [fill(u32, uniform, 1, 0, 0, 0, stream=trainer.stream)  # noqa: E731
-                     for _ in range(launches)]  # fmt: skip
+    args = dict(out_u32=u32, out_uniform=uniform, n=1, seed=0, rng_stream=0, offset=0)
+    issue = lambda: [fill(**args, stream=trainer.stream) for _ in range(launches)]  # noqa: E731
     graph = Graph(trainer.stream, issue)
     try:
         return time_events(drv, trainer.stream, graph.launch, reps=50) / launches

@@ -19,3 +19,12 @@ def compose_fixed(overrides: list[str] | None = None) -> tuple[DictConfig, dict[
     """compose_train with a fixed reward.scale, for ISV layouts built without a market
     (reward.scale=auto is resolved from the market's training ticks by the run)."""
     return compose_train(["reward.scale=1.0", *(overrides or [])])
+
+
+def by_name(decl, *values) -> dict:
+    """`values` in the order `decl` declares its arguments, keyed by the declared names: the
+    keyword arguments of a bound kernel, for tests that build the list from the declaration."""
+    names = [a.name for a in decl.args]
+    if len(values) != len(names):
+        raise TypeError(f"{decl.name} takes {len(names)} arguments ({names}), got {len(values)}")
+    return dict(zip(names, values, strict=True))

@@ -99,13 +99,13 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
         "isv": up(isv),
     }  # fmt: skip
     kernel = KernelRuntime(backend, {}).bind(her.INJECT)
-    kernel(col("closed", np.uint8), col("entry", np.float32), col("peak", np.float32),
-           col("dir", np.int32), up(rc), up(h_t), up(np.full(B, 2, np.int32)),
-           up(np.array([2.0], np.float32)),
-           *(arrays[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
-                                 "s_synthetic", "leaves", "rstate", "rlookback")),
-           None, None, None, arrays["counters"], arrays["isv"],
-           B, H, 7, N - 1, 0.6, 10.0, 0, 1, 2, 3, 1, 0)  # fmt: skip
+    kernel(closed=col("closed", np.uint8), snap_entry=col("entry", np.float32),
+           snap_peak=col("peak", np.float32), snap_dir=col("dir", np.int32), rc=up(rc),
+           h_t=up(h_t), eff_action=up(np.full(B, 2, np.int32)),
+           max_leaf=up(np.array([2.0], np.float32)), **arrays,
+           ring_claim=None, ring_state=None, ring_lookback=None,
+           B=B, H=H, S=7, mask=N - 1, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
+           scale_idx=2, count_idx=3, push_backward=1, record_forward=0)  # fmt: skip
     return {k: backend.download(v) for k, v in arrays.items()}
 
 

@@ -116,9 +116,12 @@ def check_forward_table(backend: Backend) -> None:
              "rlookback": up(np.zeros(4, np.uint64)), "counters": up(counters),
              "isv": up(isv)}  # fmt: skip
     KernelRuntime(backend, {}).bind(her.FORWARD)(
-        dev["f_entry"], dev["f_exit_step"], dev["f_actual"], dev["f_env"], dev["f_episode"],
-        dev["f_h"], up(np.zeros(len(mids), np.int32)), up(mids), up(np.array([1.0], np.float32)),
-        dev["f_dir"], *store.values(), 8, 2, 31, 0.6, 10.0, 0, 1, 2, 3, 4,
+        **{k: dev[k] for k in ("f_entry", "f_exit_step", "f_actual", "f_env", "f_episode",
+                               "f_h", "f_dir")},
+        episode=up(np.zeros(len(mids), np.int32)), post_mid=up(mids),
+        max_leaf=up(np.array([1.0], np.float32)), **store,
+        R=8, H=2, mask=31, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1, scale_idx=2,
+        lookahead_idx=3, count_idx=4,
     )  # fmt: skip
     out = {k: backend.download(v) for k, v in {**dev, **store}.items()}
     assert out["f_dir"].tolist()[: len(FORWARD_TABLE)] == [1, 0, 0, 0, 0, 0, 0]

@@ -148,14 +148,17 @@ class QNetwork:
             rows, n_out, n_in, relu = bufs.rows, layer.n_out, layer.n_in, int(i < last)
             narrow = getattr(self.ops, "gemm_rows", None)
             if narrow is not None and n_out <= mlp.ROWS_MAX_N:  # the head: a warp per row
-                narrow(inp, W, b, bufs.h[i], rows, n_out, n_in, relu, stream=stream)
+                narrow(X=inp, W=W, bias=b, Y=bufs.h[i], M=rows, N=n_out, K=n_in, relu=relu,
+                       stream=stream)  # fmt: skip
             else:
                 gemm = self.gemm(rows, n_out, n_in)
-                gemm(inp, W, b, None, bufs.h[i], rows, n_out, n_in, 0, 1, relu, stream=stream)
+                gemm(A=inp, B=W, bias=b, mask=None, C=bufs.h[i], M=rows, N=n_out, K=n_in,
+                     trans_a=0, trans_b=1, relu=relu, stream=stream)  # fmt: skip
             inp = bufs.h[i]
         if not self.layout.dueling:
             return bufs.h[last]
-        self.ops.duel_f(bufs.h[last], bufs.q, bufs.rows, self.layout.actions, stream=stream)
+        self.ops.duel_f(VA=bufs.h[last], Q=bufs.q, M=bufs.rows, A=self.layout.actions,
+                        stream=stream)  # fmt: skip
         return bufs.q
 
     def backward(
@@ -165,35 +168,27 @@ class QNetwork:
         last = len(self.layout.layers) - 1
         d = dq
         if self.layout.dueling:
-            self.ops.duel_b(dq, bufs.d[last], bufs.rows, self.layout.actions, stream=stream)
+            self.ops.duel_b(dQ=dq, dVA=bufs.d[last], M=bufs.rows, A=self.layout.actions,
+                            stream=stream)  # fmt: skip
             d = bufs.d[last]
         for i in range(last, -1, -1):
             layer, (W, _), (gW, gb) = self.layout.layers[i], params[i], grads[i]
             x_in = bufs.h[i - 1] if i > 0 else x
             n_out, n_in, S = layer.n_out, layer.n_in, bufs.splits
             if S > 1:  # dW = dY^T X over many rows and few outputs: split K across blocks
-                self.ops.gemm_partial(d, x_in, bufs.work, n_out, n_in, bufs.rows, 1, 0, S,
-                                      stream=stream)  # fmt: skip
-                self.ops.sum_splits(bufs.work, gW, n_out * n_in, S, stream=stream)
+                self.ops.gemm_partial(A=d, B=x_in, P=bufs.work, M=n_out, N=n_in, K=bufs.rows,
+                                      trans_a=1, trans_b=0, splits=S, stream=stream)  # fmt: skip
+                self.ops.sum_splits(P=bufs.work, C=gW, MN=n_out * n_in, splits=S, stream=stream)
             else:
                 gemm = self.gemm(n_out, n_in, bufs.rows)
-                gemm(d, x_in, None, None, gW, n_out, n_in, bufs.rows, 1, 0, 0, stream=stream)
-            self.ops.bias_grad(d, gb, bufs.rows, layer.n_out, stream=stream)
+                gemm(A=d, B=x_in, bias=None, mask=None, C=gW, M=n_out, N=n_in, K=bufs.rows,
+                     trans_a=1, trans_b=0, relu=0, stream=stream)  # fmt: skip
+            self.ops.bias_grad(dY=d, db=gb, M=bufs.rows, N=layer.n_out, stream=stream)
             if i > 0:  # gradient at the layer's input, through the previous ReLU
                 self.gemm(bufs.rows, layer.n_in, layer.n_out)(
-                    d,
-                    W,
-                    None,
-                    bufs.h[i - 1],
-                    bufs.d[i - 1],
-                    bufs.rows,
-                    layer.n_in,
-                    layer.n_out,
-                    0,
-                    0,
-                    0,
-                    stream=stream,
-                )
+                    A=d, B=W, bias=None, mask=bufs.h[i - 1], C=bufs.d[i - 1], M=bufs.rows,
+                    N=layer.n_in, K=layer.n_out, trans_a=0, trans_b=0, relu=0, stream=stream,
+                )  # fmt: skip
                 d = bufs.d[i - 1]
 
 
@@ -358,20 +353,11 @@ class Learner:
         c, B = self.cfg, self.num_envs
         q = self.net.forward(self.views["theta"], h, self.env_bufs, stream)
         self.k.act(
-            q,
-            self.actions,
-            self.counters,
-            self._isv(),
-            B,
-            ACTIONS,
-            self.seed,
-            c.eps_start,
-            c.eps_end,
-            c.eps_decay_steps,
-            self.slots.epsilon,
-            stream=stream,
-        )
-        self.k.aux_predict(h, self.aux_w, self.p_up, B, self.obs_dim, stream=stream)
+            q=q, action=self.actions, counters=self.counters, isv=self._isv(), B=B, A=ACTIONS,
+            seed=self.seed, eps_start=c.eps_start, eps_end=c.eps_end, decay=c.eps_decay_steps,
+            eps_idx=self.slots.epsilon, stream=stream,
+        )  # fmt: skip
+        self.k.aux_predict(h=h, w=self.aux_w, p_up=self.p_up, B=B, H=self.obs_dim, stream=stream)
         return self.actions
 
     def learn(self, replay: Any, stream: Any = None) -> None:
@@ -385,79 +371,35 @@ class Learner:
         r, b = replay.arrays, self.b
         x_t, x_tp1 = b.x[: M * H], b.x[M * H :]
         self.k.gather(
-            idx,
-            r["s_h_t"],
-            r["s_h_tp1"],
-            r["s_action"],
-            r["s_reward"],
-            r["s_done"],
-            r["s_synthetic"],
-            x_t,
-            x_tp1,
-            b.action,
-            b.reward,
-            b.done,
-            b.synthetic,
-            M,
-            H,
-            stream=stream,
-        )
+            idx=idx, **{k: r[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
+                                          "s_synthetic")},
+            x_t=x_t, x_tp1=x_tp1, action=b.action, reward=b.reward, done=b.done,
+            synthetic=b.synthetic, M=M, H=H, stream=stream,
+        )  # fmt: skip
         q = self.net.forward(self.views["theta"], b.x, self.bufs["online"], stream)
         q_t, q_tp1 = q[: M * ACTIONS], q[M * ACTIONS :]
         q_tgt = self.net.forward(self.views["target"], x_tp1, self.bufs["target"], stream)
         self.k.td(
-            q_t,
-            q_tp1,
-            q_tgt,
-            b.action,
-            b.reward,
-            b.done,
-            weights,
-            b.synthetic,
-            b.delta,
-            b.dq,
-            self._isv(),
-            M,
-            ACTIONS,
-            c.gamma,
-            int(c.cut_on_done),
-            c.huber_kappa,
-            self.slots.loss_q,
-            self.slots.loss_q_real,
-            self.slots.loss_q_synthetic,
-            self.slots.batch_synthetic_frac,
-            stream=stream,
-        )
+            q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
+            done=b.done, weight=weights, synthetic=b.synthetic, delta=b.delta, dq=b.dq,
+            isv=self._isv(), M=M, A=ACTIONS, gamma=c.gamma, cut_on_done=int(c.cut_on_done),
+            kappa=c.huber_kappa, loss_idx=self.slots.loss_q, real_idx=self.slots.loss_q_real,
+            synthetic_idx=self.slots.loss_q_synthetic,
+            frac_idx=self.slots.batch_synthetic_frac, stream=stream,
+        )  # fmt: skip
         self.net.backward(
             self.views["theta"], x_t, self.bufs["t"], b.dq, self.views["grad"], stream
         )
-        self.k.grad_norm(
-            self.grad,
-            self.stats,
-            self.counters,
-            self._isv(),
-            P,
-            self.slots.grad_norm,
-            stream=stream,
-        )
+        self.k.grad_norm(grad=self.grad, stats=self.stats, counters=self.counters,
+                         isv=self._isv(), P=P, norm_idx=self.slots.grad_norm,
+                         stream=stream)  # fmt: skip
         self.k.adam(
-            self.grad,
-            self.stats,
-            self.counters,
-            self.theta,
-            self.adam_m,
-            self.adam_v,
-            P,
-            c.lr,
-            c.adam_betas[0],
-            c.adam_betas[1],
-            c.adam_eps,
-            c.grad_clip,
-            stream=stream,
-        )
-        self.k.target_sync(
-            self.theta, self.counters, self.target, P, c.target_tau, c.target_period, stream=stream
-        )
+            grad=self.grad, stats=self.stats, counters=self.counters, param=self.theta,
+            m=self.adam_m, v=self.adam_v, P=P, lr=c.lr, beta1=c.adam_betas[0],
+            beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip, stream=stream,
+        )  # fmt: skip
+        self.k.target_sync(param=self.theta, counters=self.counters, target=self.target, P=P,
+                           tau=c.target_tau, period=c.target_period, stream=stream)  # fmt: skip
         replay.update(idx, b.delta, stream=stream)
 
     def train_aux(
@@ -465,18 +407,18 @@ class Learner:
     ) -> None:
         """One SGD step of the aux head on this step's rows (label: sign of the mid move)."""
         self.k.aux_train(
-            h,
-            self.p_up,
-            fill_mid,
-            post_mid,
-            self.aux_w,
-            self.aux_partial,
-            self.counters,
-            self._isv(),
-            self.num_envs,
-            self.obs_dim,
-            self.cfg.aux_lr,
-            self.slots.loss_aux,
+            h=h,
+            p_up=self.p_up,
+            fill_mid=fill_mid,
+            post_mid=post_mid,
+            w=self.aux_w,
+            partial=self.aux_partial,
+            counters=self.counters,
+            isv=self._isv(),
+            B=self.num_envs,
+            H=self.obs_dim,
+            lr=self.cfg.aux_lr,
+            loss_idx=self.slots.loss_aux,
             stream=stream,
         )
 
@@ -501,7 +443,8 @@ class GreedyPolicy:
         """Greedy actions [B] int32 for h [B * H]; the aux head's p_up [B] in `p_up`."""
         lr, B = self.learner, self.num_envs
         q = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
-        lr.k.act(q, self.actions, self.counters, None, B, ACTIONS, lr.seed, 0.0, 0.0, 1.0, -1,
+        lr.k.act(q=q, action=self.actions, counters=self.counters, isv=None, B=B, A=ACTIONS,
+                 seed=lr.seed, eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1,
                  stream=stream)  # fmt: skip
-        lr.k.aux_predict(h, lr.aux_w, self.p_up, B, lr.obs_dim, stream=stream)
+        lr.k.aux_predict(h=h, w=lr.aux_w, p_up=self.p_up, B=B, H=lr.obs_dim, stream=stream)
         return self.actions

@@ -248,11 +248,11 @@ class Environment:
         """h [B * H] float32 <- the observation of every env's current state."""
         a, book, p = self.arrays, self.device_book, self.cfg.perception
         self._observe(
-            book.bid_px, book.ask_px, book.bid_sz, book.ask_sz,
-            a["cursor"], a["pos"], a["trade_len"], a["entry_px"], a["peak_mid"],
-            self.horizons, self.proj_w, self.proj_b, h,
-            self.num_envs, book.T, book.L, len(p.horizons), p.dim, book.tick,
-            1.0 / p.pnl_scale_ticks, 1.0 / p.time_scale_steps,
+            bid_px=book.bid_px, ask_px=book.ask_px, bid_sz=book.bid_sz, ask_sz=book.ask_sz,
+            **{k: a[k] for k in ("cursor", "pos", "trade_len", "entry_px", "peak_mid")},
+            horizons=self.horizons, proj_w=self.proj_w, proj_b=self.proj_b, h=h,
+            n=self.num_envs, T=book.T, L=book.L, K=len(p.horizons), H=p.dim, tick=book.tick,
+            inv_pnl_scale=1.0 / p.pnl_scale_ticks, inv_time_scale=1.0 / p.time_scale_steps,
             stream=stream,
         )  # fmt: skip
 
@@ -260,25 +260,28 @@ class Environment:
         """Apply action [B] int32 (and the aux head's p_up [B], or None); outputs in `arrays`."""
         a, book, s, c = self.arrays, self.device_book, self.slots, self.cfg
         self._step(
-            book.bid_px, book.ask_px, book.session_last, self.device_starts, action, aux_prob,
-            self.isv.array,
-            *(a[k] for k in STATE_I32), *(a[k] for k in STATE_F32),
-            a["rc"], a["reward_raw"], a["reward"], a["done"], a["opened"], a["closed"],
-            *(a[k] for k in OUT_I32), a["fill_mid"], a["post_mid"], *(a[k] for k in STATS),
-            self.num_envs, book.T, book.L, c.lot, c.lot * c.multiplier, c.fee_per_lot,
-            s.weights, s.scale, s.kappa, s.lam, s.rho, s.w_aux, s.beta_scale,
-            self.seed, self.starts.size,
+            bid_px=book.bid_px, ask_px=book.ask_px, session_last=book.session_last,
+            starts=self.device_starts, action=action, aux_prob=aux_prob, isv=self.isv.array,
+            **{k: a[k] for k in (*STATE_I32, *STATE_F32, *OUT_F32, *OUT_U8, *OUT_I32, *STATS)},
+            rc=a["rc"], n=self.num_envs, T=book.T, L=book.L, lot=c.lot,
+            lot_mult=c.lot * c.multiplier, fee=c.fee_per_lot, w_idx=s.weights, scale_idx=s.scale,
+            kappa_idx=s.kappa, lambda_idx=s.lam, rho_idx=s.rho, w_aux_idx=s.w_aux,
+            beta_scale_idx=s.beta_scale, seed=self.seed, n_starts=self.starts.size,
             stream=stream,
         )  # fmt: skip
 
     def reward_diagnostics(self, stream: Any = None) -> None:
         """Step 5: component EMAs, aux-align EMA (stride 7), magnitude ratios, decomposition."""
         a, s, n, isv = self.arrays, self.slots, self.num_envs, self.isv.array
-        self._ema(a["rc"], isv, n, s.component_ema, s.ema_alpha, stream=stream)
+        self._ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.component_ema, alpha_idx=s.ema_alpha,
+                  stream=stream)  # fmt: skip
         if self.rc_stride == 7:
-            self._aux_ema(a["rc"], isv, n, s.aux_align_ema, s.ema_alpha, stream=stream)
-        self._mag(a["rc"], isv, n, s.abs_ema, s.mag_ratio, s.ema_alpha, stream=stream)
-        self._decomp(a["rc"], a["reward"], a["prev_dir"], a["decomp"], n, stream=stream)
+            self._aux_ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.aux_align_ema,
+                          alpha_idx=s.ema_alpha, stream=stream)  # fmt: skip
+        self._mag(rc=a["rc"], isv=isv, n=n, abs_idx=s.abs_ema, ratio_idx=s.mag_ratio,
+                  alpha_idx=s.ema_alpha, stream=stream)  # fmt: skip
+        self._decomp(rc=a["rc"], reward=a["reward"], prev_dir=a["prev_dir"], diag=a["decomp"],
+                     n=n, stream=stream)  # fmt: skip
 
     def harvest_trade_stats(self) -> TradeStats:
         """Read and clear the closed-trade accumulators (a device->host copy: log points only)."""

@@ -123,8 +123,8 @@ class Hindsight:
         self._forward = bind(her.FORWARD) if cfg.forward else None
 
     # --- the kernels, in step order ---
-    def _args(self, decl, h_t) -> list:
-        """Pointer arguments of `decl` from the env, replay, ISV and own arrays (by name)."""
+    def _args(self, decl, h_t) -> dict[str, Any]:
+        """Pointer arguments of `decl` by name from the env, replay, ISV and own arrays."""
         env, rp, a = self.env.arrays, self.replay.arrays, self.arrays
         named = {
             **env,
@@ -136,36 +136,28 @@ class Hindsight:
             "rlookback": rp["lookback"],
             **{k: rp[k] for k in REPLAY_ARRAYS[:7]},
         }
-        return [named.get(arg.name) for arg in decl.args if arg.is_pointer]
+        return {arg.name: named.get(arg.name) for arg in decl.args if arg.is_pointer}
 
-    def _scalars(self, decl) -> list:
-        """The scalar arguments of one HER kernel, the same for the device and the oracle."""
+    def _scalars(self, decl) -> dict[str, Any]:
+        """The scalar arguments of one HER kernel by name, the same for the device and oracle."""
         sl, env, rp, R = self.slots, self.env, self.replay.cfg, self.cfg.closed_ring
-        common = [
-            rp.capacity - 1,
-            rp.alpha,
-            self.lot_mult,
-            sl["threshold"],
-            sl["boost"],
-            sl["scale"],
-        ]
+        common = {"mask": rp.capacity - 1, "alpha": rp.alpha, "lot_mult": self.lot_mult,
+                  "threshold_idx": sl["threshold"], "boost_idx": sl["boost"],
+                  "scale_idx": sl["scale"]}  # fmt: skip
+        B, H, S = env.num_envs, env.obs_dim, env.rc_stride
         return {
-            her.TRACK.name: [env.num_envs],
-            her.INJECT.name: [
-                env.num_envs,
-                env.obs_dim,
-                env.rc_stride,
-                *common,
-                sl["backward_count"],
-                int(self.cfg.backward),
-                int(self.cfg.forward),
-            ],
-            her.RECORD.name: [env.num_envs, env.obs_dim, env.rc_stride, R],
-            her.FORWARD.name: [R, env.obs_dim, *common, sl["lookahead"], sl["forward_count"]],
-        }[decl.name]
+            her.TRACK.name: {"B": B},
+            her.INJECT.name: {"B": B, "H": H, "S": S, **common,
+                              "count_idx": sl["backward_count"],
+                              "push_backward": int(self.cfg.backward),
+                              "record_forward": int(self.cfg.forward)},
+            her.RECORD.name: {"B": B, "H": H, "S": S, "R": R},
+            her.FORWARD.name: {"R": R, "H": H, **common, "lookahead_idx": sl["lookahead"],
+                               "count_idx": sl["forward_count"]},
+        }[decl.name]  # fmt: skip
 
     def _launch(self, kernel, h_t: Any, stream: Any) -> None:
-        kernel(*self._args(kernel.decl, h_t), *self._scalars(kernel.decl), stream=stream)
+        kernel(**self._args(kernel.decl, h_t), **self._scalars(kernel.decl), stream=stream)
 
     def track(self, stream: Any = None) -> None:
         """Step 6: follow every env's trade (after the env step)."""

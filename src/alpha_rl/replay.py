@@ -154,10 +154,11 @@ class Replay:
             raise ReplayError(f"push of {n} rows: this replay was sized for {self.max_push}")
         a, c = self.arrays, self.cfg
         self._push(
-            flags, h_t, h_tp1, action, reward, done, priority, self.max_leaf,
-            a["s_h_t"], a["s_h_tp1"], a["s_action"], a["s_reward"], a["s_done"],
-            a["s_synthetic"], a["leaves"], slot_out, a["state"], a["lookback"],
-            n, self.obs_dim, c.capacity - 1, c.alpha, int(synthetic),
+            flags=flags, h_t=h_t, h_tp1=h_tp1, action=action, reward=reward, done=done,
+            priority=priority, max_leaf=self.max_leaf, slot_out=slot_out,
+            **{k: a[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
+                                 "s_synthetic", "leaves", "state", "lookback")},
+            n=n, H=self.obs_dim, mask=c.capacity - 1, alpha=c.alpha, synthetic=int(synthetic),
             stream=stream,
         )  # fmt: skip
         self._pushed = self._pushed or n > 0
@@ -166,7 +167,8 @@ class Replay:
         """Recompute every tree level (sums and maxima) from the leaves."""
         in_sum, in_max, n_in = self.arrays["leaves"], None, self.cfg.capacity
         for out_sum, out_max, size in self._levels:
-            self._reduce(in_sum, in_max, out_sum, out_max, n_in, size, stream=stream)
+            self._reduce(in_sum=in_sum, in_max=in_max, out_sum=out_sum, out_max=out_max,
+                         n_in=n_in, n_out=size, stream=stream)  # fmt: skip
             in_sum, in_max, n_in = out_sum, out_max, size
 
     def sample(self, stream: Any = None) -> tuple[DeviceArray, DeviceArray]:
@@ -178,9 +180,10 @@ class Replay:
         a, c = self.arrays, self.cfg
         isv = self.isv.array if self.isv is not None else None
         self._sample(
-            a["leaves"], a["tree"], a["layout"], a["indices"], a["weights"], a["probs"],
-            a["state"], isv, c.batch_size, c.capacity, self.seed, c.beta0,
-            float(c.beta_anneal_updates), self.beta_idx,
+            **{k: a[k] for k in ("leaves", "tree", "layout", "indices", "weights", "probs",
+                                 "state")},
+            isv=isv, M=c.batch_size, N=c.capacity, seed=self.seed, beta0=c.beta0,
+            anneal=float(c.beta_anneal_updates), beta_idx=self.beta_idx,
             stream=stream,
         )  # fmt: skip
         return a["indices"], a["weights"]
@@ -188,8 +191,8 @@ class Replay:
     def update(self, indices: DeviceArray, delta: DeviceArray, stream: Any = None) -> None:
         """Priorities of the sampled slots from their TD errors: (|delta| + eps)^alpha."""
         a, c = self.arrays, self.cfg
-        self._update(indices, delta, a["leaves"], self.max_leaf, int(indices.shape[0]), c.alpha,
-                     c.eps, stream=stream)  # fmt: skip
+        self._update(indices=indices, delta=delta, leaves=a["leaves"], max_leaf=self.max_leaf,
+                     M=int(indices.shape[0]), alpha=c.alpha, eps=c.eps, stream=stream)  # fmt: skip
 
     def mark_filled(self, filled: bool) -> None:
         """Declare whether the storage holds transitions (after restoring it from a checkpoint)."""

@@ -103,7 +103,8 @@ def test_context_is_released_and_can_be_reopened_in_one_process() -> None:
             with CudaBackend() as be:
                 ema = KernelRuntime(be, {"RC_STRIDE": 7}).bind(reward.COMPONENT_EMA)
                 isv = be.upload(np.array([1.0] + [0.0] * 7, np.float32))
-                ema(be.upload(np.ones(70, np.float32)), isv, 10, 1, 0)
+                ema(rc=be.upload(np.ones(70, np.float32)), isv=isv, n=10, ema_idx=1,
+                    alpha_idx=0)
                 assert be.download(isv)[1:7].tolist() == [1.0] * 6
         print("ok")
     """)

@@ -21,7 +21,7 @@ def test_audit_counts_nothing_when_the_launch_matches_its_oracle() -> None:
     runtime = KernelRuntime(NumpyBackend(), {"RC_STRIDE": 7})
     ema, rc, isv = _ema_case(runtime)
     with runtime.auditing([reward.COMPONENT_EMA.name]) as audit:
-        ema(rc, isv, 4, 32, 26)
+        ema(rc=rc, isv=isv, n=4, ema_idx=32, alpha_idx=26)
     assert audit.launches == {reward.COMPONENT_EMA.name: 1}
     assert audit.total == 0
     assert runtime.backend.download(isv)[32:38].any()  # the launch itself still happened
@@ -38,9 +38,9 @@ def test_audit_names_the_kernel_array_and_index_of_a_wrong_launch() -> None:
 
     ema._launch = off_by_one_slot
     with runtime.auditing([reward.COMPONENT_EMA.name]) as audit:
-        ema(rc, isv, 4, 32, 26)
-        ema(rc, isv, 4, 32, 26)
+        ema(rc=rc, isv=isv, n=4, ema_idx=32, alpha_idx=26)
+        ema(rc=rc, isv=isv, n=4, ema_idx=32, alpha_idx=26)
     assert audit.mismatches == {reward.COMPONENT_EMA.name: 2}
     assert audit.first[0] == "reward_component_ema.isv[33]"
-    ema(rc, isv, 4, 32, 26)  # outside the block: no audit
+    ema(rc=rc, isv=isv, n=4, ema_idx=32, alpha_idx=26)  # outside the block: no audit
     assert audit.launches[reward.COMPONENT_EMA.name] == 2 and ema.audit is None

@@ -8,6 +8,7 @@ import pytest
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference import dqn as ref
+from tests.helpers import by_name
 
 pytestmark = pytest.mark.gpu
 SIZES = (1, 33, 512, 1000)
@@ -17,8 +18,8 @@ def _both(cuda_backend, decl, fn, host: dict, scalars: list) -> tuple[dict, dict
     want = {k: None if v is None else v.copy() for k, v in host.items()}
     fn(*(want[a.name] for a in decl.args if a.is_pointer), *scalars)
     dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
-    KernelRuntime(cuda_backend, {}).bind(decl)(*(dev[a.name] for a in decl.args if a.is_pointer),
-                                                *scalars)  # fmt: skip
+    pointers = [dev[a.name] for a in decl.args if a.is_pointer]
+    KernelRuntime(cuda_backend, {}).bind(decl)(**by_name(decl, *pointers, *scalars))
     return {k: None if v is None else cuda_backend.download(v) for k, v in dev.items()}, want
 
 

@@ -10,6 +10,7 @@ from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
 from alpha_rl.reference.experience import experience_env_step as oracle
 from alpha_rl.reference.experience import start_ticks
+from tests.helpers import by_name
 
 pytestmark = pytest.mark.gpu
 
@@ -73,10 +74,8 @@ def test_experience_env_step_matches_reference(
 
     step = KernelRuntime(cuda_backend, {"RC_STRIDE": stride}).bind(experience.ENV_STEP)
     dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
-    step(
-        *[dev[a.name] for a in experience.ENV_STEP.args if a.is_pointer],
-        *scalars(n, host["starts"].size),
-    )
+    pointers = [dev[a.name] for a in experience.ENV_STEP.args if a.is_pointer]
+    step(**by_name(experience.ENV_STEP, *pointers, *scalars(n, host["starts"].size)))
     for name in OUT_NAMES:
         got = cuda_backend.download(dev[name])
         bad = np.flatnonzero(~((got == want[name]) | (np.isnan(got) & np.isnan(want[name]))))

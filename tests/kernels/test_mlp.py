@@ -20,8 +20,9 @@ def _gemm(
     ref.mlp_gemm(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb, relu)
     up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
     C = cuda_backend.upload(np.full(M * N, np.nan, np.float32))
-    KernelRuntime(cuda_backend, {}).bind(decl)(up(A), up(B), up(bias), up(mask), C, M, N, K,
-                                               ta, tb, relu)  # fmt: skip
+    KernelRuntime(cuda_backend, {}).bind(decl)(A=up(A), B=up(B), bias=up(bias), mask=up(mask),
+                                               C=C, M=M, N=N, K=K, trans_a=ta, trans_b=tb,
+                                               relu=relu)  # fmt: skip
     return cuda_backend.download(C), want
 
 
@@ -73,7 +74,8 @@ def test_mlp_gemm_rows_matches_reference(cuda_backend, rows: int) -> None:
         W = gen.normal(size=N * K).astype(np.float32)
         bias = gen.normal(size=N).astype(np.float32) if with_bias else None
         Y = up(np.full(rows * N + 5, np.nan, np.float32))  # 5 guard values past the output
-        bind(mlp.GEMM_ROWS)(up(X), up(W), None if bias is None else up(bias), Y, rows, N, K, relu)
+        bind(mlp.GEMM_ROWS)(X=up(X), W=up(W), bias=None if bias is None else up(bias), Y=Y,
+                            M=rows, N=N, K=K, relu=relu)  # fmt: skip
         want = np.zeros(rows * N)
         ref.mlp_gemm_rows(X.astype(np.float64), W.astype(np.float64),
                           None if bias is None else bias.astype(np.float64), want, rows, N, K,
@@ -89,17 +91,17 @@ def test_mlp_bias_grad_and_dueling_match_reference(cuda_backend, rows: int) -> N
     rt = KernelRuntime(cuda_backend, {})
     dY = gen.normal(size=rows * 17).astype(np.float32)
     db = cuda_backend.zeros(17, np.float32)
-    rt.bind(mlp.BIAS_GRAD)(cuda_backend.upload(dY), db, rows, 17)
+    rt.bind(mlp.BIAS_GRAD)(dY=cuda_backend.upload(dY), db=db, M=rows, N=17)
     np.testing.assert_allclose(cuda_backend.download(db), dY.reshape(rows, 17).sum(0),
                                rtol=1e-5, atol=1e-4)  # fmt: skip
     va = gen.normal(size=rows * 4).astype(np.float32)
     q, want_q = cuda_backend.zeros(rows * 3, np.float32), np.zeros(rows * 3, np.float32)
-    rt.bind(mlp.DUELING_FORWARD)(cuda_backend.upload(va), q, rows, 3)
+    rt.bind(mlp.DUELING_FORWARD)(VA=cuda_backend.upload(va), Q=q, M=rows, A=3)
     ref.mlp_dueling_forward(va, want_q, rows, 3)
     np.testing.assert_allclose(cuda_backend.download(q), want_q, rtol=1e-6, atol=1e-6)
     dq = gen.normal(size=rows * 3).astype(np.float32)
     dva, want_dva = cuda_backend.zeros(rows * 4, np.float32), np.zeros(rows * 4, np.float32)
-    rt.bind(mlp.DUELING_BACKWARD)(cuda_backend.upload(dq), dva, rows, 3)
+    rt.bind(mlp.DUELING_BACKWARD)(dQ=cuda_backend.upload(dq), dVA=dva, M=rows, A=3)
     ref.mlp_dueling_backward(dq, want_dva, rows, 3)
     np.testing.assert_allclose(cuda_backend.download(dva), want_dva, rtol=1e-6, atol=1e-6)
 
@@ -116,8 +118,8 @@ def test_mlp_split_k_matches_reference(cuda_backend, rows: int, splits: int) -> 
         B = gen.normal(size=rows * N).astype(np.float32)  # X [rows, N]
         P = up(np.full(splits * M * N, np.nan, np.float32))
         C = up(np.full(M * N, np.nan, np.float32))
-        partial(up(A), up(B), P, M, N, rows, 1, 0, splits)
-        total(P, C, M * N, splits)
+        partial(A=up(A), B=up(B), P=P, M=M, N=N, K=rows, trans_a=1, trans_b=0, splits=splits)
+        total(P=P, C=C, MN=M * N, splits=splits)
         want_p = np.full(splits * M * N, np.nan, np.float32)
         ref.mlp_gemm_partial(A, B, want_p, M, N, rows, 1, 0, splits)
         got_p = cuda_backend.download(P)

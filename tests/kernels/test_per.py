@@ -9,6 +9,7 @@ from scipy import stats
 from alpha_rl.kernels import per
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference import per as ref
+from tests.helpers import by_name
 
 pytestmark = pytest.mark.gpu
 
@@ -18,8 +19,8 @@ H = 5
 def _run(cuda_backend, decl, host: dict, scalars: list) -> dict:
     """Launch `decl` on uploads of `host` (None stays NULL); return every array downloaded."""
     dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
-    KernelRuntime(cuda_backend, {}).bind(decl)(*(dev[a.name] for a in decl.args if a.is_pointer),
-                                                *scalars)  # fmt: skip
+    pointers = [dev[a.name] for a in decl.args if a.is_pointer]
+    KernelRuntime(cuda_backend, {}).bind(decl)(**by_name(decl, *pointers, *scalars))
     return {k: None if v is None else cuda_backend.download(v) for k, v in dev.items()}
 
 

@@ -9,6 +9,7 @@ from alpha_rl.kernels import perception
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.perception import feature_count, projection_weights
 from alpha_rl.reference.perception import perception_observe as oracle
+from tests.helpers import by_name
 
 pytestmark = pytest.mark.gpu
 
@@ -51,7 +52,8 @@ def test_perception_observe_matches_reference(cuda_backend, n: int, projection: 
     observe = KernelRuntime(cuda_backend, {}).bind(perception.OBSERVE)
     h = cuda_backend.upload(np.full(n * H, np.nan, np.float32))
     up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
-    observe(*(up(v) for v in host.values()), up(w), up(b), h, *scalars)
+    observe(**by_name(perception.OBSERVE, *(up(v) for v in host.values()), up(w), up(b), h,
+                      *scalars))  # fmt: skip
     got = cuda_backend.download(h)
     assert not np.isnan(got).any(), "every element of h must be written"
     if projection:  # tanhf vs numpy's tanh: a few ulp

@@ -29,7 +29,7 @@ def test_reward_component_ema_matches_reference(
 
     ema = KernelRuntime(cuda_backend, {"RC_STRIDE": stride}).bind(reward.COMPONENT_EMA)
     isv_dev = cuda_backend.upload(isv)
-    ema(cuda_backend.upload(rc), isv_dev, n, 40, 5)
+    ema(rc=cuda_backend.upload(rc), isv=isv_dev, n=n, ema_idx=40, alpha_idx=5)
     got = cuda_backend.download(isv_dev)
 
     untouched = np.r_[0:40, 46:64]
@@ -40,5 +40,5 @@ def test_reward_component_ema_matches_reference(
 
 def test_null_isv_is_a_no_op(cuda_backend) -> None:
     ema = KernelRuntime(cuda_backend, {"RC_STRIDE": 7}).bind(reward.COMPONENT_EMA)
-    ema(cuda_backend.upload(np.ones(70, np.float32)), None, 10, 0, 1)
+    ema(rc=cuda_backend.upload(np.ones(70, np.float32)), isv=None, n=10, ema_idx=0, alpha_idx=1)
     cuda_backend.synchronize()

@@ -8,6 +8,7 @@ import pytest
 from alpha_rl.kernels import reward
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference import reward as ref
+from tests.helpers import by_name
 
 pytestmark = pytest.mark.gpu
 
@@ -25,7 +26,7 @@ def _data(n: int, stride: int, seed: int):
 def _run(cuda_backend, stride, decl, *host_args):
     kernel = KernelRuntime(cuda_backend, {"RC_STRIDE": stride}).bind(decl)
     dev = [cuda_backend.upload(a) if isinstance(a, np.ndarray) else a for a in host_args]
-    kernel(*dev)
+    kernel(**by_name(decl, *dev))
     return [
         cuda_backend.download(d)
         for d, a in zip(dev, host_args, strict=True)

@@ -29,7 +29,7 @@ def test_rng_fill_matches_reference(
     out_u = cuda_backend.alloc(n + 1, np.float32)
     cuda_backend.fill(out_u32, 0xDEADBEEF)  # poison: every element must be overwritten
     cuda_backend.fill(out_u, np.nan)
-    fill(out_u32, out_u, n, seed, stream, offset)
+    fill(out_u32=out_u32, out_uniform=out_u, n=n, seed=seed, rng_stream=stream, offset=offset)
     got_bits, got_u = cuda_backend.download(out_u32), cuda_backend.download(out_u)
     want = rng_u32(seed, stream, np.uint64(offset) + np.arange(n, dtype=np.uint64))
     bad = np.flatnonzero(got_bits[:n] != want)

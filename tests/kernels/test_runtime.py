@@ -20,7 +20,7 @@ def runtime() -> KernelRuntime:
 def test_bound_kernel_runs_the_oracle(runtime: KernelRuntime) -> None:
     fill = runtime.bind(rng.FILL)
     out_u32, out_u = np.zeros(33, np.uint32), np.zeros(33, np.float32)
-    fill(out_u32, out_u, 33, 9, Stream.TEST, 2**33)
+    fill(out_u32=out_u32, out_uniform=out_u, n=33, seed=9, rng_stream=Stream.TEST, offset=2**33)
     np.testing.assert_array_equal(out_u32, rng_u32(9, Stream.TEST, np.arange(33) + 2**33))
 
 
@@ -30,55 +30,73 @@ def test_variant_define_reaches_the_oracle() -> None:
         rc = np.tile(np.arange(stride, dtype=np.float32), 3)
         isv = np.zeros(8, np.float32)
         isv[0] = 1.0
-        ema(rc, isv, 3, 1, 0)
+        ema(rc=rc, isv=isv, n=3, ema_idx=1, alpha_idx=0)
         assert isv[1:7].tolist() == [0, 1, 2, 3, 4, 5]
 
 
+GOOD = {
+    "out_u32": np.zeros(4, np.uint32),
+    "out_uniform": np.zeros(4, np.float32),
+    "n": 4,
+    "seed": 1,
+    "rng_stream": 0,
+    "offset": 0,
+}
+
+
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("change", "message"),
     [
-        ((np.zeros(4, np.uint32), np.zeros(4, np.float32), 4, 1, 0), "takes 6 arguments, got 5"),
-        (
-            (np.zeros(4, np.int32), np.zeros(4, np.float32), 4, 1, 0, 0),
-            "out_u32 must be uint32, got int32",
-        ),
-        (
-            (np.zeros(4, np.uint32), [0.0] * 4, 4, 1, 0, 0),
-            "out_uniform must be a numpy device array",
-        ),
-        (
-            (np.zeros(4, np.uint32), np.zeros(4, np.float32), 2**31, 1, 0, 0),
-            "n=2147483648 does not fit int32",
-        ),
-        ((np.zeros(4, np.uint32), np.zeros(4, np.float32), 4.0, 1, 0, 0), "n must be an integer"),
-        (
-            (np.zeros(4, np.uint32), np.zeros(4, np.float32), 4, -1, 0, 0),
-            "seed=-1 does not fit uint64",
-        ),
-        (
-            (np.zeros(4, np.uint32), np.zeros(4, np.float32), True, 1, 0, 0),
-            "n must be a int32 number",
-        ),
-        ((None, np.zeros(4, np.float32), 4, 1, 0, 0), "out_u32 may not be None"),
-        (
-            (np.zeros(4, np.uint32), np.zeros(4, np.float32), np.int64(2**40), 1, 0, 0),
-            "does not fit int32",
-        ),
-        (
-            (np.zeros(4, np.uint32), np.zeros(4, np.float32), 4, 1, "0", 0),
-            "stream must be a uint32 number",
-        ),
+        ({"out_u32": np.zeros(4, np.int32)}, "out_u32 must be uint32, got int32"),
+        ({"out_uniform": [0.0] * 4}, "out_uniform must be a numpy device array"),
+        ({"n": 2**31}, "n=2147483648 does not fit int32"),
+        ({"n": 4.0}, "n must be an integer"),
+        ({"seed": -1}, "seed=-1 does not fit uint64"),
+        ({"n": True}, "n must be a int32 number"),
+        ({"out_u32": None}, "out_u32 may not be None"),
+        ({"n": np.int64(2**40)}, "does not fit int32"),
+        ({"rng_stream": "0"}, "rng_stream must be a uint32 number"),
     ],
-)
+)  # fmt: skip
 def test_bad_arguments_are_refused_by_name(
-    runtime: KernelRuntime, args: tuple, message: str
+    runtime: KernelRuntime, change: dict, message: str
 ) -> None:
     with pytest.raises(KernelCallError, match=message):
-        runtime.bind(rng.FILL)(*args)
+        runtime.bind(rng.FILL)(**(GOOD | change))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda k: k(**{n: v for n, v in GOOD.items() if n != "offset"}),
+         r"rng_fill: missing offset \(its arguments: out_u32, out_uniform, n, seed, rng_stream, "
+         r"offset\)"),
+        (lambda k: k(**GOOD, offst=0), r"rng_fill: unknown offst"),
+        (lambda k: k(**{n: v for n, v in GOOD.items() if n != "offset"}, offst=0),
+         r"missing offset; unknown offst"),
+        (lambda k: k(*GOOD.values()), r"pass the arguments by name .* got 6 positional"),
+    ],
+)  # fmt: skip
+def test_a_call_must_name_every_argument_exactly_once(
+    runtime: KernelRuntime, call, message: str
+) -> None:
+    kernel = runtime.bind(rng.FILL)
+    with pytest.raises(KernelCallError, match=message):
+        call(kernel)
+    assert kernel.launches == 0
+
+
+def test_two_swapped_names_reach_the_oracle_as_named() -> None:
+    """A call that names its arguments in another order launches them by name, not position."""
+    out_u32, out_u = np.zeros(4, np.uint32), np.zeros(4, np.float32)
+    kernel = KernelRuntime(NumpyBackend(), {}).bind(rng.FILL)
+    kernel(offset=7, rng_stream=Stream.TEST, seed=3, n=4, out_uniform=out_u, out_u32=out_u32)
+    np.testing.assert_array_equal(out_u32, rng_u32(3, Stream.TEST, np.arange(4) + 7))
 
 
 def test_nullable_pointer_accepts_none(runtime: KernelRuntime) -> None:
-    runtime.bind(reward.COMPONENT_EMA)(np.ones(14, np.float32), None, 2, 0, 1)
+    runtime.bind(reward.COMPONENT_EMA)(rc=np.ones(14, np.float32), isv=None, n=2, ema_idx=0,
+                                       alpha_idx=1)  # fmt: skip
 
 
 def test_unregistered_declaration_is_refused(runtime: KernelRuntime) -> None:
@@ -98,6 +116,7 @@ def test_scalars_reach_the_oracle_as_declared_numpy_types() -> None:
     kernel = BoundKernel(
         rng.FILL, NumpyBackend(), lambda grid, args, _: seen.update(grid=grid, args=args)
     )
-    kernel(np.zeros(1, np.uint32), np.zeros(1, np.float32), 600, np.uint32(5), 2, np.int64(3))
+    kernel(out_u32=np.zeros(1, np.uint32), out_uniform=np.zeros(1, np.float32), n=600,
+           seed=np.uint32(5), rng_stream=2, offset=np.int64(3))  # fmt: skip
     assert [type(v) for v in seen["args"][2:]] == [np.int32, np.uint64, np.uint32, np.uint64]
     assert seen["grid"] == (3, 1, 1)

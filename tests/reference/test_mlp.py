@@ -17,7 +17,7 @@ H, ROWS, A = 4, 7, 3
 
 def oracle_ops() -> SimpleNamespace:
     def plain(fn):
-        return lambda *args, stream=None: fn(*args)
+        return lambda stream=None, **named: fn(**named)  # the oracle takes the declared names
 
     return SimpleNamespace(gemm=plain(mlp_ref.mlp_gemm), bias_grad=plain(mlp_ref.mlp_bias_grad),
                            duel_f=plain(mlp_ref.mlp_dueling_forward),
@@ -135,8 +135,8 @@ def test_split_k_equals_one_pass() -> None:
 
 def test_backward_with_split_k_matches_finite_differences() -> None:
     ops = oracle_ops()
-    ops.gemm_partial = lambda *a, stream=None: mlp_ref.mlp_gemm_partial(*a)
-    ops.sum_splits = lambda *a, stream=None: mlp_ref.mlp_sum_splits(*a)
+    ops.gemm_partial = lambda stream=None, **a: mlp_ref.mlp_gemm_partial(**a)
+    ops.sum_splits = lambda stream=None, **a: mlp_ref.mlp_sum_splits(**a)
     layout = NetLayout.build(H, (5, 6), A, False)
     net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64))
     rows = 300  # two splits of the 128-row SPLIT_ROWS
@@ -157,12 +157,12 @@ def test_wide_gemm_is_used_only_where_it_fills_the_gpu() -> None:
     calls = []
 
     def recording(name):
-        return lambda *a, stream=None: calls.append((name, a[5], a[6]))  # (kernel, M, N)
+        return lambda stream=None, **a: calls.append((name, a["M"], a["N"]))
 
     ops = SimpleNamespace(gemm=recording("gemm"), gemm_64=recording("gemm_64"),
-                          bias_grad=lambda *a, stream=None: None)  # fmt: skip
+                          bias_grad=lambda stream=None, **a: None)  # fmt: skip
     narrow = []
-    ops.gemm_rows = lambda *a, stream=None: narrow.append((a[4], a[5]))  # (M, N)
+    ops.gemm_rows = lambda stream=None, **a: narrow.append((a["M"], a["N"]))
     layout = NetLayout.build(32, (256, 256), A, False)
     net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float32))
     params = layer_views(np.zeros(layout.size, np.float32), layout)

@@ -12,8 +12,8 @@ FILL = STEM.kernel(
     Out("out_uniform", np.float32),
     Scalar("n", np.int32),
     Scalar("seed", np.uint64),
-    Scalar("stream", np.uint32),
+    Scalar("rng_stream", np.uint32),
     Scalar("offset", np.uint64),
     launch=Grid1D(over="n", block=256),
-    doc="out_u32[i], out_uniform[i] = draw (seed, stream, offset + i) for i < n",
+    doc="out_u32[i], out_uniform[i] = draw (seed, rng_stream, offset + i) for i < n",
 )

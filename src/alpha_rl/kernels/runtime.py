@@ -1,6 +1,8 @@
 """Binding declared kernels to a backend.
 
-`KernelRuntime(backend, defines).bind(decl)` gives a callable with the kernel's argument list:
+`KernelRuntime(backend, defines).bind(decl)` gives a callable taking the kernel's arguments by
+their declared names (`kernel(n=..., h=..., stream=s)`; a missing, unknown or positional one is
+refused):
 on the cuda backend it loads the stem's fresh cubin for the configured variant (once), checks the
 build-info constants compiled into it, and makes a PyCUDA prepared call; on the numpy backend it
 calls the oracle `alpha_rl.reference.<stem>.<name>` with the same arguments plus the variant's
@@ -110,6 +112,7 @@ class BoundKernel:
             for a in decl.args
         ]
         names = [a.name for a in decl.args]
+        self._names, self._name_set = names, set(names)
         over = decl.launch.over
         self._over = names.index(over) if over is not None else None
         self._per_block = decl.launch.items_per_block
@@ -118,12 +121,23 @@ class BoundKernel:
         self.audit: Any = None  # a KernelAudit while the runtime audits this kernel
         self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
 
-    def __call__(self, *args: Any, stream: Any = None) -> None:
-        if len(args) != len(self._convert):
-            names = ", ".join(a.name for a in self.decl.args)
+    def __call__(self, *positional: Any, stream: Any = None, **named: Any) -> None:
+        """Launch with every argument by its declared name: `kernel(n=..., h=..., stream=s)`."""
+        if positional:
             raise KernelCallError(
-                f"{self.decl.name}({names}) takes {len(self._convert)} arguments, got {len(args)}"
+                f"{self.decl.name}: pass the arguments by name ({', '.join(self._names)}), "
+                f"got {len(positional)} positional"
             )
+        if len(named) != len(self._names) or named.keys() != self._name_set:
+            missing = [n for n in self._names if n not in named]
+            unknown = sorted(set(named) - self._name_set)
+            raise KernelCallError(
+                f"{self.decl.name}: "
+                + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
+                            + ([f"unknown {', '.join(unknown)}"] if unknown else []))
+                + f" (its arguments: {', '.join(self._names)})"
+            )  # fmt: skip
+        args = tuple(named[n] for n in self._names)
         values = [convert(v) for convert, v in zip(self._convert, args, strict=True)]
         if self._blocks is not None:
             blocks = int(self._blocks({name: values[i] for i, name in self._scalar_names}))
@@ -185,7 +199,9 @@ class KernelRuntime:
         return counts
 
     def oracle(self, decl: KernelDecl) -> Callable[..., None]:
-        """The NumPy oracle of `decl` with this runtime's defines: `oracle(*values)`."""
+        """The NumPy oracle of `decl` with this runtime's defines: `oracle(*values)`, the values in
+        declaration order, passed to it by name (so an oracle whose parameters are not the
+        declared names fails loudly)."""
         stem = stems()[decl.stem]
         fn = getattr(importlib.import_module(f"alpha_rl.reference.{stem.name}"), decl.name, None)
         if fn is None:
@@ -194,7 +210,8 @@ class KernelRuntime:
             axis.kwarg(): v
             for axis, v in zip(stem.axes, stem.select(self.defines).values(), strict=True)
         }
-        return lambda *values: fn(*values, **kwargs)
+        names = [a.name for a in decl.args]
+        return lambda *values: fn(**dict(zip(names, values, strict=True)), **kwargs)
 
     @contextmanager
     def auditing(self, names: Iterable[str]) -> Iterator[Any]:

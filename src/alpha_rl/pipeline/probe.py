@@ -115,9 +115,11 @@ class ProbeLoss:
         q = lr.net.forward(lr.views["theta"], self.x, self.online)
         q_t, q_tp1 = q[: n * ACTIONS], q[n * ACTIONS :]
         q_tgt = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
-        self.td(q_t, q_tp1, q_tgt, self.action, self.reward, self.done, self.weight, None,
-                self.delta, self.dq, self.out, n, ACTIONS, c.gamma, int(c.cut_on_done),
-                c.huber_kappa, 0, -1, -1, -1)  # fmt: skip
+        self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
+                reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
+                delta=self.delta, dq=self.dq, isv=self.out, M=n, A=ACTIONS, gamma=c.gamma,
+                cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, loss_idx=0, real_idx=-1,
+                synthetic_idx=-1, frac_idx=-1)  # fmt: skip
         be = lr.backend
         q_host = be.download(q_t).reshape(n, ACTIONS).astype(np.float64)
         return {

@@ -78,11 +78,11 @@ def rng_fill(
     out_uniform: np.ndarray,
     n: int,
     seed: int,
-    stream: int,
+    rng_stream: int,
     offset: int,
 ) -> None:
-    """out_u32[i] = rng_u32(seed, stream, offset + i); out_uniform[i] = its uniform; i < n."""
+    """out_u32[i] = rng_u32(seed, rng_stream, offset + i); out_uniform[i] = its uniform; i < n."""
     index = np.uint64(offset) + np.arange(int(n), dtype=np.uint64)
-    bits = rng_u32(int(seed), int(stream), index)
+    bits = rng_u32(int(seed), int(rng_stream), index)
     out_u32[:n] = bits
     out_uniform[:n] = uniform_from_u32(bits)
