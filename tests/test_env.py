@@ -16,6 +16,7 @@ import pytest
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.env import EnvConfig, Environment
+from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market import read_quotes_file
@@ -255,5 +256,5 @@ def test_invalid_actions_are_flat_and_every_step_advances_the_cursor() -> None:
 
 def test_reset_rejects_ticks_outside_the_book() -> None:
     env = make_env(NumpyBackend(), random_book(5), [*VARIANT, "env.num_envs=2"])
-    with pytest.raises(Exception, match=r"cursors must be \[2\] ticks in 0..398"):
+    with pytest.raises(ConfigError, match=r"cursors must be \[2\] ticks in 0..398"):
         env.reset(np.array([0, 399]))

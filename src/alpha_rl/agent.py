@@ -65,10 +65,6 @@ class NetLayout:
         last = self.layers[-1]
         return last.b + last.n_out
 
-    @property
-    def out_dim(self) -> int:
-        return self.layers[-1].n_out
-
 
 def init_params(layout: NetLayout, seed: int) -> np.ndarray:
     """W and b of each layer ~ U(-1/sqrt(n_in), 1/sqrt(n_in)) from the PARAMS stream (float32)."""

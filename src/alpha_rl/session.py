@@ -1,4 +1,4 @@
-"""A session: the validated ISV layout, the chosen backend, the bound kernels and the device ISV.
+"""A session: the validated ISV layout, the chosen backend, its kernel runtime and the device ISV.
 
 Everything that can be refused (ISV clashes, impossible variant combinations, a missing GPU
 with backend=cuda, stale cubins) is checked in `open_session`, before any work is done; the
@@ -18,8 +18,7 @@ from alpha_rl import paths
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.select import open_backend
 from alpha_rl.isv import DeviceIsv, layout_from_config
-from alpha_rl.kernels.registry import all_kernels
-from alpha_rl.kernels.runtime import BoundKernel, KernelRuntime
+from alpha_rl.kernels.runtime import KernelRuntime
 
 
 @dataclass
@@ -30,7 +29,6 @@ class Session:
     backend: Backend
     backend_reason: str
     runtime: KernelRuntime
-    kernels: dict[str, BoundKernel]
     isv: DeviceIsv
 
 
@@ -50,7 +48,8 @@ def cubin_dir(cfg: DictConfig) -> Path:
 
 @contextmanager
 def open_session(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> Iterator[Session]:
-    """Validate `cfg`, open its backend, bind every kernel and upload the ISV."""
+    """Validate `cfg`, open its backend and its kernel runtime, and upload the ISV (the parts
+    bind the kernels they launch)."""
     layout = layout_from_config(cfg, choices)
     defines = build_defines(cfg)
     cubins = cubin_dir(cfg)
@@ -59,8 +58,7 @@ def open_session(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> I
     )
     try:
         runtime = KernelRuntime(backend, defines, cubin_dir=cubins)
-        kernels = {decl.name: runtime.bind(decl) for decl in all_kernels()}
         isv = DeviceIsv(layout, backend)
-        yield Session(cfg, backend, reason, runtime, kernels, isv)
+        yield Session(cfg, backend, reason, runtime, isv)
     finally:
         backend.close()

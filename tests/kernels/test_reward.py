@@ -40,5 +40,7 @@ def test_reward_component_ema_matches_reference(
 
 def test_null_isv_is_a_no_op(cuda_backend) -> None:
     ema = KernelRuntime(cuda_backend, {"RC_STRIDE": 7}).bind(reward.COMPONENT_EMA)
-    ema(rc=cuda_backend.upload(np.ones(70, np.float32)), isv=None, n=10, ema_idx=0, alpha_idx=1)
+    rc = cuda_backend.upload(np.ones(70, np.float32))
+    ema(rc=rc, isv=None, n=10, ema_idx=0, alpha_idx=1)
     cuda_backend.synchronize()
+    assert ema.launches == 1 and cuda_backend.download(rc).tolist() == [1.0] * 70

@@ -95,8 +95,10 @@ def test_two_swapped_names_reach_the_oracle_as_named() -> None:
 
 
 def test_nullable_pointer_accepts_none(runtime: KernelRuntime) -> None:
-    runtime.bind(reward.COMPONENT_EMA)(rc=np.ones(14, np.float32), isv=None, n=2, ema_idx=0,
-                                       alpha_idx=1)  # fmt: skip
+    """A NULL ISV reaches the oracle as None: it launches, reads rc, writes nothing."""
+    ema, rc = runtime.bind(reward.COMPONENT_EMA), np.ones(14, np.float32)
+    ema(rc=rc, isv=None, n=2, ema_idx=0, alpha_idx=1)
+    assert ema.launches == 1 and rc.tolist() == [1.0] * 14
 
 
 def test_unregistered_declaration_is_refused(runtime: KernelRuntime) -> None:

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.slow  # whole sweeps in subprocesses: 20-60 s each
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
 

@@ -7,10 +7,12 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
+from alpha_rl.errors import ReplayError
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.evaluate import Evaluator, sharpe
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
 from alpha_rl.session import open_session
 from tests.helpers import compose_train
 
@@ -195,3 +197,15 @@ def test_forward_her_fires_at_the_default_config() -> None:
             trainer.step()
         _, diag = trainer.read_log_point()
     assert diag["hindsight"]["forward_total"] > 0 and diag["hindsight"]["backward_total"] > 0
+
+
+def test_a_log_point_refuses_a_batch_sampled_from_an_empty_replay() -> None:
+    with trainer_for([]) as (trainer, _):
+        for _ in range(12):
+            trainer.step()
+        trainer.read_log_point()  # healthy: the flag is clear
+        state = trainer.replay.read_state()
+        state[STATUS] |= STATUS_EMPTY_SAMPLE  # what per_sample sets on an empty buffer
+        trainer.backend.write(trainer.replay.arrays["state"], state)
+        with pytest.raises(ReplayError, match="sampled while the replay buffer was empty"):
+            trainer.read_log_point()

@@ -156,6 +156,7 @@ class Trainer:
         stats = self.env.harvest_trade_stats()
         m |= {"trade/pnl": stats.realised, "trade/capture_ratio": stats.capture_ratio,
               "trade/count": float(stats.trades)}  # fmt: skip
+        self.replay.check()  # a batch sampled from an empty buffer is a bug, not a number
         size = self.replay.size()
         synthetic = self.backend.download(self.replay.arrays["s_synthetic"][:size])
         m |= {"replay/size": float(size), "replay/synthetic_frac": float(synthetic.mean())}
