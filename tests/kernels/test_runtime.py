@@ -118,7 +118,39 @@ def test_scalars_reach_the_oracle_as_declared_numpy_types() -> None:
     kernel = BoundKernel(
         rng.FILL, NumpyBackend(), lambda grid, args, _: seen.update(grid=grid, args=args)
     )
-    kernel(out_u32=np.zeros(1, np.uint32), out_uniform=np.zeros(1, np.float32), n=600,
+    kernel(out_u32=np.zeros(600, np.uint32), out_uniform=np.zeros(600, np.float32), n=600,
            seed=np.uint32(5), rng_stream=2, offset=np.int64(3))  # fmt: skip
     assert [type(v) for v in seen["args"][2:]] == [np.int32, np.uint64, np.uint32, np.uint64]
     assert seen["grid"] == (3, 1, 1)
+
+
+def fixture_kernel():
+    """A kernel of two differently shaped arrays: x [n] in, y [n * H] out."""
+    from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
+    from alpha_rl.kernels.runtime import BoundKernel
+
+    decl = Stem("fixture").kernel(
+        "fixture_spread", In("x", np.float32, "n"), Out("y", np.float32, "n*H"),
+        Scalar("n", np.int32), Scalar("H", np.int32), launch=Grid1D("n"),
+    )  # fmt: skip
+    return BoundKernel(decl, NumpyBackend(), lambda grid, args, stream: None)
+
+
+def test_a_mislabelled_call_is_refused_at_bind_naming_the_argument_and_its_shape() -> None:
+    kernel = fixture_kernel()
+    x, y = np.zeros(8, np.float32), np.zeros(8 * 4, np.float32)
+    kernel(x=x, y=y, n=8, H=4)  # right
+    with pytest.raises(KernelCallError, match=r"fixture_spread: y has 8 elements, fewer than its "
+                       r"shape n\*H = 32 \(n=8, H=4\)"):  # fmt: skip
+        kernel(x=y, y=x, n=8, H=4)  # the two swapped by name
+    with pytest.raises(KernelCallError, match=r"fixture_spread: x has 7 elements, fewer than its "
+                       r"shape n = 8 \(n=8\)"):  # fmt: skip
+        kernel(x=x[:7], y=y, n=8, H=4)  # one element short
+    assert kernel.launches == 1
+
+
+def test_the_declared_shapes_are_checked_on_a_real_kernel(runtime: KernelRuntime) -> None:
+    ema = runtime.bind(reward.COMPONENT_EMA)  # rc [n * RC_STRIDE], RC_STRIDE = 7 here
+    with pytest.raises(KernelCallError, match=r"rc has 14 elements, fewer than its shape "
+                       r"n\*RC_STRIDE = 21 \(n=3, RC_STRIDE=7\)"):  # fmt: skip
+        ema(rc=np.ones(14, np.float32), isv=None, n=3, ema_idx=0, alpha_idx=1)

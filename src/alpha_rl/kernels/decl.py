@@ -49,6 +49,9 @@ class Arg:
     dtype: np.dtype
     role: Role
     nullable: bool = False  # pointer may be None (NULL): the kernel must handle it
+    # the elements the kernel may touch, in named dims: the kernel's scalars and build defines
+    # ("n", "n*RC_STRIDE", "(mask+1)*H"); an array shorter than this is refused at the call
+    shape: str | None = None
 
     @property
     def is_pointer(self) -> bool:
@@ -64,14 +67,16 @@ class Arg:
         return "P" if self.is_pointer else _SCALAR_FORMAT[self.dtype]
 
 
-def In(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:
-    """A read-only device array argument (`const T* __restrict__`)."""
-    return Arg(name, np.dtype(dtype), Role.IN, nullable)
+def In(name: str, dtype: type | np.dtype, shape: str | None = None, *,
+       nullable: bool = False) -> Arg:  # fmt: skip
+    """A read-only device array argument (`const T* __restrict__`) of `shape` elements."""
+    return Arg(name, np.dtype(dtype), Role.IN, nullable, shape)
 
 
-def Out(name: str, dtype: type | np.dtype, *, nullable: bool = False) -> Arg:
-    """A device array the kernel writes (it may also read it)."""
-    return Arg(name, np.dtype(dtype), Role.OUT, nullable)
+def Out(name: str, dtype: type | np.dtype, shape: str | None = None, *,
+        nullable: bool = False) -> Arg:  # fmt: skip
+    """A device array the kernel writes (it may also read it) of `shape` elements."""
+    return Arg(name, np.dtype(dtype), Role.OUT, nullable, shape)
 
 
 def Scalar(name: str, dtype: type | np.dtype) -> Arg:

@@ -21,11 +21,11 @@ def _tiles(v) -> int:
 
 # (A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu): the arguments of both gemm tiles
 GEMM_ARGS = (
-    In("A", F32),
-    In("B", F32),
-    In("bias", F32, nullable=True),
-    In("mask", F32, nullable=True),
-    Out("C", F32),
+    In("A", F32, "M*K"),
+    In("B", F32, "K*N"),
+    In("bias", F32, "N", nullable=True),
+    In("mask", F32, "M*N", nullable=True),
+    Out("C", F32, "M*N"),
     *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "relu")),
 )
 
@@ -47,10 +47,10 @@ ROWS_MAX_N, ROWS_PER_BLOCK = 8, 8  # MLP_ROWS_MAX_N, MLP_ROWS_WARPS
 
 GEMM_ROWS = STEM.kernel(
     "mlp_gemm_rows",
-    In("X", F32),
-    In("W", F32),
-    In("bias", F32, nullable=True),
-    Out("Y", F32),
+    In("X", F32, "M*K"),
+    In("W", F32, "N*K"),
+    In("bias", F32, "N", nullable=True),
+    Out("Y", F32, "M*N"),
     *(Scalar(name, I32) for name in ("M", "N", "K", "relu")),
     launch=Launch(block=32 * ROWS_PER_BLOCK, over="M", per_block=ROWS_PER_BLOCK),
     doc="Y = X W^T (+ bias) (ReLU) for N <= 8 outputs: a warp per row (the Q head)",
@@ -58,9 +58,9 @@ GEMM_ROWS = STEM.kernel(
 
 GEMM_PARTIAL = STEM.kernel(
     "mlp_gemm_partial",
-    In("A", F32),
-    In("B", F32),
-    Out("P", F32),
+    In("A", F32, "M*K"),
+    In("B", F32, "K*N"),
+    Out("P", F32, "splits*M*N"),
     *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "splits")),
     launch=Launch(block=256, blocks=lambda v: _tiles(v) * int(v["splits"])),
     doc="P[s] = op(A)[:, chunk s of K] @ op(B)[chunk s of K, :] (split-K, no epilogue)",
@@ -68,8 +68,8 @@ GEMM_PARTIAL = STEM.kernel(
 
 SUM_SPLITS = STEM.kernel(
     "mlp_sum_splits",
-    In("P", F32),
-    Out("C", F32),
+    In("P", F32, "splits*MN"),
+    Out("C", F32, "MN"),
     Scalar("MN", I32),
     Scalar("splits", I32),
     launch=Grid1D(over="MN", block=256),
@@ -78,8 +78,8 @@ SUM_SPLITS = STEM.kernel(
 
 BIAS_GRAD = STEM.kernel(
     "mlp_bias_grad",
-    In("dY", F32),
-    Out("db", F32),
+    In("dY", F32, "M*N"),
+    Out("db", F32, "N"),
     Scalar("M", I32),
     Scalar("N", I32),
     launch=Launch(block=1024, over="N", per_block=32),
@@ -88,8 +88,8 @@ BIAS_GRAD = STEM.kernel(
 
 DUELING_FORWARD = STEM.kernel(
     "mlp_dueling_forward",
-    In("VA", F32),
-    Out("Q", F32),
+    In("VA", F32, "M*(A+1)"),
+    Out("Q", F32, "M*A"),
     Scalar("M", I32),
     Scalar("A", I32),
     launch=Grid1D(over="M", block=128),
@@ -98,8 +98,8 @@ DUELING_FORWARD = STEM.kernel(
 
 DUELING_BACKWARD = STEM.kernel(
     "mlp_dueling_backward",
-    In("dQ", F32),
-    Out("dVA", F32),
+    In("dQ", F32, "M*A"),
+    Out("dVA", F32, "M*(A+1)"),
     Scalar("M", I32),
     Scalar("A", I32),
     launch=Grid1D(over="M", block=128),

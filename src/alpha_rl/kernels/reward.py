@@ -9,7 +9,7 @@ BLOCK = OneBlock(256)
 
 # (rc, isv, n, ema_idx, alpha_idx): an EMA over envs into ISV slots, alpha from isv[alpha_idx]
 EMA_ARGS = (
-    In("rc", np.float32),
+    In("rc", np.float32, "n*RC_STRIDE"),
     Out("isv", np.float32, nullable=True),
     Scalar("n", np.int32),
     Scalar("ema_idx", np.int32),
@@ -32,7 +32,7 @@ AUX_ALIGN_EMA = STEM.kernel(
 
 MAG_RATIO = STEM.kernel(
     "reward_mag_ratio",
-    In("rc", np.float32),
+    In("rc", np.float32, "n*RC_STRIDE"),
     Out("isv", np.float32, nullable=True),
     Scalar("n", np.int32),
     Scalar("abs_idx", np.int32),
@@ -44,10 +44,10 @@ MAG_RATIO = STEM.kernel(
 
 DECOMP_DIAG = STEM.kernel(
     "reward_decomp_diag",
-    In("rc", np.float32),
-    In("reward", np.float32),
-    In("prev_dir", np.int32),
-    Out("diag", np.float32),
+    In("rc", np.float32, "n*RC_STRIDE"),
+    In("reward", np.float32, "n"),
+    In("prev_dir", np.int32, "n"),
+    Out("diag", np.float32, "3*(4+RC_STRIDE)"),
     Scalar("n", np.int32),
     launch=BLOCK,
     doc="per position state: count, mean reward, mean |reward|, mean abs-sum, component means",

@@ -8,8 +8,8 @@ STEM = Stem("rng")
 
 FILL = STEM.kernel(
     "rng_fill",
-    Out("out_u32", np.uint32),
-    Out("out_uniform", np.float32),
+    Out("out_u32", np.uint32, "n"),
+    Out("out_uniform", np.float32, "n"),
     Scalar("n", np.int32),
     Scalar("seed", np.uint64),
     Scalar("rng_stream", np.uint32),

@@ -101,6 +101,7 @@ class BoundKernel:
         backend: Backend,
         launch: Callable[[tuple[int, int, int], list[Any], Any], None],
         raw: Callable[[Any], Any] = lambda array: array,
+        defines: Mapping[str, int] | None = None,
     ) -> None:
         self.decl = decl
         self._backend = backend
@@ -120,6 +121,26 @@ class BoundKernel:
         self.launches = 0  # calls that launched (or ran the oracle), for tests and audits
         self.audit: Any = None  # a KernelAudit while the runtime audits this kernel
         self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
+        self._defines: dict[str, int] = dict(defines or {})
+        self._shapes = [(i, a, compile(a.shape, f"<{decl.name}.{a.name} shape>", "eval"))
+                        for i, a in enumerate(decl.args) if a.is_pointer and a.shape]  # fmt: skip
+
+    def _check_lengths(self, args: tuple, values: list) -> None:
+        """Every array at least as long as its declared shape, evaluated on this call's scalars
+        and the build's defines; KernelCallError names the kernel, argument and shape."""
+        dims = self._defines | {name: int(values[i]) for i, name in self._scalar_names
+                                if self.decl.args[i].dtype.kind in "iu"}  # fmt: skip
+        for i, arg, code in self._shapes:
+            array = args[i]
+            if array is None:
+                continue
+            need = int(eval(code, {"__builtins__": {}}, dims))
+            if array.size < need:
+                used = ", ".join(f"{k}={dims[k]}" for k in code.co_names)
+                raise KernelCallError(
+                    f"{self.decl.name}: {arg.name} has {array.size} elements, fewer than its "
+                    f"shape {arg.shape} = {need} ({used})"
+                )
 
     def __call__(self, *positional: Any, stream: Any = None, **named: Any) -> None:
         """Launch with every argument by its declared name: `kernel(n=..., h=..., stream=s)`."""
@@ -139,6 +160,8 @@ class BoundKernel:
             )  # fmt: skip
         args = tuple(named[n] for n in self._names)
         values = [convert(v) for convert, v in zip(self._convert, args, strict=True)]
+        if self._shapes:
+            self._check_lengths(args, values)
         if self._blocks is not None:
             blocks = int(self._blocks({name: values[i] for i, name in self._scalar_names}))
             if blocks <= 0:
@@ -184,10 +207,13 @@ class KernelRuntime:
         stem = stems().get(decl.stem)
         if stem is None or stem.kernels.get(decl.name) is not decl:
             raise KernelCallError(f"{decl.name} is not a registered kernel of stem {decl.stem!r}")
+        defines = stem.select(self.defines)
         if self.backend.name == "numpy":
-            kernel = BoundKernel(decl, self.backend, self._oracle_launch(stem, decl))
+            kernel = BoundKernel(decl, self.backend, self._oracle_launch(stem, decl),
+                                 defines=defines)  # fmt: skip
         else:
-            kernel = BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address)
+            kernel = BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address,
+                                 defines)  # fmt: skip
         self.bound.append(kernel)
         return kernel
 
