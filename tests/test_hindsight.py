@@ -10,6 +10,7 @@ from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import HerConfig
+from alpha_rl.pipeline.config import plan_run
 from alpha_rl.reference import her as oracle
 from tests.helpers import compose_train
 from tests.her_scenarios import (
@@ -220,3 +221,18 @@ def test_her_config() -> None:
     assert HerConfig.from_cfg(compose_train(["her=backward"])[0].her) == HerConfig(True, False, 0)
     with pytest.raises(ConfigError, match=r"her\.closed_ring=100 must be a power of two"):
         HerConfig.from_cfg(compose_train(["her.closed_ring=100"])[0].her)
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("her.threshold=-1.5", r"her\.threshold=-1\.5 must be >= 0"),
+        ("her.priority_boost=0.5", r"her\.priority_boost=0\.5 must be >= 1"),
+        ("her.lookahead=0", r"her\.lookahead=0 must be a whole number of env steps >= 1"),
+        ("her.lookahead=2.5", r"her\.lookahead=2\.5 must be a whole number"),
+    ],
+)
+def test_her_settings_out_of_range_are_refused_naming_the_key(override: str, match: str) -> None:
+    cfg, _ = compose_train([override])
+    with pytest.raises(ConfigError, match=match):
+        plan_run(cfg)

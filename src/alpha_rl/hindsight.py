@@ -76,6 +76,21 @@ class HerConfig:
         ring = int(node.get("closed_ring", 0)) if node.forward else 0
         if node.forward and (ring < 1 or ring & (ring - 1)):
             raise ConfigError(f"her.closed_ring={ring} must be a power of two (see conf/her/)")
+        checks = [
+            (
+                "threshold",
+                lambda v: v >= 0,
+                ">= 0 (a multiple of the realised PnL; 0: every close with a positive peak)",
+            ),
+            ("priority_boost", lambda v: v >= 1, ">= 1 (a multiple of max priority)"),
+        ]
+        if node.forward:
+            checks.append(("lookahead", lambda v: v >= 1 and v == int(v),
+                           "a whole number of env steps >= 1"))  # fmt: skip
+        for key, ok, what in checks:
+            value = node.get(key)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+                raise ConfigError(f"her.{key}={value!r} must be {what} (see conf/her/)")
         return cls(bool(node.backward), bool(node.forward), ring)
 
 
