@@ -48,6 +48,14 @@
 #define DQN_ACT_DONE 2
 #define DQN_AUX_DONE 3
 
+ALPHA_RL_EXPORT(DQN_BLOCK);
+ALPHA_RL_EXPORT(DQN_MAX_BATCH);
+ALPHA_RL_EXPORT(DQN_AUX_ROWS);
+ALPHA_RL_EXPORT(DQN_ADAM_STEP);
+ALPHA_RL_EXPORT(DQN_ACT_STEP);
+ALPHA_RL_EXPORT(DQN_ACT_DONE);
+ALPHA_RL_EXPORT(DQN_AUX_DONE);
+
 __device__ __forceinline__ bool last_block_done(unsigned long long* counter) {
     __shared__ bool is_last;
     __syncthreads();

@@ -251,6 +251,10 @@ extern "C" __global__ void mlp_sum_splits(const float* __restrict__ P, float* __
 #define MLP_BG_COLS 32
 #define MLP_BG_LANES 32
 
+ALPHA_RL_EXPORT(MLP_BK);
+ALPHA_RL_EXPORT(MLP_ROWS_MAX_N);
+ALPHA_RL_EXPORT(MLP_ROWS_WARPS);
+
 extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
 mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {
     __shared__ float part[MLP_BG_LANES][MLP_BG_COLS + 1];

@@ -64,6 +64,7 @@ def _probe_stem(*args) -> Stem:
     return stem
 
 
+PROBE_TABLE = {"contract_probe": {"PROBE_WIDTH": 7}}  # the fixture's exported constant
 RIGHT = (
     In("x", np.float32),
     Out("y", np.float32),
@@ -73,7 +74,7 @@ RIGHT = (
 
 
 def test_matching_declaration_passes(probe_cubin: Path) -> None:
-    assert contract.cubin_problems(probe_cubin, _probe_stem(*RIGHT), {}) == []
+    assert contract.cubin_problems(probe_cubin, _probe_stem(*RIGHT), {}, PROBE_TABLE) == []
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,7 @@ def test_matching_declaration_passes(probe_cubin: Path) -> None:
     ],
 )
 def test_mismatched_declaration_is_caught(probe_cubin: Path, args: tuple, expected: str) -> None:
-    problems = contract.cubin_problems(probe_cubin, _probe_stem(*args), {})
+    problems = contract.cubin_problems(probe_cubin, _probe_stem(*args), {}, PROBE_TABLE)
     assert any(expected in p for p in problems), problems
 
 
@@ -108,7 +109,7 @@ def test_undeclared_and_missing_kernels_are_caught(probe_cubin: Path) -> None:
     stem.kernel(
         "contract_probe_gone", Out("y", np.float32), Scalar("n", np.int32), launch=Grid1D("n")
     )
-    problems = "\n".join(contract.cubin_problems(probe_cubin, stem, {}))
+    problems = "\n".join(contract.cubin_problems(probe_cubin, stem, {}, PROBE_TABLE))
     assert "contract_probe_undeclared: compiled but not declared" in problems
     assert (
         "contract_probe_gone: declared in alpha_rl.kernels.contract_probe but not in the cubin"
@@ -137,3 +138,44 @@ def test_block_beyond_launch_bounds_is_caught(built_cubins: Path) -> None:
 def test_check_raises_with_every_problem(tmp_path: Path) -> None:
     with pytest.raises(ContractError, match=r"rng\.cubin: missing; run `make cubins`"):
         contract.check(tmp_path, "90", stems())
+
+
+def test_every_exported_constant_equals_the_python_table(built_cubins: Path) -> None:
+    """The real cubins: what each exports is what reference/abi.py (and so every launcher and
+    oracle) uses; and the drifted AUX_ROWS copy of the oracle is gone."""
+    from alpha_rl.build import elf
+    from alpha_rl.reference import dqn as dqn_ref
+    from alpha_rl.reference.abi import CONSTANTS
+
+    exported = {}
+    for cubin in sorted((built_cubins / "sm_90").glob("*.cubin")):
+        stem = cubin.name.split(".")[0]
+        found = elf.constants_i32(cubin, contract.CONSTANT_PREFIX)
+        assert contract.constant_problems(stem, found) == [], cubin.name
+        exported |= {stem: found} if found else {}
+    assert exported == CONSTANTS
+    assert not hasattr(dqn_ref, "AUX_ROWS")
+
+
+def test_a_constant_that_differs_from_the_table_is_caught(probe_cubin: Path) -> None:
+    from alpha_rl.build import elf
+
+    found = elf.constants_i32(probe_cubin, contract.CONSTANT_PREFIX)
+    assert found == {"PROBE_WIDTH": 7}
+    assert (
+        contract.constant_problems("contract_probe", found, {"contract_probe": {"PROBE_WIDTH": 7}})
+        == []
+    )
+    assert contract.constant_problems(
+        "contract_probe", found, {"contract_probe": {"PROBE_WIDTH": 8}}
+    ) == ["alpha_rl_const_PROBE_WIDTH is 7 in the cubin but 8 in reference/abi.py"]
+    assert contract.constant_problems("contract_probe", found, {}) == [
+        "alpha_rl_const_PROBE_WIDTH is exported but not in reference/abi.py's "
+        "'contract_probe' table"
+    ]
+    assert contract.constant_problems(
+        "contract_probe", {}, {"contract_probe": {"PROBE_WIDTH": 7}}
+    ) == [
+        "reference/abi.py's PROBE_WIDTH (contract_probe) is not exported by the cubin "
+        "(ALPHA_RL_EXPORT)"
+    ]

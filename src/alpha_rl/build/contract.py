@@ -14,8 +14,10 @@ from pathlib import Path
 from alpha_rl.build import elf
 from alpha_rl.errors import ContractError
 from alpha_rl.kernels.decl import KernelDecl, Stem
+from alpha_rl.reference.abi import CONSTANTS
 
 ABI_VERSION = 1  # must equal ALPHA_RL_ABI in cuda/common.cuh
+CONSTANT_PREFIX = "alpha_rl_const_"  # ALPHA_RL_EXPORT in cuda/common.cuh
 
 
 def _describe(decl: KernelDecl, ordinal: int) -> str:
@@ -47,7 +49,8 @@ def kernel_problems(decl: KernelDecl, compiled: elf.CompiledKernel) -> list[str]
     return problems
 
 
-def cubin_problems(cubin: Path, stem: Stem, defines: Mapping[str, int]) -> list[str]:
+def cubin_problems(cubin: Path, stem: Stem, defines: Mapping[str, int],
+                   table: Mapping[str, Mapping[str, int]] = CONSTANTS) -> list[str]:  # fmt: skip
     """Every disagreement between a stem's declarations and one of its cubins."""
     compiled = elf.compiled_kernels(cubin)
     problems = [
@@ -66,7 +69,21 @@ def cubin_problems(cubin: Path, stem: Stem, defines: Mapping[str, int]) -> list[
     stride = elf.constant_i32(cubin, "alpha_rl_rc_stride")
     if stride != defines.get("RC_STRIDE", 0):
         problems.append(f"alpha_rl_rc_stride is {stride}, expected {defines.get('RC_STRIDE', 0)}")
+    problems += constant_problems(stem.name, elf.constants_i32(cubin, CONSTANT_PREFIX), table)
     return [f"{cubin.name}: {p}" for p in problems]
+
+
+def constant_problems(stem: str, exported: Mapping[str, int],
+                      table: Mapping[str, Mapping[str, int]] = CONSTANTS) -> list[str]:  # fmt: skip
+    """Where the constants a cubin exports and the Python table (reference/abi.py) disagree."""
+    want = table.get(stem, {})
+    problems = [f"{CONSTANT_PREFIX}{k} is {v} in the cubin but {want[k]} in reference/abi.py"
+                for k, v in sorted(exported.items()) if k in want and want[k] != v]  # fmt: skip
+    problems += [f"{CONSTANT_PREFIX}{k} is exported but not in reference/abi.py's {stem!r} table"
+                 for k in sorted(set(exported) - set(want))]  # fmt: skip
+    problems += [f"reference/abi.py's {k} ({stem}) is not exported by the cubin (ALPHA_RL_EXPORT)"
+                 for k in sorted(set(want) - set(exported))]  # fmt: skip
+    return problems
 
 
 def check(cubin_dir: Path, arch: str, stems: Mapping[str, Stem]) -> None:

@@ -98,6 +98,18 @@ def compiled_kernels(cubin: Path) -> dict[str, CompiledKernel]:
     return kernels
 
 
+def constants_i32(cubin: Path, prefix: str) -> dict[str, int]:
+    """Every 4-byte `__constant__` symbol named `prefix<NAME>`: {NAME: initial value}."""
+    out = {}
+    with _elffile(cubin) as elf:
+        symtab = elf.get_section_by_name(".symtab")
+        for sym in symtab.iter_symbols() if symtab is not None else ():
+            if sym.name.startswith(prefix) and sym["st_size"] == 4:
+                data = elf.get_section(sym["st_shndx"]).data()
+                out[sym.name[len(prefix) :]] = struct.unpack_from("<i", data, sym["st_value"])[0]
+    return out
+
+
 def constant_i32(cubin: Path, symbol: str) -> int | None:
     """Initial value of a 4-byte `__constant__` symbol, or None when the cubin lacks it."""
     with _elffile(cubin) as elf:

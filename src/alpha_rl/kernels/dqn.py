@@ -3,12 +3,14 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
+from alpha_rl.reference import dqn as ref
+from alpha_rl.reference.abi import DQN
 
 STEM = Stem("dqn")
 
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
-BLOCK, MAX_BATCH, AUX_ROWS = 1024, 4096, 64  # DQN_BLOCK, DQN_MAX_BATCH, DQN_AUX_ROWS
-ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3  # counters[]
+BLOCK, MAX_BATCH, AUX_ROWS = DQN["DQN_BLOCK"], DQN["DQN_MAX_BATCH"], DQN["DQN_AUX_ROWS"]
+ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = ref.ADAM_STEP, ref.ACT_STEP, ref.ACT_DONE, ref.AUX_DONE
 COUNTERS = 4
 
 GATHER = STEM.kernel(

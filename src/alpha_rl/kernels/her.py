@@ -4,13 +4,14 @@ import numpy as np
 
 from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
 from alpha_rl.kernels.per import STORAGE
+from alpha_rl.reference import her as ref
 
 STEM = Stem("her")
 
 F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
-BLOCK = 256  # HER_BLOCK: the replay's push granularity
-RING = 512  # HER_RING: per-env mid ring length
-STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2  # counters[]
+BLOCK = ref.BLOCK  # the replay's push granularity
+RING = ref.RING  # per-env mid ring length
+STEP, BACKWARD_TOTAL, FORWARD_TOTAL = ref.STEP, ref.BACKWARD_TOTAL, ref.FORWARD_TOTAL  # counters[]
 COUNTERS = 8
 
 REPLAY_OUT = (

@@ -3,6 +3,7 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
+from alpha_rl.reference.abi import MLP
 
 STEM = Stem("mlp")
 
@@ -43,7 +44,7 @@ GEMM_64 = STEM.kernel(
     doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
 )
 
-ROWS_MAX_N, ROWS_PER_BLOCK = 8, 8  # MLP_ROWS_MAX_N, MLP_ROWS_WARPS
+ROWS_MAX_N, ROWS_PER_BLOCK = MLP["MLP_ROWS_MAX_N"], MLP["MLP_ROWS_WARPS"]
 
 GEMM_ROWS = STEM.kernel(
     "mlp_gemm_rows",

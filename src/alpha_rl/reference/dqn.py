@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import DQN
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
-ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = 0, 1, 2, 3
-AUX_ROWS = 128
+ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = (
+    DQN[f"DQN_{k}"] for k in ("ADAM_STEP", "ACT_STEP", "ACT_DONE", "AUX_DONE")
+)  # counters[]
 
 
 def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, x_t, x_tp1,

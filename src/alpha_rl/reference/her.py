@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import HER
 from alpha_rl.reference.per import boosted_leaf, claim, write_rows
 
 F32 = np.float32
-RING, BLOCK = 512, 256
-STEP, BACKWARD_TOTAL, FORWARD_TOTAL = 0, 1, 2
-LAUNCH_TOTAL, RING_TOTAL = 4, 5  # the kernels' scratch words: the last launch's totals
+RING, BLOCK = HER["HER_RING"], HER["HER_BLOCK"]
+STEP, BACKWARD_TOTAL, FORWARD_TOTAL = (
+    HER["HER_STEP"],
+    HER["HER_BACKWARD_TOTAL"],
+    HER["HER_FORWARD_TOTAL"],
+)
+# the kernels' scratch words: the last launch's totals
+LAUNCH_TOTAL, RING_TOTAL = HER["HER_LAUNCH_TOTAL"], HER["HER_RING_TOTAL"]
 ACTION_LONG, ACTION_SHORT = 1, 2
 
 

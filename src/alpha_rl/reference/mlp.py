@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import MLP
+
 
 def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
     """The [rows, cols] matrix op(X) of a flat buffer (stored [cols, rows] when transposed)."""
@@ -33,7 +35,7 @@ def mlp_gemm_rows(X, W, bias, Y, M, N, K, relu) -> None:
     mlp_gemm(X, W, bias, None, Y, M, N, K, 0, 1, relu)
 
 
-BK = 32  # MLP_BK: split-K chunks are multiples of it
+BK = MLP["MLP_BK"]  # split-K chunks are multiples of it
 
 
 def split_chunk(K: int, splits: int) -> int:

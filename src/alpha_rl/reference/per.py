@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import PER
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
 # the launch constants of cuda/per.cu (a test checks they agree)
-FANOUT, PUSH_BLOCK, REDUCE_BLOCK, SAMPLE_BLOCK, UPDATE_BLOCK = 1024, 256, 256, 256, 1024
-MAX_BATCH, LANES = 4096, 32
-HEAD, TAG, TICKET, SAMPLE_EPOCH, SAMPLE_DONE, STATUS = 0, 1, 2, 3, 4, 5
-STATUS_EMPTY_SAMPLE = 1
-STATE_WORDS = 8
+FANOUT, PUSH_BLOCK, REDUCE_BLOCK, SAMPLE_BLOCK, UPDATE_BLOCK, MAX_BATCH = (
+    PER[f"PER_{k}"]
+    for k in ("FANOUT", "PUSH_BLOCK", "REDUCE_BLOCK", "SAMPLE_BLOCK", "UPDATE_BLOCK", "MAX_BATCH")
+)
+LANES = 32  # a warp
+HEAD, TAG, TICKET, SAMPLE_EPOCH, SAMPLE_DONE, STATUS = (
+    PER[f"PER_{k}"] for k in ("HEAD", "TAG", "TICKET", "SAMPLE_EPOCH", "SAMPLE_DONE", "STATUS")
+)
+STATUS_EMPTY_SAMPLE, STATE_WORDS = PER["PER_STATUS_EMPTY_SAMPLE"], PER["PER_STATE_WORDS"]
 
 
 def tree_layout(capacity: int) -> tuple[np.ndarray, int]:
