@@ -9,7 +9,7 @@ import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import IsvLayoutError
-from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.isv import ABSENT, DeviceIsv, layout_from_config
 from tests.helpers import compose_fixed
 
 HER = ("on", "off", "backward", "forward")
@@ -143,3 +143,10 @@ def test_device_isv_holds_the_initial_values_and_table_lists_every_slot() -> Non
     for slot in layout.slots:
         assert slot.name in table
     assert "549" in table and "her=on" in table
+
+
+def test_one_lookup_gives_a_slot_index_or_absent() -> None:
+    cfg, choices = compose_fixed(["her='off'"])
+    layout = layout_from_config(cfg, choices)
+    assert layout.index_or_absent("per_beta") == int(layout.index("per_beta"))
+    assert layout.index_or_absent("her_threshold") == ABSENT == -1  # her='off' declares none

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, require
-from alpha_rl.isv import DeviceIsv
+from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import dqn, mlp
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.rng import Stream, rng_uniform
@@ -250,7 +250,7 @@ class AgentConfig:
 
 
 def _slot(isv: DeviceIsv | None, name: str) -> int:
-    return int(isv.layout.index(name)) if isv is not None and name in isv.layout.names() else -1
+    return isv.layout.index_or_absent(name) if isv is not None else ABSENT
 
 
 class Learner:

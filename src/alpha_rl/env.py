@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, require
-from alpha_rl.isv import DeviceIsv, IsvLayout
+from alpha_rl.isv import ABSENT, DeviceIsv, IsvLayout
 from alpha_rl.kernels import experience, perception, reward
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
@@ -162,9 +162,8 @@ class SlotIndices:
 
     @classmethod
     def from_layout(cls, layout: IsvLayout, rc_stride: int) -> SlotIndices:
-        names = set(layout.names())
-        at = lambda name: int(layout.index(name)) if name in names else -1  # noqa: E731
-        stride7 = lambda name: at(name) if rc_stride == 7 else -1  # noqa: E731
+        at = layout.index_or_absent
+        stride7 = lambda name: at(name) if rc_stride == 7 else ABSENT  # noqa: E731
         return cls(
             at("reward_weight"), at("reward_scale"), at("opp_cost_kappa"),
             at("inventory_lambda"), at("drawdown_rho"), stride7("w_aux_align"),

@@ -121,8 +121,7 @@ class Hindsight:
             self.arrays["ring_claim"] = be.zeros(B, I64)
             self.arrays["ring_state"] = be.zeros(8, U64)
             self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
-        names = set(isv.layout.names())
-        at = lambda n: int(isv.layout.index(n)) if n in names else -1  # noqa: E731
+        at = isv.layout.index_or_absent
         self.slots = {
             "threshold": at("her_threshold"),
             "boost": at("her_priority_boost"),

@@ -21,6 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import IsvLayoutError
 
+ABSENT = -1  # the slot index kernels read as "not in this layout"
+
 KINDS = ("param", "diag")  # param: read by kernels; diag: written by kernels
 
 
@@ -150,6 +152,11 @@ class IsvLayout:
     def index(self, name: str) -> np.int32:
         """Slot index as the np.int32 kernels take."""
         return np.int32(self.slot(name).index)
+
+    def index_or_absent(self, name: str) -> int:
+        """The slot's index, or ABSENT (-1: the kernels' "no such slot") when the layout has none
+        (a variant that does not declare it)."""
+        return next((s.index for s in self.slots if s.name == name), ABSENT)
 
     def initial_values(self) -> np.ndarray:
         """The [size] float32 vector with every slot's initial values (zeros elsewhere)."""

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, ReplayError, require
-from alpha_rl.isv import DeviceIsv
+from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import per
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
@@ -122,9 +122,7 @@ class Replay:
             level_slice = slice(offset, offset + size)
             sums, maxima = self.arrays["tree"][level_slice], self.arrays["tree_max"][level_slice]
             self._levels.append((sums, maxima, size))
-        self.beta_idx = -1
-        if isv is not None and "per_beta" in isv.layout.names():
-            self.beta_idx = int(isv.layout.index("per_beta"))
+        self.beta_idx = isv.layout.index_or_absent("per_beta") if isv is not None else ABSENT
         bind = runtime.bind
         self._push, self._reduce = bind(per.PUSH), bind(per.TREE_REDUCE)
         self._sample, self._update = bind(per.SAMPLE), bind(per.UPDATE)
