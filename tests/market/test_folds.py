@@ -12,8 +12,9 @@ import pytest
 
 from alpha_rl.errors import ConfigError, MarketDataError
 from alpha_rl.market import Fold, WalkForward, divide, load_market
-from alpha_rl.market.folds import MIN_TEST_TICKS, Window
+from alpha_rl.market.folds import Window
 from alpha_rl.pipeline.config import plan_run
+from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 from tests.helpers import compose_train
 
 CASES = 300
@@ -36,7 +37,7 @@ def random_walk_forward(gen: np.random.Generator) -> tuple[int, WalkForward]:
     K = int(gen.integers(1, 7))
     history = int(gen.integers(1, 65))
     frac = float(gen.uniform(0.01, 0.9 / K))
-    T = int(gen.integers(max(400, int(MIN_TEST_TICKS / frac) + 1), 20_000))
+    T = int(gen.integers(max(400, int(MIN_EPISODE_TICKS / frac) + 1), 20_000))
     embargo = history + int(gen.integers(0, 100))
     scheme = str(gen.choice(["rolling", "anchored"]))
     return T, WalkForward(K, scheme, frac, embargo, history, int(gen.integers(0, K)))

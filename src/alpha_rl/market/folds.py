@@ -24,11 +24,11 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from alpha_rl.errors import ConfigError, MarketDataError
+from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 
 VALIDATIONS = ("single", "walk_forward")
 SCHEMES = ("rolling", "anchored")
-MIN_TRAIN_STEPS = 2  # a training window needs this many steppable ticks beyond its history
-MIN_TEST_TICKS = 3  # a test window needs a tick to start at, a next tick and the forced close
+MIN_PART_TICKS = 2  # validation=single: each part needs a current and a next tick
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,10 @@ class SingleSplit:
 
     def fold(self, T: int, source: str) -> Fold:
         cut = round(T * self.split)
-        if min(cut, T - cut) < MIN_TEST_TICKS - 1:
+        if min(cut, T - cut) < MIN_PART_TICKS:
             raise MarketDataError(
                 f"{source}: validation.split={self.split} of {T} ticks leaves {cut} for training "
-                f"and {T - cut} held out; each part needs at least {MIN_TEST_TICKS - 1} ticks: "
+                f"and {T - cut} held out; each part needs at least {MIN_PART_TICKS} ticks: "
                 "use a longer series (market.ticks, or a longer file) or move validation.split "
                 "toward 0.5"
             )
@@ -129,15 +129,15 @@ class WalkForward:
         n_train = first_test - self.embargo
         where = (f"{source}: validation=walk_forward with {self.folds} folds of test_fraction "
                  f"{self.test_fraction} on {T} ticks")  # fmt: skip
-        if n_test < MIN_TEST_TICKS:
+        if n_test < MIN_EPISODE_TICKS:
             raise MarketDataError(
-                f"{where} gives test windows of {n_test} ticks, fewer than {MIN_TEST_TICKS}: "
+                f"{where} gives test windows of {n_test} ticks, fewer than {MIN_EPISODE_TICKS}: "
                 "raise validation.test_fraction or use a longer series"
             )
-        if n_train < self.history + MIN_TRAIN_STEPS + 1:
+        if n_train < self.history + MIN_EPISODE_TICKS:
             raise MarketDataError(
                 f"{where} and an embargo of {self.embargo} ticks leaves {max(n_train, 0)} ticks to "
-                f"train fold 0, fewer than the {self.history + MIN_TRAIN_STEPS + 1} a run needs "
+                f"train fold 0, fewer than the {self.history + MIN_EPISODE_TICKS} a run needs "
                 f"({self.history} of perception history): lower validation.folds, "
                 "validation.test_fraction or validation.embargo, or use a longer series"
             )

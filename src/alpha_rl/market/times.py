@@ -24,11 +24,11 @@ from pandas.api.types import (
 )
 
 from alpha_rl.errors import MarketDataError
+from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 
 log = logging.getLogger(__name__)
 
 PANDAS_FORMATS = ("ISO8601", "mixed")  # the named formats pd.to_datetime accepts besides %-codes
-MIN_SESSION_TICKS = 3  # an env needs a current tick, a next tick and a step before the forced close
 _MIXED_ZONES = "Mixed timezones"  # pandas' ValueError when a column mixes offsets
 
 Gap = pd.Timedelta | float  # a session gap: a duration (times) or a number (plain-number stamps)
@@ -204,7 +204,7 @@ def _log_sessions(
     )
     starts = np.concatenate([[0], breaks])
     lengths = np.diff(np.append(starts, stamps.values.size))
-    short = np.flatnonzero(lengths < MIN_SESSION_TICKS)
+    short = np.flatnonzero(lengths < MIN_EPISODE_TICKS)
     if short.size:
         log.warning(
             "%s: %d session(s) shorter than %d ticks, the first beginning at %s; no env "
@@ -212,6 +212,6 @@ def _log_sessions(
             "market.session_gap to merge them",
             source,
             short.size,
-            MIN_SESSION_TICKS,
+            MIN_EPISODE_TICKS,
             row(int(starts[short[0]])),
         )

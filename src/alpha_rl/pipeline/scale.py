@@ -39,9 +39,14 @@ class RewardScale:
     moves: int  # steps averaged
 
     @property
+    def typical_move(self) -> float:
+        """Money a held position gains or loses in a typical step: mean move x lot_mult."""
+        return self.mean_move * self.lot_mult
+
+    @property
     def typical_reward(self) -> float:
-        """|reward| of a typical step of a held position: mean move x lot_mult x scale."""
-        return self.mean_move * self.lot_mult * self.value
+        """|reward| of a typical step of a held position: the typical move x the scale."""
+        return self.typical_move * self.value
 
     def describe(self, currency: str) -> str:
         """One log line: the scale and where it came from."""
@@ -49,7 +54,7 @@ class RewardScale:
                 f"training steps x env.multiplier x env.lot {self.lot_mult:g}")  # fmt: skip
         if self.auto:
             return (f"reward.scale=auto: {self.value:.6g} = 1 / ({move} = "
-                    f"{self.mean_move * self.lot_mult:.6g} {currency}); a typical step's reward "
+                    f"{self.typical_move:.6g} {currency}); a typical step's reward "
                     "is 1")  # fmt: skip
         return (f"reward.scale={self.value:g} (fixed): a typical step's reward is "
                 f"{self.typical_reward:.4g} ({move})")  # fmt: skip
@@ -128,7 +133,7 @@ def warn_if_fees_dominate(scale: RewardScale, cfg: DictConfig) -> str | None:
     typical step moves of a position: usually env.multiplier or env.fee_per_lot is not the
     instrument's (the scale normalises the moves, not the fees)."""
     fee = float(cfg.env.fee_per_lot) * float(cfg.env.lot)
-    move = scale.mean_move * scale.lot_mult
+    move = scale.typical_move
     limit = float(cfg.reward.fee_moves_max)
     if fee <= limit * move:
         return None

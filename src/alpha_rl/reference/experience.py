@@ -31,6 +31,11 @@ def start_index(seed: int, env: np.ndarray, episode: np.ndarray, count: int) -> 
     return ((bits * np.uint64(count)) >> np.uint64(32)).astype(np.int64)
 
 
+# ticks of a session an episode needs beyond its history: a start tick t with t + 1 <
+# session_last[t] (start_ticks), so t, t + 1 and the session's last tick
+MIN_EPISODE_TICKS = 3
+
+
 def start_ticks(session_last: np.ndarray, history: int) -> np.ndarray:
     """[S] int32: the ticks an episode may start at: t >= history whose first step is not the
     forced close (t + 1 < session_last[t]). Without sessions, history .. T - 3."""
