@@ -47,6 +47,7 @@
 #define DQN_ACT_STEP 1
 #define DQN_ACT_DONE 2
 #define DQN_AUX_DONE 3
+#define DQN_COUNTERS 4  // u64 words of a counters array
 
 ALPHA_RL_EXPORT(DQN_BLOCK);
 ALPHA_RL_EXPORT(DQN_MAX_BATCH);
@@ -55,6 +56,7 @@ ALPHA_RL_EXPORT(DQN_ADAM_STEP);
 ALPHA_RL_EXPORT(DQN_ACT_STEP);
 ALPHA_RL_EXPORT(DQN_ACT_DONE);
 ALPHA_RL_EXPORT(DQN_AUX_DONE);
+ALPHA_RL_EXPORT(DQN_COUNTERS);
 
 __device__ __forceinline__ bool last_block_done(unsigned long long* counter) {
     __shared__ bool is_last;

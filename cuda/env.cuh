@@ -7,11 +7,18 @@
 // for instruments whose absolute price is large.
 #pragma once
 
+#include "common.cuh"
 #include "rng.cuh"
 
 #define ACTION_FLAT 0
 #define ACTION_LONG 1
 #define ACTION_SHORT 2
+#define ACTIONS 3  // the Q-network's outputs: one per action
+
+ALPHA_RL_EXPORT(ACTION_FLAT);
+ALPHA_RL_EXPORT(ACTION_LONG);
+ALPHA_RL_EXPORT(ACTION_SHORT);
+ALPHA_RL_EXPORT(ACTIONS);
 
 __device__ __forceinline__ int action_direction(int action) {
     return action == ACTION_LONG ? 1 : (action == ACTION_SHORT ? -1 : 0);

@@ -71,8 +71,10 @@ struct MlpTile {
     static constexpr int LA = BM * MLP_BK / MLP_THREADS;  // A elements each thread stages
     static constexpr int LB = BN * MLP_BK / MLP_THREADS;
 };
-using MlpSmall = MlpTile<32, 32, 2, 2>;  // mlp_gemm, mlp_gemm_partial
-using MlpWide = MlpTile<64, 64, 4, 4>;   // mlp_gemm_64
+#define MLP_TILE 32       // output tile side of mlp_gemm and mlp_gemm_partial
+#define MLP_WIDE_TILE 64  // output tile side of mlp_gemm_64
+using MlpSmall = MlpTile<MLP_TILE, MLP_TILE, 2, 2>;  // mlp_gemm, mlp_gemm_partial
+using MlpWide = MlpTile<MLP_WIDE_TILE, MLP_WIDE_TILE, 4, 4>;  // mlp_gemm_64
 
 // The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
 // The next K-step's elements are fetched into registers while the current one is multiplied
@@ -252,8 +254,13 @@ extern "C" __global__ void mlp_sum_splits(const float* __restrict__ P, float* __
 #define MLP_BG_LANES 32
 
 ALPHA_RL_EXPORT(MLP_BK);
+ALPHA_RL_EXPORT(MLP_THREADS);
+ALPHA_RL_EXPORT(MLP_TILE);
+ALPHA_RL_EXPORT(MLP_WIDE_TILE);
 ALPHA_RL_EXPORT(MLP_ROWS_MAX_N);
 ALPHA_RL_EXPORT(MLP_ROWS_WARPS);
+ALPHA_RL_EXPORT(MLP_BG_COLS);
+ALPHA_RL_EXPORT(MLP_BG_LANES);
 
 extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
 mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {

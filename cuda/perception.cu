@@ -21,6 +21,7 @@
 #include "common.cuh"
 
 #define PERCEPTION_MAX_FEATURES 32
+#define PERCEPTION_EXTRA_FEATURES 7  // F = K + 7: spread, two imbalances, direction, PnL, time, gap
 
 #define MUL __fmul_rn
 #define ADD __fadd_rn
@@ -37,8 +38,13 @@ __device__ __forceinline__ float imbalance(float bid_size, float ask_size) {
     return total > 0.0f ? DIV(SUB(bid_size, ask_size), total) : 0.0f;
 }
 
-#define PERCEPTION_ENVS 32
-#define PERCEPTION_THREADS 256
+#define PERCEPTION_ENVS 32      // envs per block
+#define PERCEPTION_THREADS 256  // threads per block
+
+ALPHA_RL_EXPORT(PERCEPTION_MAX_FEATURES);
+ALPHA_RL_EXPORT(PERCEPTION_EXTRA_FEATURES);
+ALPHA_RL_EXPORT(PERCEPTION_ENVS);
+ALPHA_RL_EXPORT(PERCEPTION_THREADS);
 
 // The features x [K + 7] of env b (see the header).
 __device__ __forceinline__ void perception_features(
@@ -79,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_obse
     __shared__ float xs[PERCEPTION_ENVS][PERCEPTION_MAX_FEATURES];
     const int first = blockIdx.x * PERCEPTION_ENVS;
     const int envs = min(PERCEPTION_ENVS, n - first);
-    const int F = K + 7;
+    const int F = K + PERCEPTION_EXTRA_FEATURES;
     if (threadIdx.x < envs) {
         const int b = first + threadIdx.x;
         perception_features(bid_px, ask_px, bid_sz, ask_sz, cursor[b], pos[b], trade_len[b],

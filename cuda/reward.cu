@@ -20,8 +20,13 @@
 #include "reward_layout.cuh"
 
 #define REWARD_BLOCK 256
-#define DECOMP_ROWS 3
-#define DECOMP_COLS (4 + RC_STRIDE)
+#define DECOMP_ROWS 3                            // flat, long, short
+#define DECOMP_LEAD 4                            // count, mean reward, mean |reward|, mean abs-sum
+#define DECOMP_COLS (DECOMP_LEAD + RC_STRIDE)    // ... then the mean of each component
+
+ALPHA_RL_EXPORT(REWARD_BLOCK);
+ALPHA_RL_EXPORT(DECOMP_ROWS);
+ALPHA_RL_EXPORT(DECOMP_LEAD);
 
 __device__ __forceinline__ float ema(float old, float a, float mean) {
     return (1.0f - a) * old + a * mean;

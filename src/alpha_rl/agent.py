@@ -22,10 +22,11 @@ from alpha_rl.errors import ConfigError, require
 from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import dqn, mlp
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference.abi import ENV_ACTIONS
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32, I32 = np.float32, np.int32
-ACTIONS = 3  # FLAT, LONG, SHORT
+ACTIONS = ENV_ACTIONS["ACTIONS"]  # FLAT, LONG, SHORT (cuda/env.cuh)
 SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
 # products that fill WIDE_MIN_BLOCKS 64 x 64 tiles over K >= WIDE_MIN_K run on mlp_gemm_64
 # (H200, benchmarks/gemm_shapes.py: 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles;

@@ -21,7 +21,13 @@ from alpha_rl.kernels import experience, perception, reward
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
 from alpha_rl.reference.experience import start_index, start_ticks
-from alpha_rl.reference.perception import feature_count, projection_weights
+from alpha_rl.reference.perception import (
+    EXTRA_FEATURES,
+    MAX_FEATURES,
+    feature_count,
+    projection_weights,
+)
+from alpha_rl.reference.reward import DECOMP_ROWS, decomp_cols, has_aux_align
 
 F32, I32 = np.float32, np.int32
 
@@ -78,7 +84,8 @@ class EnvConfig:
             (cfg.lot > 0 and cfg.multiplier > 0, "env.lot and env.multiplier must be > 0"),
             (cfg.fee_per_lot >= 0, "env.fee_per_lot must be >= 0"),
             (all(h >= 1 for h in cfg.perception.horizons), "env.perception.horizons must be >= 1"),
-            (cfg.perception.features <= 32, "env.perception.horizons: at most 25 horizons"),
+            (cfg.perception.features <= MAX_FEATURES,
+             f"env.perception.horizons: at most {MAX_FEATURES - EXTRA_FEATURES} horizons"),
             (cfg.perception.pnl_scale_ticks > 0 and cfg.perception.time_scale_steps > 0,
              "env.perception.pnl_scale_ticks and time_scale_steps must be > 0"),
             (cfg.perception.hidden_dim >= 1, "env.perception.hidden_dim must be >= 1"),
@@ -163,7 +170,7 @@ class SlotIndices:
     @classmethod
     def from_layout(cls, layout: IsvLayout, rc_stride: int) -> SlotIndices:
         at = layout.index_or_absent
-        stride7 = lambda name: at(name) if rc_stride == 7 else ABSENT  # noqa: E731
+        stride7 = lambda name: at(name) if has_aux_align(rc_stride) else ABSENT  # noqa: E731
         return cls(
             at("reward_weight"), at("reward_scale"), at("opp_cost_kappa"),
             at("inventory_lambda"), at("drawdown_rho"), stride7("w_aux_align"),
@@ -201,7 +208,7 @@ class Environment:
         self.arrays |= {name: be.zeros(n, F32) for name in STATE_F32 + OUT_F32 + STATS}
         self.arrays |= {name: be.zeros(n, np.uint8) for name in OUT_U8}
         self.arrays["rc"] = be.zeros(n * self.rc_stride, F32)
-        self.arrays["decomp"] = be.zeros(3 * (4 + self.rc_stride), F32)
+        self.arrays["decomp"] = be.zeros(DECOMP_ROWS * decomp_cols(self.rc_stride), F32)
         p = self.cfg.perception
         self.horizons = be.upload(np.asarray(p.horizons, I32))
         self.proj_w = self.proj_b = None
@@ -274,7 +281,7 @@ class Environment:
         a, s, n, isv = self.arrays, self.slots, self.num_envs, self.isv.array
         self._ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.component_ema, alpha_idx=s.ema_alpha,
                   stream=stream)  # fmt: skip
-        if self.rc_stride == 7:
+        if has_aux_align(self.rc_stride):
             self._aux_ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.aux_align_ema,
                           alpha_idx=s.ema_alpha, stream=stream)  # fmt: skip
         self._mag(rc=a["rc"], isv=isv, n=n, abs_idx=s.abs_ema, ratio_idx=s.mag_ratio,
@@ -293,4 +300,5 @@ class Environment:
 
     def read_decomp(self) -> np.ndarray:
         """The last reward decomposition as [3 (flat, long, short), 4 + RC_STRIDE] (a host copy)."""
-        return self.backend.download(self.arrays["decomp"]).reshape(3, 4 + self.rc_stride)
+        table = self.backend.download(self.arrays["decomp"])
+        return table.reshape(DECOMP_ROWS, decomp_cols(self.rc_stride))

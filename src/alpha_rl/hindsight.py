@@ -23,6 +23,7 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference import per
 from alpha_rl.replay import Replay
 
 F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
@@ -119,7 +120,7 @@ class Hindsight:
             self.arrays |= {k: be.zeros(R, dt) for k, dt in RING_STATE.items()}
             self.arrays["f_h"] = be.zeros(R * H, F32)
             self.arrays["ring_claim"] = be.zeros(B, I64)
-            self.arrays["ring_state"] = be.zeros(8, U64)
+            self.arrays["ring_state"] = be.zeros(per.STATE_WORDS, U64)
             self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
         at = isv.layout.index_or_absent
         self.slots = {

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import IsvLayoutError
+from alpha_rl.reference.reward import RC_AUX_ALIGN, has_aux_align
 
 ABSENT = -1  # the slot index kernels read as "not in this layout"
 
@@ -109,7 +110,7 @@ def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
     ]
     need.append(("per_beta", "the replay's importance weights"))
     need += [(name, "the learner") for name in ("loss_q", "loss_aux", "epsilon", "grad_norm")]
-    if cfg.reward.stride == 7:
+    if has_aux_align(int(cfg.reward.stride)):
         need += [
             (name, "reward=stride7")
             for name in ("w_aux_align", "reward_aux_align_ema", "aux_align_scale")
@@ -220,10 +221,10 @@ def _collect(cfg: DictConfig, choices: Mapping[str, str]) -> tuple[int, list[Slo
 def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
     """Validate the composed config's ISV slots; `choices` (Hydra's runtime.choices) names files."""
     choices = dict(choices or {})
-    if cfg.beta.mode == "active" and cfg.reward.stride != 7:
+    if cfg.beta.mode == "active" and not has_aux_align(int(cfg.reward.stride)):
         raise IsvLayoutError(
-            "beta=active needs reward=stride7: the β aux-align reward is component 6, which the "
-            f"{cfg.reward.stride}-component layout does not have; "
+            "beta=active needs reward=stride7: the β aux-align reward is component "
+            f"{RC_AUX_ALIGN}, which the {cfg.reward.stride}-component layout does not have; "
             "use reward=stride7 or beta=sentinel"
         )
     size, slots = _collect(cfg, choices)

@@ -12,12 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.select import open_backend
+from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.kernels.registry import build_axes
 from alpha_rl.kernels.runtime import KernelRuntime
 
 
@@ -33,8 +35,18 @@ class Session:
 
 
 def build_defines(cfg: DictConfig) -> dict[str, int]:
-    """The compile-time defines the configured variant needs its cubins built with."""
-    return {"RC_STRIDE": int(cfg.reward.stride)}
+    """The compile-time defines the configured variant needs its cubins built with: the value of
+    every build axis (alpha_rl.kernels) from its config key, refused when it is not one built."""
+    defines = {}
+    for axis in build_axes():
+        value = OmegaConf.select(cfg, axis.config)
+        if isinstance(value, bool) or not isinstance(value, int) or value not in axis.values:
+            raise ConfigError(
+                f"{axis.config}={value!r}: the kernels are built for {axis.define} in "
+                f"{', '.join(map(str, axis.values))}; choose one of those"
+            )
+        defines[axis.define] = value
+    return defines
 
 
 def cubin_dir(cfg: DictConfig) -> Path:

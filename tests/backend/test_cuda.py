@@ -57,7 +57,7 @@ def test_loaded_cubins_report_their_stride(cuda_backend) -> None:
     for stride in (6, 7):
         runtime = KernelRuntime(cuda_backend, {"RC_STRIDE": stride})
         module = runtime._module(stems()["reward"])
-        assert cuda_backend.module_constant_i32(module, "alpha_rl_rc_stride") == stride
+        assert cuda_backend.module_constant_i32(module, "alpha_rl_axis_RC_STRIDE") == stride
         assert cuda_backend.module_constant_i32(module, "alpha_rl_abi") == ABI_VERSION
 
 

@@ -35,9 +35,9 @@ def test_every_source_has_a_declared_stem_and_back() -> None:
 def test_cubins_expose_what_they_were_built_with(built_cubins: Path) -> None:
     for stride in RC_STRIDE.values:
         cubin = built_cubins / "sm_90" / f"reward.rc{stride}.cubin"
-        assert elf.constant_i32(cubin, "alpha_rl_rc_stride") == stride
+        assert elf.constants_i32(cubin, contract.AXIS_PREFIX) == {"RC_STRIDE": stride}
         assert elf.constant_i32(cubin, "alpha_rl_abi") == contract.ABI_VERSION
-    assert elf.constant_i32(built_cubins / "sm_90" / "rng.cubin", "alpha_rl_rc_stride") == 0
+    assert elf.constants_i32(built_cubins / "sm_90" / "rng.cubin", contract.AXIS_PREFIX) == {}
 
 
 def test_abi_version_matches_common_header() -> None:
@@ -122,7 +122,28 @@ def test_a_cubin_of_the_wrong_stride_is_caught(built_cubins: Path) -> None:
     problems = contract.cubin_problems(
         built_cubins / "sm_90" / "reward.rc6.cubin", reward, {"RC_STRIDE": 7}
     )
-    assert problems == ["reward.rc6.cubin: alpha_rl_rc_stride is 6, expected 7"]
+    assert problems == ["reward.rc6.cubin: alpha_rl_axis_RC_STRIDE is 6, expected 7"]
+
+
+def test_a_cubin_without_its_stems_axis_or_with_an_undeclared_one_is_caught(
+    built_cubins: Path,
+) -> None:
+    reward = stems()["reward"]
+    axisless = Stem("reward", kernels=reward.kernels)  # a declaration that forgot the axis
+    problems = contract.cubin_problems(built_cubins / "sm_90" / "reward.rc6.cubin", axisless, {})
+    assert problems == [
+        "reward.rc6.cubin: alpha_rl_axis_RC_STRIDE is exported, but alpha_rl.kernels.reward "
+        "declares no such axis"
+    ]
+    rng = stems()["rng"]
+    strided = Stem("rng", axes=(RC_STRIDE,), kernels=rng.kernels)
+    problems = contract.cubin_problems(
+        built_cubins / "sm_90" / "rng.cubin", strided, {"RC_STRIDE": 6}
+    )
+    assert problems == [
+        "rng.cubin: built without alpha_rl_axis_RC_STRIDE (ALPHA_RL_AXIS), though the stem's "
+        "axes name it"
+    ]
 
 
 def test_block_beyond_launch_bounds_is_caught(built_cubins: Path) -> None:

@@ -2,8 +2,9 @@
 
 For each cubin: the kernels it contains equal the kernels its stem declares; each kernel's
 parameter count, sizes and offsets equal the declaration's C-ABI layout; a `__launch_bounds__`
-block shape admits the declared block; and the build-info constants say the cubin was built with
-the ABI version and reward stride its file name claims.
+block shape admits the declared block; the build-info constants say the cubin was built with the
+ABI version and the value of each build axis its file name claims; and every constant it exports
+equals the one Python table of them (reference/abi.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from alpha_rl.reference.abi import CONSTANTS
 
 ABI_VERSION = 1  # must equal ALPHA_RL_ABI in cuda/common.cuh
 CONSTANT_PREFIX = "alpha_rl_const_"  # ALPHA_RL_EXPORT in cuda/common.cuh
+AXIS_PREFIX = "alpha_rl_axis_"  # ALPHA_RL_AXIS in cuda/common.cuh
 
 
 def _describe(decl: KernelDecl, ordinal: int) -> str:
@@ -66,11 +68,22 @@ def cubin_problems(cubin: Path, stem: Stem, defines: Mapping[str, int],
     abi = elf.constant_i32(cubin, "alpha_rl_abi")
     if abi != ABI_VERSION:
         problems.append(f"alpha_rl_abi is {abi}, expected {ABI_VERSION} (include common.cuh)")
-    stride = elf.constant_i32(cubin, "alpha_rl_rc_stride")
-    if stride != defines.get("RC_STRIDE", 0):
-        problems.append(f"alpha_rl_rc_stride is {stride}, expected {defines.get('RC_STRIDE', 0)}")
+    problems += axis_problems(stem, defines, elf.constants_i32(cubin, AXIS_PREFIX))
     problems += constant_problems(stem.name, elf.constants_i32(cubin, CONSTANT_PREFIX), table)
     return [f"{cubin.name}: {p}" for p in problems]
+
+
+def axis_problems(stem: Stem, defines: Mapping[str, int], built: Mapping[str, int]) -> list[str]:
+    """Where the axis values a cubin says it was built with (`alpha_rl_axis_<DEFINE>`) and the
+    variant it was loaded or checked for (`defines`, one value per axis of `stem`) disagree."""
+    want = {axis.define: int(defines[axis.define]) for axis in stem.axes}
+    problems = [f"{AXIS_PREFIX}{d} is {built[d]}, expected {v}"
+                for d, v in sorted(want.items()) if d in built and built[d] != v]  # fmt: skip
+    problems += [f"built without {AXIS_PREFIX}{d} (ALPHA_RL_AXIS), though the stem's axes name it"
+                 for d in sorted(set(want) - set(built))]  # fmt: skip
+    problems += [f"{AXIS_PREFIX}{d} is exported, but alpha_rl.kernels.{stem.name} declares no "
+                 f"such axis" for d in sorted(set(built) - set(want))]  # fmt: skip
+    return problems
 
 
 def constant_problems(stem: str, exported: Mapping[str, int],

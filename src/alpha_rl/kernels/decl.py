@@ -122,19 +122,22 @@ def OneBlock(block: int) -> Launch:
 
 @dataclass(frozen=True)
 class Axis:
-    """A compile-time build axis: a -D define with its allowed values and a file-name label."""
+    """A compile-time build axis: a -D define with its allowed values, a file-name label, and
+    the config key whose value picks it. Its cubins export the value as `alpha_rl_axis_<define>`
+    (ALPHA_RL_AXIS in cuda/common.cuh)."""
 
     define: str
     label: str
     values: tuple[int, ...]
+    config: str  # dotted key of the composed config, e.g. "reward.stride"
 
     def kwarg(self) -> str:
         """The keyword-only parameter name under which oracles receive the define."""
         return self.define.lower()
 
 
-# Reward components per sample (DESIGN §4): the experience kernel family is built for each.
-RC_STRIDE = Axis(define="RC_STRIDE", label="rc", values=(6, 7))
+# Reward components per sample (DESIGN §4): the experience and reward families are built for each.
+RC_STRIDE = Axis(define="RC_STRIDE", label="rc", values=(6, 7), config="reward.stride")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ STEM = Stem("dqn")
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 BLOCK, MAX_BATCH, AUX_ROWS = DQN["DQN_BLOCK"], DQN["DQN_MAX_BATCH"], DQN["DQN_AUX_ROWS"]
 ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = ref.ADAM_STEP, ref.ACT_STEP, ref.ACT_DONE, ref.AUX_DONE
-COUNTERS = 4
+COUNTERS = DQN["DQN_COUNTERS"]
 
 GATHER = STEM.kernel(
     "dqn_gather",
@@ -64,8 +64,8 @@ TD = STEM.kernel(
 GRAD_NORM = STEM.kernel(
     "dqn_grad_norm",
     In("grad", F32, "P"),
-    Out("stats", F32),
-    Out("counters", U64),
+    Out("stats", F32, "1"),
+    Out("counters", U64, "DQN_COUNTERS"),
     Out("isv", F32, nullable=True),
     Scalar("P", I32),
     Scalar("norm_idx", I32),
@@ -76,8 +76,8 @@ GRAD_NORM = STEM.kernel(
 ADAM = STEM.kernel(
     "dqn_adam",
     In("grad", F32, "P"),
-    In("stats", F32),
-    In("counters", U64),
+    In("stats", F32, "1"),
+    In("counters", U64, "DQN_COUNTERS"),
     Out("param", F32, "P"),
     Out("m", F32, "P"),
     Out("v", F32, "P"),
@@ -90,7 +90,7 @@ ADAM = STEM.kernel(
 TARGET_SYNC = STEM.kernel(
     "dqn_target_sync",
     In("param", F32, "P"),
-    In("counters", U64),
+    In("counters", U64, "DQN_COUNTERS"),
     Out("target", F32, "P"),
     Scalar("P", I32),
     Scalar("tau", F32),
@@ -103,7 +103,7 @@ ACT = STEM.kernel(
     "dqn_act",
     In("q", F32, "B*A"),
     Out("action", I32, "B"),
-    Out("counters", U64),
+    Out("counters", U64, "DQN_COUNTERS"),
     Out("isv", F32, nullable=True),
     Scalar("B", I32),
     Scalar("A", I32),
@@ -132,8 +132,8 @@ AUX_TRAIN = STEM.kernel(
     In("fill_mid", F32, "B"),
     In("post_mid", F32, "B"),
     Out("w", F32, "H+1"),
-    Out("partial", F32),
-    Out("counters", U64),
+    Out("partial", F32, "(B+DQN_AUX_ROWS-1)//DQN_AUX_ROWS*(H+3)"),
+    Out("counters", U64, "DQN_COUNTERS"),
     Out("isv", F32, nullable=True),
     Scalar("B", I32),
     Scalar("H", I32),

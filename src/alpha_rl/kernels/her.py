@@ -5,6 +5,7 @@ import numpy as np
 from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
 from alpha_rl.kernels.per import STORAGE
 from alpha_rl.reference import her as ref
+from alpha_rl.reference.abi import HER
 
 STEM = Stem("her")
 
@@ -12,13 +13,14 @@ F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
 BLOCK = ref.BLOCK  # the replay's push granularity
 RING = ref.RING  # per-env mid ring length
 STEP, BACKWARD_TOTAL, FORWARD_TOTAL = ref.STEP, ref.BACKWARD_TOTAL, ref.FORWARD_TOTAL  # counters[]
-COUNTERS = 8
+COUNTERS = HER["HER_COUNTERS"]
 
-REPLAY_OUT = (
-    *STORAGE,
-    Out("rstate", U64),
-    Out("rlookback", U64),
-)
+
+# the replay's storage, its push state and one lookback word per block of `rows` rows pushed
+def replay_out(rows: str) -> tuple:
+    return (*STORAGE, Out("rstate", U64, "PER_STATE_WORDS"),
+            Out("rlookback", U64, f"({rows}+HER_BLOCK-1)//HER_BLOCK"))  # fmt: skip
+
 
 TRACK = STEM.kernel(
     "her_track",
@@ -28,7 +30,7 @@ TRACK = STEM.kernel(
     In("episode", I32, "B"),
     In("fill_mid", F32, "B"),
     In("post_mid", F32, "B"),
-    Out("mid_ring", F32),
+    Out("mid_ring", F32, "B*HER_RING"),
     Out("count", I32, "B"),
     Out("entry_mid", F32, "B"),
     Out("peak_mid", F32, "B"),
@@ -38,7 +40,7 @@ TRACK = STEM.kernel(
     Out("snap_dir", I32, "B"),
     Out("snap_episode", I32, "B"),
     Out("last_episode", I32, "B"),
-    Out("counters", U64),
+    Out("counters", U64, "HER_COUNTERS"),
     Scalar("B", I32),
     launch=Grid1D(over="B", block=256),
     doc="per-env trade tracking: entry, peak in the trade's favour, mid ring, close snapshot",
@@ -54,11 +56,11 @@ INJECT = STEM.kernel(
     In("h_t", F32, "B*H"),
     In("eff_action", I32, "B"),
     In("max_leaf", F32, "1"),
-    *REPLAY_OUT,
+    *replay_out("B"),
     Out("ring_claim", I64, "B", nullable=True),
-    Out("ring_state", U64, nullable=True),
-    Out("ring_lookback", U64, nullable=True),
-    Out("counters", U64),
+    Out("ring_state", U64, "PER_STATE_WORDS", nullable=True),
+    Out("ring_lookback", U64, "(B+HER_BLOCK-1)//HER_BLOCK", nullable=True),
+    Out("counters", U64, "HER_COUNTERS"),
     Out("isv", F32),
     *(Scalar(name, I32) for name in ("B", "H", "S")),
     Scalar("mask", U64),
@@ -88,8 +90,8 @@ RECORD = STEM.kernel(
     In("snap_episode", I32, "B"),
     In("rc", F32, "B*S"),
     In("h_t", F32, "B*H"),
-    In("ring_state", U64),
-    In("counters", U64),
+    In("ring_state", U64, "PER_STATE_WORDS"),
+    In("counters", U64, "HER_COUNTERS"),
     Out("f_entry", F32, "R"),
     Out("f_exit_step", I64, "R"),
     Out("f_dir", I32, "R"),
@@ -114,8 +116,8 @@ FORWARD = STEM.kernel(
     In("post_mid", F32),
     In("max_leaf", F32, "1"),
     Out("f_dir", I32, "R"),
-    *REPLAY_OUT,
-    Out("counters", U64),
+    *replay_out("R"),
+    Out("counters", U64, "HER_COUNTERS"),
     Out("isv", F32),
     Scalar("R", I32),
     Scalar("H", I32),

@@ -8,7 +8,8 @@ from alpha_rl.reference.abi import MLP
 STEM = Stem("mlp")
 
 F32, I32 = np.float32, np.int32
-TILE, WIDE_TILE = 32, 64  # output tiles of mlp_gemm (and mlp_gemm_partial), of mlp_gemm_64
+# output tiles of mlp_gemm (and mlp_gemm_partial), of mlp_gemm_64; threads of each gemm block
+TILE, WIDE_TILE, THREADS = MLP["MLP_TILE"], MLP["MLP_WIDE_TILE"], MLP["MLP_THREADS"]
 
 
 def tiles(M: int, N: int, tile: int = TILE) -> int:
@@ -33,14 +34,14 @@ GEMM_ARGS = (
 GEMM = STEM.kernel(
     "mlp_gemm",
     *GEMM_ARGS,
-    launch=Launch(block=256, blocks=_tiles),
+    launch=Launch(block=THREADS, blocks=_tiles),
     doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
 )
 
 GEMM_64 = STEM.kernel(
     "mlp_gemm_64",
     *GEMM_ARGS,
-    launch=Launch(block=256, blocks=lambda v: tiles(v["M"], v["N"], WIDE_TILE)),
+    launch=Launch(block=THREADS, blocks=lambda v: tiles(v["M"], v["N"], WIDE_TILE)),
     doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
 )
 
@@ -63,7 +64,7 @@ GEMM_PARTIAL = STEM.kernel(
     In("B", F32, "K*N"),
     Out("P", F32, "splits*M*N"),
     *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "splits")),
-    launch=Launch(block=256, blocks=lambda v: _tiles(v) * int(v["splits"])),
+    launch=Launch(block=THREADS, blocks=lambda v: _tiles(v) * int(v["splits"])),
     doc="P[s] = op(A)[:, chunk s of K] @ op(B)[chunk s of K, :] (split-K, no epilogue)",
 )
 
@@ -83,7 +84,9 @@ BIAS_GRAD = STEM.kernel(
     Out("db", F32, "N"),
     Scalar("M", I32),
     Scalar("N", I32),
-    launch=Launch(block=1024, over="N", per_block=32),
+    launch=Launch(
+        block=MLP["MLP_BG_COLS"] * MLP["MLP_BG_LANES"], over="N", per_block=MLP["MLP_BG_COLS"]
+    ),
     doc="db[n] = sum_m dY[m, n] (32 columns x 32 row lanes per block)",
 )
 

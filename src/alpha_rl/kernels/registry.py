@@ -7,7 +7,7 @@ import pkgutil
 from functools import cache
 
 import alpha_rl.kernels as _pkg
-from alpha_rl.kernels.decl import KernelDecl, Stem
+from alpha_rl.kernels.decl import Axis, KernelDecl, Stem
 
 _NOT_STEMS = {"decl", "registry", "runtime"}
 
@@ -31,3 +31,9 @@ def stems() -> dict[str, Stem]:
 def all_kernels() -> list[KernelDecl]:
     """Every declared kernel, ordered by stem and name."""
     return [k for s in sorted(stems()) for _, k in sorted(stems()[s].kernels.items())]
+
+
+def build_axes() -> list[Axis]:
+    """Every build axis of any stem, each once, ordered by define."""
+    found = {axis.define: axis for stem in stems().values() for axis in stem.axes}
+    return [found[d] for d in sorted(found)]

@@ -3,9 +3,10 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import RC_STRIDE, In, OneBlock, Out, Scalar, Stem
+from alpha_rl.reference.abi import REWARD
 
 STEM = Stem("reward", axes=(RC_STRIDE,))
-BLOCK = OneBlock(256)
+BLOCK = OneBlock(REWARD["REWARD_BLOCK"])
 
 # (rc, isv, n, ema_idx, alpha_idx): an EMA over envs into ISV slots, alpha from isv[alpha_idx]
 EMA_ARGS = (
@@ -47,7 +48,7 @@ DECOMP_DIAG = STEM.kernel(
     In("rc", np.float32, "n*RC_STRIDE"),
     In("reward", np.float32, "n"),
     In("prev_dir", np.int32, "n"),
-    Out("diag", np.float32, "3*(4+RC_STRIDE)"),
+    Out("diag", np.float32, "DECOMP_ROWS*(DECOMP_LEAD+RC_STRIDE)"),
     Scalar("n", np.int32),
     launch=BLOCK,
     doc="per position state: count, mean reward, mean |reward|, mean abs-sum, component means",

@@ -23,12 +23,15 @@ import numpy as np
 
 from alpha_rl import paths
 from alpha_rl.backend.base import Backend
-from alpha_rl.build.contract import ABI_VERSION
+from alpha_rl.build.contract import ABI_VERSION, AXIS_PREFIX
 from alpha_rl.errors import CubinError, KernelCallError
 from alpha_rl.kernels.decl import Arg, KernelDecl, Stem
 from alpha_rl.kernels.registry import stems
+from alpha_rl.reference.abi import CONSTANTS
 
 Converter = Callable[[Any], Any]
+# every exported constant by name (each carries its stem's prefix), for the declared shapes
+_NAMED_CONSTANTS = {name: v for table in CONSTANTS.values() for name, v in table.items()}
 
 
 def _scalar_converter(decl: KernelDecl, arg: Arg) -> Converter:
@@ -101,7 +104,7 @@ class BoundKernel:
         backend: Backend,
         launch: Callable[[tuple[int, int, int], list[Any], Any], None],
         raw: Callable[[Any], Any] = lambda array: array,
-        defines: Mapping[str, int] | None = None,
+        dims: Mapping[str, int] | None = None,
     ) -> None:
         self.decl = decl
         self._backend = backend
@@ -121,14 +124,15 @@ class BoundKernel:
         self.launches = 0  # calls that launched (or ran the oracle), for tests and audits
         self.audit: Any = None  # a KernelAudit while the runtime audits this kernel
         self._scalar_names = [(i, a.name) for i, a in enumerate(decl.args) if not a.is_pointer]
-        self._defines: dict[str, int] = dict(defines or {})
+        self._dims: dict[str, int] = dict(dims or {})  # named sizes besides the scalars
         self._shapes = [(i, a, compile(a.shape, f"<{decl.name}.{a.name} shape>", "eval"))
                         for i, a in enumerate(decl.args) if a.is_pointer and a.shape]  # fmt: skip
 
     def _check_lengths(self, args: tuple, values: list) -> None:
         """Every array at least as long as its declared shape, evaluated on this call's scalars
-        and the build's defines; KernelCallError names the kernel, argument and shape."""
-        dims = self._defines | {name: int(values[i]) for i, name in self._scalar_names
+        and the named sizes of the stem (its build defines and exported constants);
+        KernelCallError names the kernel, argument and shape."""
+        dims = self._dims | {name: int(values[i]) for i, name in self._scalar_names
                                 if self.decl.args[i].dtype.kind in "iu"}  # fmt: skip
         for i, arg, code in self._shapes:
             array = args[i]
@@ -207,13 +211,12 @@ class KernelRuntime:
         stem = stems().get(decl.stem)
         if stem is None or stem.kernels.get(decl.name) is not decl:
             raise KernelCallError(f"{decl.name} is not a registered kernel of stem {decl.stem!r}")
-        defines = stem.select(self.defines)
+        dims = _NAMED_CONSTANTS | stem.select(self.defines)
         if self.backend.name == "numpy":
-            kernel = BoundKernel(decl, self.backend, self._oracle_launch(stem, decl),
-                                 defines=defines)  # fmt: skip
+            kernel = BoundKernel(decl, self.backend, self._oracle_launch(stem, decl), dims=dims)
         else:
             kernel = BoundKernel(decl, self.backend, self._cuda_launch(stem, decl), _device_address,
-                                 defines)  # fmt: skip
+                                 dims)  # fmt: skip
         self.bound.append(kernel)
         return kernel
 
@@ -283,16 +286,17 @@ class KernelRuntime:
         path = require_fresh(self._cubin_dir, paths.cuda_dir(), stem, chosen, self.backend.arch)
         module = self.backend.load_module(path)
         abi = self.backend.module_constant_i32(module, "alpha_rl_abi")
-        stride = self.backend.module_constant_i32(module, "alpha_rl_rc_stride")
         if abi != ABI_VERSION:
             raise CubinError(
                 f"{path}: built for ABI {abi}, expected {ABI_VERSION}; run `make cubins`"
             )
-        if stride != chosen.get("RC_STRIDE", 0):
-            raise CubinError(
-                f"{path}: compiled with RC_STRIDE={stride} but the config needs "
-                f"RC_STRIDE={chosen.get('RC_STRIDE', 0)}; run `make cubins`"
-            )
+        for define, value in chosen.items():
+            built = self.backend.module_constant_i32(module, f"{AXIS_PREFIX}{define}")
+            if built != value:
+                raise CubinError(
+                    f"{path}: compiled with {define}={built} but the config needs "
+                    f"{define}={value}; run `make cubins`"
+                )
         self._modules[stem.name] = module
         self.cubins[stem.name] = path
         return module

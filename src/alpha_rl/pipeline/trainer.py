@@ -29,6 +29,7 @@ from alpha_rl.kernels import experience, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
+from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
 
@@ -150,8 +151,8 @@ class Trainer:
             m |= {k: v for k, v in by_source.items() if not np.isnan(v)}  # NaN: no such row
         m["loss/l_aux"] = slot("loss_aux")
         ema = int(layout.index("reward_component_ema"))
-        m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(6)}
-        if self.rc_stride == 7:
+        m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(RC_CORE)}
+        if has_aux_align(self.rc_stride):
             m["reward/aux_align_ema"] = slot("reward_aux_align_ema")
         stats = self.env.harvest_trade_stats()
         m |= {"trade/pnl": stats.realised, "trade/capture_ratio": stats.capture_ratio,

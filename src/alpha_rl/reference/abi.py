@@ -6,14 +6,20 @@ exported constant of every cubin with this table, so the launchers and oracles, 
 values from here, cannot drift from the kernels.
 """
 
+# cuda/reward_layout.cuh and cuda/env.cuh, exported by every stem that includes them
+REWARD_LAYOUT = {"RC_CORE": 6, "RC_AUX_ALIGN": 6}
+ENV_ACTIONS = {"ACTION_FLAT": 0, "ACTION_LONG": 1, "ACTION_SHORT": 2, "ACTIONS": 3}
+
 CONSTANTS: dict[str, dict[str, int]] = {
     "dqn": {
         "DQN_BLOCK": 1024, "DQN_MAX_BATCH": 4096, "DQN_AUX_ROWS": 64,
         "DQN_ADAM_STEP": 0, "DQN_ACT_STEP": 1, "DQN_ACT_DONE": 2, "DQN_AUX_DONE": 3,
+        "DQN_COUNTERS": 4,
     },
     "her": {
         "HER_RING": 512, "HER_BLOCK": 256, "HER_STEP": 0, "HER_BACKWARD_TOTAL": 1,
-        "HER_FORWARD_TOTAL": 2, "HER_LAUNCH_TOTAL": 4, "HER_RING_TOTAL": 5,
+        "HER_FORWARD_TOTAL": 2, "HER_TRACK_DONE": 3, "HER_LAUNCH_TOTAL": 4, "HER_RING_TOTAL": 5,
+        "HER_COUNTERS": 8, **ENV_ACTIONS,
     },
     "per": {
         "PER_FANOUT": 1024, "PER_PUSH_BLOCK": 256, "PER_REDUCE_BLOCK": 256,
@@ -22,7 +28,18 @@ CONSTANTS: dict[str, dict[str, int]] = {
         "PER_SAMPLE_DONE": 4, "PER_STATUS": 5, "PER_STATE_WORDS": 8,
         "PER_STATUS_EMPTY_SAMPLE": 1,
     },
-    "mlp": {"MLP_BK": 32, "MLP_ROWS_MAX_N": 8, "MLP_ROWS_WARPS": 8},
+    "mlp": {
+        "MLP_BK": 32, "MLP_THREADS": 256, "MLP_TILE": 32, "MLP_WIDE_TILE": 64,
+        "MLP_ROWS_MAX_N": 8, "MLP_ROWS_WARPS": 8, "MLP_BG_COLS": 32, "MLP_BG_LANES": 32,
+    },
+    "perception": {
+        "PERCEPTION_MAX_FEATURES": 32, "PERCEPTION_EXTRA_FEATURES": 7, "PERCEPTION_ENVS": 32,
+        "PERCEPTION_THREADS": 256,
+    },
+    "reward": {**REWARD_LAYOUT, "REWARD_BLOCK": 256, "DECOMP_ROWS": 3, "DECOMP_LEAD": 4},
+    "experience": {**REWARD_LAYOUT, **ENV_ACTIONS},
 }  # fmt: skip
 
-DQN, HER, PER, MLP = (CONSTANTS[s] for s in ("dqn", "her", "per", "mlp"))
+DQN, HER, PER, MLP, PERCEPTION, REWARD = (
+    CONSTANTS[s] for s in ("dqn", "her", "per", "mlp", "perception", "reward")
+)

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import ENV_ACTIONS
+from alpha_rl.reference.reward import RC_AUX_ALIGN, RC_CORE, has_aux_align
 from alpha_rl.reference.rng import Stream, rng_u32
 
 F32 = np.float32
-ACTION_FLAT, ACTION_LONG, ACTION_SHORT = 0, 1, 2
+ACTION_FLAT, ACTION_LONG, ACTION_SHORT = (
+    ENV_ACTIONS[k] for k in ("ACTION_FLAT", "ACTION_LONG", "ACTION_SHORT")
+)
 
 
 def start_index(seed: int, env: np.ndarray, episode: np.ndarray, count: int) -> np.ndarray:
@@ -91,12 +95,17 @@ def experience_env_step(
     available = (dir_d * (peak - e_mid)) * lot_mult
     c[:, 0] = np.where(close, pnl, F32(0))
     c[:, 5] = np.where(close, -(_isv(isv, rho_idx, 0.0) * (peak_unrealised - pnl)), F32(0))
-    if rc_stride == 7 and aux_prob is not None and isv is not None and beta_scale_idx >= 0:
+    if (
+        has_aux_align(rc_stride)
+        and aux_prob is not None
+        and isv is not None
+        and beta_scale_idx >= 0
+    ):
         scale_beta = isv[beta_scale_idx]
         if scale_beta != 0:
             aux = F32(2) * aux_prob[:n] - F32(1)
             c6 = (scale_beta * np.fmax(F32(0), aux * dir_d)) * np.fmax(F32(0), pnl)
-            c[:, 6] = np.where(close, c6, F32(0))
+            c[:, RC_AUX_ALIGN] = np.where(close, c6, F32(0))
     stat_trades[:n] = np.where(close, stat_trades[:n] + F32(1), stat_trades[:n])
     stat_realised[:n] = np.where(close, stat_realised[:n] + pnl, stat_realised[:n])
     stat_available[:n] = np.where(close, stat_available[:n] + available, stat_available[:n])
@@ -123,10 +132,10 @@ def experience_env_step(
     c[:, 3] = np.where(in_trade, F32(0), opp)
 
     raw = np.zeros(n, dtype=F32)
-    for k in range(6):
+    for k in range(RC_CORE):
         raw = raw + _isv(isv, w_idx + k, 1.0) * c[:, k]
-    if rc_stride == 7:
-        raw = raw + _isv(isv, w_aux_idx, 1.0) * c[:, 6]
+    if has_aux_align(rc_stride):
+        raw = raw + _isv(isv, w_aux_idx, 1.0) * c[:, RC_AUX_ALIGN]
     rc[: n * rc_stride] = c.ravel()
     reward_raw[:n] = raw
     reward[:n] = raw * _isv(isv, scale_idx, 1.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import HER
+from alpha_rl.reference.abi import ENV_ACTIONS, HER
 from alpha_rl.reference.per import boosted_leaf, claim, write_rows
 
 F32 = np.float32
@@ -21,7 +21,7 @@ STEP, BACKWARD_TOTAL, FORWARD_TOTAL = (
 )
 # the kernels' scratch words: the last launch's totals
 LAUNCH_TOTAL, RING_TOTAL = HER["HER_LAUNCH_TOTAL"], HER["HER_RING_TOTAL"]
-ACTION_LONG, ACTION_SHORT = 1, 2
+ACTION_LONG, ACTION_SHORT = ENV_ACTIONS["ACTION_LONG"], ENV_ACTIONS["ACTION_SHORT"]
 
 
 def her_track(opened, closed, pos, episode, fill_mid, post_mid, mid_ring, count, entry_mid,

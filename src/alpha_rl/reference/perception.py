@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from alpha_rl.reference.abi import PERCEPTION
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
-EXTRA_FEATURES = 7  # spread, two imbalances, direction, unrealised PnL, time in trade, peak gap
+# spread, two imbalances, direction, unrealised PnL, time in trade, peak gap (cuda/perception.cu)
+EXTRA_FEATURES = PERCEPTION["PERCEPTION_EXTRA_FEATURES"]
+MAX_FEATURES = PERCEPTION["PERCEPTION_MAX_FEATURES"]
 
 
 def feature_count(num_horizons: int) -> int:

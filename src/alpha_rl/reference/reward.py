@@ -9,7 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
-RC_CORE = 6
+from alpha_rl.reference.abi import REWARD
+
+# cuda/reward_layout.cuh: components 0..RC_CORE-1 are the core ones; RC_AUX_ALIGN is c6, which
+# only a layout of more than RC_AUX_ALIGN components (stride 7) has
+RC_CORE, RC_AUX_ALIGN = REWARD["RC_CORE"], REWARD["RC_AUX_ALIGN"]
+DECOMP_ROWS, DECOMP_LEAD = REWARD["DECOMP_ROWS"], REWARD["DECOMP_LEAD"]
+
+
+def has_aux_align(rc_stride: int) -> bool:
+    """Whether a layout of `rc_stride` components carries c6 aux_align (stride 7)."""
+    return rc_stride > RC_AUX_ALIGN
+
+
+def decomp_cols(rc_stride: int) -> int:
+    """Columns of one row of the reward decomposition (reward_decomp_diag)."""
+    return DECOMP_LEAD + rc_stride
 
 
 def core_components(rc: np.ndarray, n: int, rc_stride: int) -> np.ndarray:
@@ -52,9 +67,9 @@ def reward_aux_align_ema(
     rc_stride: int,
 ) -> None:
     """Stride 7: isv[ema_idx] = (1 - a) * isv[ema_idx] + a * mean_b rc[b, 6]; stride 6: nothing."""
-    if rc_stride != 7 or isv is None or n <= 0:
+    if not has_aux_align(rc_stride) or isv is None or n <= 0:
         return
-    mean = rc[: n * rc_stride].reshape(n, rc_stride)[:, 6].astype(np.float64).mean()
+    mean = rc[: n * rc_stride].reshape(n, rc_stride)[:, RC_AUX_ALIGN].astype(np.float64).mean()
     isv[ema_idx] = _ema(isv[ema_idx : ema_idx + 1], isv[alpha_idx], np.array([mean]))[0]
 
 
@@ -92,12 +107,12 @@ def reward_decomp_diag(
 ) -> None:
     """diag[row, :] for rows flat / long / short (by prev_dir): count, mean reward, mean |reward|,
     mean sum_c |rc_c| over all rc_stride components, then the mean of each component."""
-    cols = 4 + rc_stride
-    table = np.zeros((3, cols), dtype=np.float64)
+    cols = decomp_cols(rc_stride)
+    table = np.zeros((DECOMP_ROWS, cols), dtype=np.float64)
     comps = rc[: n * rc_stride].reshape(n, rc_stride).astype(np.float64)
     r = reward[:n].astype(np.float64)
     row = np.where(prev_dir[:n] > 0, 1, np.where(prev_dir[:n] < 0, 2, 0))
-    for k in range(3):
+    for k in range(DECOMP_ROWS):
         mask = row == k
         count = int(mask.sum())
         table[k, 0] = count
@@ -105,5 +120,5 @@ def reward_decomp_diag(
             table[k, 1] = r[mask].mean()
             table[k, 2] = np.abs(r[mask]).mean()
             table[k, 3] = np.abs(comps[mask]).sum(axis=1).mean()
-            table[k, 4:] = comps[mask].mean(axis=0)
-    diag[: 3 * cols] = table.ravel().astype(np.float32)
+            table[k, DECOMP_LEAD:] = comps[mask].mean(axis=0)
+    diag[: DECOMP_ROWS * cols] = table.ravel().astype(np.float32)
