@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl import paths
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.select import open_backend
+from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv, layout_from_config
 from alpha_rl.kernels.registry import build_axes
@@ -66,7 +67,9 @@ def open_session(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> I
     defines = build_defines(cfg)
     cubins = cubin_dir(cfg)
     backend, reason = open_backend(
-        cfg.backend.name, defines, device=cfg.backend.device, cubin_dir=cubins
+        cfg.backend.name,
+        cubin_problems=lambda arch: stale_cubins(cubins, defines, arch),
+        device=cfg.backend.device,
     )
     try:
         runtime = KernelRuntime(backend, defines, cubin_dir=cubins)

@@ -29,14 +29,18 @@ def test_numpy_backend_array_interface() -> None:
     assert be.download(dev)[0, 0] == 2.5, "download must copy"
 
 
+def no_problems(arch: str) -> list[str]:
+    return []
+
+
 def test_explicit_numpy_choice() -> None:
-    backend, reason = open_backend("numpy", {"RC_STRIDE": 7})
+    backend, reason = open_backend("numpy", cubin_problems=no_problems)
     assert backend.name == "numpy" and reason == "backend=numpy"
 
 
 def test_unknown_choice_is_refused() -> None:
     with pytest.raises(BackendError, match="backend='tpu' is not one of auto, cuda, numpy"):
-        open_backend("tpu", {"RC_STRIDE": 7})
+        open_backend("tpu", cubin_problems=no_problems)
 
 
 @pytest.mark.skipif(
@@ -44,7 +48,7 @@ def test_unknown_choice_is_refused() -> None:
 )
 def test_auto_without_pycuda_picks_numpy_and_says_why(caplog) -> None:
     caplog.set_level("INFO")
-    backend, reason = open_backend("auto", {"RC_STRIDE": 7})
+    backend, reason = open_backend("auto", cubin_problems=no_problems)
     assert backend.name == "numpy"
     assert reason.startswith("auto: pycuda is not installed")
     assert "backend: numpy (auto: pycuda is not installed" in caplog.text
@@ -56,4 +60,4 @@ def test_auto_without_pycuda_picks_numpy_and_says_why(caplog) -> None:
 )
 def test_explicit_cuda_without_pycuda_fails_with_what_to_do() -> None:
     with pytest.raises(BackendError, match=r"backend=cuda: pycuda is not installed.*\.\[gpu\]"):
-        open_backend("cuda", {"RC_STRIDE": 7})
+        open_backend("cuda", cubin_problems=no_problems)

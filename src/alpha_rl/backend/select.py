@@ -1,13 +1,15 @@
-"""Choosing the backend: `numpy`, `cuda`, or `auto` (cuda when it can run, else numpy, and why)."""
+"""Choosing the backend: `numpy`, `cuda`, or `auto` (cuda when it can run, else numpy, and why).
+
+Whether the cubins are ready is asked of the caller (`cubin_problems`), so this layer knows
+nothing of the kernels or the build above it.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from alpha_rl import paths
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import BackendError, CubinError
@@ -43,32 +45,12 @@ def probe_gpu(device: int = 0) -> GpuProbe:
     return GpuProbe(True, "GPU present", f"{major}{minor}", dev.name())
 
 
-def cubin_problems(
-    arch: str, defines: Mapping[str, int], cubin_dir: Path | None = None
-) -> list[str]:
-    """Why the declared kernels' cubins for `arch` and `defines` cannot be loaded ([] = ready)."""
-    from alpha_rl.build.manifest import require_fresh
-    from alpha_rl.kernels.registry import stems
-
-    cubin_dir = cubin_dir or paths.default_cubin_dir()
-    problems = []
-    for stem in stems().values():
-        try:
-            require_fresh(cubin_dir, paths.cuda_dir(), stem, defines, arch)
-        except CubinError as exc:
-            problems.append(str(exc))
-    return problems
-
-
 def open_backend(
-    choice: str,
-    defines: Mapping[str, int],
-    *,
-    device: int = 0,
-    cubin_dir: Path | None = None,
+    choice: str, *, cubin_problems: Callable[[str], list[str]], device: int = 0
 ) -> tuple[Backend, str]:
     """Create the backend `choice` asks for and say why it was chosen.
 
+    `cubin_problems(arch)` says why the cubins for the GPU's arch cannot be loaded ([] = ready).
     `auto` falls back to numpy when no GPU, no pycuda or no fresh cubins (the reason is returned
     and logged); an explicit `cuda` raises instead, naming what is missing and what to run.
     """
@@ -77,7 +59,7 @@ def open_backend(
     if choice == "numpy":
         return _chosen(NumpyBackend(), "backend=numpy")
     probe = probe_gpu(device)
-    problems = cubin_problems(probe.arch, defines, cubin_dir) if probe.usable else []
+    problems = cubin_problems(probe.arch) if probe.usable else []
     if choice == "cuda":
         if not probe.usable:
             raise BackendError(f"backend=cuda: {probe.reason}")

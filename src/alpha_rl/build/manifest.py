@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alpha_rl import paths
 from alpha_rl.build import nvcc, sources
 from alpha_rl.errors import BuildError, CubinError
 from alpha_rl.kernels.decl import Stem
+from alpha_rl.kernels.registry import stems
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -131,6 +133,17 @@ def staleness(
     if sources.file_sha256(cubin) != entry.get("cubin_sha256"):
         return "the cubin file was modified after it was built"
     return None
+
+
+def stale_cubins(cubin_dir: Path, defines: Mapping[str, int], arch: str) -> list[str]:
+    """Why the declared kernels' cubins for `arch` and `defines` cannot be loaded ([] = ready)."""
+    problems = []
+    for stem in stems().values():
+        try:
+            require_fresh(cubin_dir, paths.cuda_dir(), stem, defines, arch)
+        except CubinError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def require_fresh(
