@@ -10,7 +10,7 @@ backend with no host sync (l_q, l_aux, epsilon and the gradient norm land in ISV
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any
 
@@ -254,6 +254,23 @@ def _slot(isv: DeviceIsv | None, name: str) -> int:
     return isv.layout.index_or_absent(name) if isv is not None else ABSENT
 
 
+@dataclass(frozen=True)
+class LearnerState:
+    """The learner's device arrays a resume needs: everything that persists between updates."""
+
+    theta: DeviceArray  # online network parameters [P]
+    target: DeviceArray  # target network parameters [P]
+    adam_m: DeviceArray  # Adam's first moments [P]
+    adam_v: DeviceArray  # Adam's second moments [P]
+    counters: DeviceArray  # uint64 [DQN_COUNTERS]: Adam's step, the acting step, scratch
+    stats: DeviceArray  # [1]: the last gradient norm (Adam's clipping reads it)
+    aux_w: DeviceArray  # aux head weights and bias [H + 1]
+
+    def arrays(self) -> dict[str, DeviceArray]:
+        """Field name -> array, in declaration order (the checkpoint's keys)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 class Learner:
     """Online/target Q-networks, Adam, epsilon-greedy acting and the aux head of one run."""
 
@@ -278,13 +295,16 @@ class Learner:
         self.runtime, self.isv, self.seed = runtime, isv, seed
         self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling)
         be, P = runtime.backend, self.layout.size
-        theta = init_params(self.layout, seed)
-        self.theta, self.target = be.upload(theta), be.upload(theta)
-        self.grad, self.adam_m, self.adam_v = be.zeros(P, F32), be.zeros(P, F32), be.zeros(P, F32)
-        self.counters, self.stats = be.zeros(dqn.COUNTERS, np.uint64), be.zeros(1, F32)
-        self.views = {
-            k: layer_views(getattr(self, k), self.layout) for k in ("theta", "target", "grad")
-        }
+        theta, H = init_params(self.layout, seed), obs_dim
+        self.state = st = LearnerState(
+            theta=be.upload(theta), target=be.upload(theta), adam_m=be.zeros(P, F32),
+            adam_v=be.zeros(P, F32), counters=be.zeros(dqn.COUNTERS, np.uint64),
+            stats=be.zeros(1, F32), aux_w=be.zeros(H + 1, F32),
+        )  # fmt: skip
+        self.grad = be.zeros(P, F32)
+        self.views = {name: layer_views(array, self.layout)
+                      for name, array in (("theta", st.theta), ("target", st.target),
+                                          ("grad", self.grad))}  # fmt: skip
         bind = runtime.bind
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
@@ -321,7 +341,6 @@ class Learner:
             "t": self.net.first_rows(online, batch),
             "target": self.net.buffers(batch),
         }
-        H = obs_dim
         self.b = SimpleNamespace(
             x=be.zeros(2 * batch * H, F32),
             action=be.zeros(batch, I32),
@@ -332,7 +351,6 @@ class Learner:
             dq=be.zeros(batch * ACTIONS, F32),
         )
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
-        self.aux_w = be.zeros(H + 1, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
         slots = ("loss_q", "loss_aux", "epsilon", "grad_norm", "loss_q_real",
                  "loss_q_synthetic", "batch_synthetic_frac")  # fmt: skip
@@ -347,14 +365,14 @@ class Learner:
 
     def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
         """Epsilon-greedy actions [B] int32 for h [B * H]; also the aux head's p_up [B]."""
-        c, B = self.cfg, self.num_envs
+        c, B, st = self.cfg, self.num_envs, self.state
         q = self.net.forward(self.views["theta"], h, self.env_bufs, stream)
         self.k.act(
-            q=q, action=self.actions, counters=self.counters, isv=self._isv(), B=B, A=ACTIONS,
+            q=q, action=self.actions, counters=st.counters, isv=self._isv(), B=B, A=ACTIONS,
             seed=self.seed, eps_start=c.eps_start, eps_end=c.eps_end, decay=c.eps_decay_steps,
             eps_idx=self.slots.epsilon, stream=stream,
         )  # fmt: skip
-        self.k.aux_predict(h=h, w=self.aux_w, p_up=self.p_up, B=B, H=self.obs_dim, stream=stream)
+        self.k.aux_predict(h=h, w=st.aux_w, p_up=self.p_up, B=B, H=self.obs_dim, stream=stream)
         return self.actions
 
     def learn(self, replay: Any, stream: Any = None) -> None:
@@ -387,15 +405,16 @@ class Learner:
         self.net.backward(
             self.views["theta"], x_t, self.bufs["t"], b.dq, self.views["grad"], stream
         )
-        self.k.grad_norm(grad=self.grad, stats=self.stats, counters=self.counters,
+        st = self.state
+        self.k.grad_norm(grad=self.grad, stats=st.stats, counters=st.counters,
                          isv=self._isv(), P=P, norm_idx=self.slots.grad_norm,
                          stream=stream)  # fmt: skip
         self.k.adam(
-            grad=self.grad, stats=self.stats, counters=self.counters, param=self.theta,
-            m=self.adam_m, v=self.adam_v, P=P, lr=c.lr, beta1=c.adam_betas[0],
+            grad=self.grad, stats=st.stats, counters=st.counters, param=st.theta,
+            m=st.adam_m, v=st.adam_v, P=P, lr=c.lr, beta1=c.adam_betas[0],
             beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip, stream=stream,
         )  # fmt: skip
-        self.k.target_sync(param=self.theta, counters=self.counters, target=self.target, P=P,
+        self.k.target_sync(param=st.theta, counters=st.counters, target=st.target, P=P,
                            tau=c.target_tau, period=c.target_period, stream=stream)  # fmt: skip
         replay.update(idx, b.delta, stream=stream)
 
@@ -408,9 +427,9 @@ class Learner:
             p_up=self.p_up,
             fill_mid=fill_mid,
             post_mid=post_mid,
-            w=self.aux_w,
+            w=self.state.aux_w,
             partial=self.aux_partial,
-            counters=self.counters,
+            counters=self.state.counters,
             isv=self._isv(),
             B=self.num_envs,
             H=self.obs_dim,
@@ -443,5 +462,5 @@ class GreedyPolicy:
         lr.k.act(q=q, action=self.actions, counters=self.counters, isv=None, B=B, A=ACTIONS,
                  seed=lr.seed, eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1,
                  stream=stream)  # fmt: skip
-        lr.k.aux_predict(h=h, w=lr.aux_w, p_up=self.p_up, B=B, H=lr.obs_dim, stream=stream)
+        lr.k.aux_predict(h=h, w=lr.state.aux_w, p_up=self.p_up, B=B, H=lr.obs_dim, stream=stream)
         return self.actions

@@ -204,6 +204,7 @@ class Environment:
             )
         self.device_starts = be.upload(self.starts)
         self.slots = SlotIndices.from_layout(self.isv.layout, self.rc_stride)
+        # the env's device state, by name: what the checkpoint saves and a resume writes back
         self.arrays = {name: be.zeros(n, I32) for name in STATE_I32 + OUT_I32}
         self.arrays |= {name: be.zeros(n, F32) for name in STATE_F32 + OUT_F32 + STATS}
         self.arrays |= {name: be.zeros(n, np.uint8) for name in OUT_U8}

@@ -112,6 +112,7 @@ class Hindsight:
         if len(replay.arrays["lookback"]) < blocks_needed or replay.max_push < B:
             raise ConfigError(f"the replay must accept pushes of {max(B, R)} rows for HER")
         be = runtime.backend
+        # HER's device state, by name: what the checkpoint saves and a resume writes back
         self.arrays = {
             k: be.zeros(B * her.RING if k == "mid_ring" else B, dt) for k, dt in ENV_STATE.items()
         }

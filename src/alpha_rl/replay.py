@@ -97,6 +97,7 @@ class Replay:
         self.layout_host, tree_size = tree_layout(N)
         levels = int(self.layout_host[0])
         self.top = int(self.layout_host[2 * levels - 1])
+        # the replay's device state, by name: what a checkpoint with the replay saves
         self.arrays: dict[str, DeviceArray] = {
             "s_h_t": be.zeros(N * obs_dim, F32),
             "s_h_tp1": be.zeros(N * obs_dim, F32),
@@ -108,7 +109,6 @@ class Replay:
             "tree": be.zeros(tree_size, F32),
             "tree_max": be.zeros(tree_size, F32),
             "max_leaf": be.zeros(1, F32),
-            "layout": be.upload(self.layout_host),
             "state": be.zeros(STATE_WORDS, np.uint64),
             "lookback": be.zeros(-(-max_push // per.PUSH_BLOCK), np.uint64),
             "indices": be.zeros(cfg.batch_size, I32),
@@ -116,6 +116,7 @@ class Replay:
             "probs": be.zeros(cfg.batch_size, F32),
         }
         self.max_leaf = self.arrays["max_leaf"]
+        self.tree_layout = be.upload(self.layout_host)  # constant: not part of the state
         self._levels = []  # (sums, maxima, entries) views of each internal level, bottom up
         for level in range(1, levels + 1):
             offset, size = int(self.layout_host[2 * level - 1]), int(self.layout_host[2 * level])
@@ -178,8 +179,8 @@ class Replay:
         a, c = self.arrays, self.cfg
         isv = self.isv.array if self.isv is not None else None
         self._sample(
-            **{k: a[k] for k in ("leaves", "tree", "layout", "indices", "weights", "probs",
-                                 "state")},
+            **{k: a[k] for k in ("leaves", "tree", "indices", "weights", "probs", "state")},
+            layout=self.tree_layout,
             isv=isv, M=c.batch_size, N=c.capacity, seed=self.seed, beta0=c.beta0,
             anneal=float(c.beta_anneal_updates), beta_idx=self.beta_idx,
             stream=stream,

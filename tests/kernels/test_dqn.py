@@ -135,5 +135,5 @@ def test_one_learner_update_agrees_across_backends(cuda_backend) -> None:
     params = []
     for be in (NumpyBackend(), cuda_backend):
         learner, _, _ = train_bandit(be, BANDIT, updates=1)
-        params.append(be.download(learner.theta))
+        params.append(be.download(learner.state.theta))
     np.testing.assert_allclose(params[1], params[0], rtol=1e-4, atol=1e-6)

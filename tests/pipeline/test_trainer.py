@@ -156,7 +156,7 @@ def test_nan_parameters_stop_the_run() -> None:
         metrics, _ = trainer.read_log_point()
         assert trainer.finite(metrics)
         trainer.check_finite(metrics)
-        trainer.learner.theta[3] = np.nan
+        trainer.learner.state.theta[3] = np.nan
         assert not trainer.finite(metrics)
         with pytest.raises(DivergenceError, match=r"1 of \d+ Q-network parameters are NaN"):
             trainer.check_finite(metrics)

@@ -36,7 +36,6 @@ from alpha_rl.session import Session
 F32 = np.float32
 log = logging.getLogger("alpha_rl")
 AUDITED = (experience.ENV_STEP.name, per.PUSH.name, *HER_KERNELS)
-LEARNER_STATE = ("theta", "target", "adam_m", "adam_v", "counters", "stats", "aux_w")
 
 
 class Trainer:
@@ -191,14 +190,14 @@ class Trainer:
         """Whether l_q and every network parameter are finite (a parameter read: log points)."""
         if not np.isfinite(metrics.get("loss/l_q", 0.0)):
             return False
-        return bool(np.isfinite(self.backend.download(self.learner.theta)).all())
+        return bool(np.isfinite(self.backend.download(self.learner.state.theta)).all())
 
     def check_finite(self, metrics: dict[str, float]) -> None:
         """Raise DivergenceError when l_q or any network parameter is NaN or infinite."""
         l_q = metrics.get("loss/l_q", 0.0)
         if not np.isfinite(l_q):
             raise DivergenceError(f"loss/l_q is NaN or infinite ({l_q}) at step {self.t}")
-        theta = self.backend.download(self.learner.theta)
+        theta = self.backend.download(self.learner.state.theta)
         bad = int((~np.isfinite(theta)).sum())
         if bad:
             raise DivergenceError(
@@ -207,14 +206,13 @@ class Trainer:
 
     # --- state for checkpoints ---
     def state_arrays(self, with_replay: bool) -> dict[str, DeviceArray]:
-        """Every device array a resume needs, by checkpoint key."""
-        out: dict[str, DeviceArray] = {f"env.{k}": v for k, v in self.env.arrays.items()}
-        out |= {f"learner.{k}": getattr(self.learner, k) for k in LEARNER_STATE}
+        """Every device array a resume needs, by checkpoint key `<part>.<name>`: each part's one
+        named structure (env, learner state, HER, and the replay when it is saved) and the ISV."""
+        parts = {"env": self.env.arrays, "learner": self.learner.state.arrays(),
+                 "her": self.hindsight.arrays if self.hindsight is not None else {},
+                 "replay": self.replay.arrays if with_replay else {}}  # fmt: skip
+        out = {f"{part}.{k}": v for part, arrays in parts.items() for k, v in arrays.items()}
         out["isv"] = self.session.isv.array
-        if self.hindsight is not None:
-            out |= {f"her.{k}": v for k, v in self.hindsight.arrays.items()}
-        if with_replay:
-            out |= {f"replay.{k}": v for k, v in self.replay.arrays.items() if k != "layout"}
         return out
 
     def host_state(self) -> dict[str, Any]:
