@@ -217,19 +217,22 @@ def test_after_10k_steps_injections_appear_on_done_steps() -> None:
 
 
 def test_her_config() -> None:
-    assert HerConfig.from_cfg(compose_train(["her='off'"])[0].her) is None
-    assert HerConfig.from_cfg(compose_train(["her=backward"])[0].her) == HerConfig(True, False, 0)
-    with pytest.raises(ConfigError, match=r"her\.closed_ring=100 must be a power of two"):
-        HerConfig.from_cfg(compose_train(["her.closed_ring=100"])[0].her)
+    assert HerConfig.from_cfg(compose_train(["her='off'"])[0]) is None
+    assert HerConfig.from_cfg(compose_train(["her=backward"])[0]) == HerConfig(
+        True, False, 1.5, 3.0, 0, 0
+    )
+    with pytest.raises(ConfigError, match=r"her\.closed_ring=100 must be a whole number that is"):
+        HerConfig.from_cfg(compose_train(["her.closed_ring=100"])[0])
 
 
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("her.threshold=-1.5", r"her\.threshold=-1\.5 must be >= 0"),
-        ("her.priority_boost=0.5", r"her\.priority_boost=0\.5 must be >= 1"),
-        ("her.lookahead=0", r"her\.lookahead=0 must be a whole number of env steps >= 1"),
+        ("her.threshold=-1.5", r"her\.threshold=-1\.5 must be a number >= 0"),
+        ("her.priority_boost=0.5", r"her\.priority_boost=0\.5 must be a number >= 1"),
+        ("her.lookahead=0", r"her\.lookahead=0 must be a whole number >= 1 \(env steps\)"),
         ("her.lookahead=2.5", r"her\.lookahead=2\.5 must be a whole number"),
+        ("her.backward=1", r"her\.backward=1 must be true or false"),
     ],
 )
 def test_her_settings_out_of_range_are_refused_naming_the_key(override: str, match: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
+from alpha_rl import settings
 from alpha_rl.env import Environment
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv
@@ -67,32 +68,40 @@ class HerConfig:
 
     backward: bool
     forward: bool
-    closed_ring: int
+    threshold: float
+    priority_boost: float
+    lookahead: int  # 0 without forward
+    closed_ring: int  # 0 without forward
 
     @classmethod
-    def from_cfg(cls, node: DictConfig) -> HerConfig | None:
-        """None when HER is off; otherwise the checked settings."""
-        if not node.enabled:
+    def from_cfg(cls, cfg: DictConfig) -> HerConfig | None:
+        """None when HER is off; otherwise the checked settings (`cfg`: the whole config)."""
+        where = "conf/her/"
+        enabled = settings.flag(cfg, "her.enabled", where)
+        backward = settings.flag(cfg, "her.backward", where)
+        forward = settings.flag(cfg, "her.forward", where)
+        if not enabled:
+            if backward or forward:
+                raise ConfigError(
+                    f"her.enabled=false with her.backward={backward}, her.forward={forward}: "
+                    "nothing would run; use her=backward, her=forward or her=on (see conf/her/)"
+                )
             return None
-        ring = int(node.get("closed_ring", 0)) if node.forward else 0
-        if node.forward and (ring < 1 or ring & (ring - 1)):
-            raise ConfigError(f"her.closed_ring={ring} must be a power of two (see conf/her/)")
-        checks = [
-            (
-                "threshold",
-                lambda v: v >= 0,
-                ">= 0 (a multiple of the realised PnL; 0: every close with a positive peak)",
-            ),
-            ("priority_boost", lambda v: v >= 1, ">= 1 (a multiple of max priority)"),
-        ]
-        if node.forward:
-            checks.append(("lookahead", lambda v: v >= 1 and v == int(v),
-                           "a whole number of env steps >= 1"))  # fmt: skip
-        for key, ok, what in checks:
-            value = node.get(key)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
-                raise ConfigError(f"her.{key}={value!r} must be {what} (see conf/her/)")
-        return cls(bool(node.backward), bool(node.forward), ring)
+        if not (backward or forward):
+            raise ConfigError("her.enabled=true needs her.backward or her.forward (see conf/her/)")
+        threshold = settings.number(
+            cfg, "her.threshold", lambda v: v >= 0,
+            ">= 0 (a multiple of the realised PnL; 0: every close with a positive peak)", where,
+        )  # fmt: skip
+        boost = settings.number(cfg, "her.priority_boost", lambda v: v >= 1,
+                                ">= 1 (a multiple of max priority)", where)  # fmt: skip
+        lookahead = ring = 0
+        if forward:
+            lookahead = settings.integer(cfg, "her.lookahead", lambda v: v >= 1,
+                                         ">= 1 (env steps)", where)  # fmt: skip
+            ring = settings.integer(cfg, "her.closed_ring", lambda v: v >= 1 and not v & (v - 1),
+                                    "that is a power of two", where)  # fmt: skip
+        return cls(backward, forward, threshold, boost, lookahead, ring)
 
 
 class Hindsight:
@@ -217,5 +226,5 @@ def hindsight_for(
     cfg: DictConfig, env: Environment, replay: Replay, runtime: KernelRuntime, isv: DeviceIsv
 ) -> Hindsight | None:
     """The run's Hindsight, or None with her='off' (nothing allocated, nothing launched)."""
-    her_cfg = HerConfig.from_cfg(cfg.her)
+    her_cfg = HerConfig.from_cfg(cfg)
     return None if her_cfg is None else Hindsight(her_cfg, env, replay, runtime, isv)

@@ -8,18 +8,23 @@ before the market is built or the GPU is touched.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from alpha_rl import settings
 from alpha_rl.agent import AgentConfig
+from alpha_rl.backend.select import CHOICES as BACKENDS
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError, require
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
+from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
 from alpha_rl.pipeline.scale import scale_setting
+from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import ReplayConfig
 
 
@@ -67,6 +72,41 @@ class RunConfig:
 
 
 @dataclass(frozen=True)
+class RewardConfig:
+    """The reward layout and its weights (conf/reward/*.yaml); the scale is resolved later, once
+    the market is built (pipeline/scale.py)."""
+
+    stride: int
+    weights: tuple[float, ...]
+    aux_align_weight: float | None  # w_6, stride 7 only
+    opp_cost_kappa: float
+    inventory_lambda: float
+    drawdown_rho: float
+    ema_alpha: float
+    typical_range: tuple[float, float]
+    fee_moves_max: float
+    scale: float | None  # None: auto
+
+
+@dataclass(frozen=True)
+class BetaConfig:
+    """The β aux-align reward (conf/beta/*.yaml): `sentinel` pays nothing (scale 0)."""
+
+    mode: str
+    scale: float
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """Where the kernels run (conf/backend/*.yaml)."""
+
+    name: str
+    device: int
+    cubin_dir: str | None
+    graph: bool
+
+
+@dataclass(frozen=True)
 class Plan:
     """The checked configs of one run."""
 
@@ -77,6 +117,9 @@ class Plan:
     her: HerConfig | None
     eval: EvalConfig
     validation: Validation
+    reward: RewardConfig
+    beta: BetaConfig
+    backend: BackendConfig
 
     @property
     def learner_updates(self) -> int:
@@ -172,6 +215,68 @@ def eval_config(cfg: DictConfig) -> EvalConfig:
     return ev
 
 
+def reward_config(cfg: DictConfig) -> RewardConfig:
+    """The reward settings, range-checked (stride: one the kernels are built for)."""
+    where = "conf/reward/"
+
+    def at_least_0(key: str) -> float:
+        return settings.number(cfg, f"reward.{key}", lambda v: v >= 0, ">= 0", where)
+
+    stride = settings.integer(cfg, "reward.stride", lambda v: v in RC_STRIDE.values,
+                              f"in {list(RC_STRIDE.values)}", where)  # fmt: skip
+    bounds = settings.numbers(cfg, "reward.typical_range", 2, lambda v: v > 0, "> 0", where)
+    if not bounds[0] < bounds[1]:
+        raise ConfigError(
+            f"reward.typical_range={list(bounds)} must be [low, high] with 0 < low < high "
+            f"(multiples of agent.huber_kappa; see {where})"
+        )
+    aux = None
+    if has_aux_align(stride):
+        aux = settings.number(cfg, "reward.aux_align_weight", math.isfinite, "(finite)", where)
+    alpha = settings.number(cfg, "reward.ema_alpha", lambda v: 0 < v <= 1, "in (0, 1]", where)
+    fees = settings.number(cfg, "reward.fee_moves_max", lambda v: v > 0, "> 0 (typical moves)",
+                           where)  # fmt: skip
+    return RewardConfig(
+        stride=stride,
+        weights=settings.numbers(cfg, "reward.weights", RC_CORE, math.isfinite, "finite", where),
+        aux_align_weight=aux,
+        opp_cost_kappa=at_least_0("opp_cost_kappa"),
+        inventory_lambda=at_least_0("inventory_lambda"),
+        drawdown_rho=at_least_0("drawdown_rho"),
+        ema_alpha=alpha,
+        typical_range=(bounds[0], bounds[1]),
+        fee_moves_max=fees,
+        scale=scale_setting(cfg),
+    )
+
+
+def beta_config(cfg: DictConfig) -> BetaConfig:
+    """β's mode and scale: sentinel pays exactly nothing, active a positive fraction."""
+    where = "conf/beta/"
+    mode = settings.choice(cfg, "beta.mode", ("sentinel", "active"), where)
+    if mode == "sentinel":
+        ok, what = (lambda v: v == 0), "= 0 with beta=sentinel (beta=active pays β)"
+    else:
+        ok, what = (lambda v: v > 0), "> 0 with beta=active (a fraction of the trade's PnL)"
+    return BetaConfig(mode, settings.number(cfg, "beta.scale", ok, what, where))
+
+
+def backend_config(cfg: DictConfig) -> BackendConfig:
+    """The backend's choice and settings."""
+    where = "conf/backend/"
+    cubin_dir = OmegaConf.select(cfg, "backend.cubin_dir")
+    if cubin_dir is not None and not isinstance(cubin_dir, str):
+        raise ConfigError(f"backend.cubin_dir={cubin_dir!r} must be a path or null (see {where})")
+    device = settings.integer(cfg, "backend.device", lambda v: v >= 0, ">= 0 (a CUDA ordinal)",
+                              where)  # fmt: skip
+    return BackendConfig(
+        name=settings.choice(cfg, "backend.name", BACKENDS, where),
+        device=device,
+        cubin_dir=cubin_dir,
+        graph=settings.flag(cfg, "backend.graph", where),
+    )
+
+
 def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
     """Updates over steps 0..run.steps-1: those from agent.learn_start on, updates_per_step each."""
     return max(0, run.steps - agent.learn_start) * agent.updates_per_step
@@ -185,11 +290,13 @@ def plan_run(cfg: DictConfig) -> Plan:
         env=env,
         replay=ReplayConfig.from_cfg(cfg.replay, learner_updates(run, agent)),
         agent=agent,
-        her=HerConfig.from_cfg(cfg.her),
+        her=HerConfig.from_cfg(cfg),
         eval=eval_config(cfg),
         validation=validation_config(cfg, max(env.perception.horizons)),
+        reward=reward_config(cfg),
+        beta=beta_config(cfg),
+        backend=backend_config(cfg),
     )
-    scale_setting(cfg)  # reward.scale: auto or a number, resolved once the market is built
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
             f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "

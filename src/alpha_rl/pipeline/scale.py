@@ -62,17 +62,6 @@ class RewardScale:
 
 def scale_setting(cfg: DictConfig) -> float | None:
     """`reward.scale` checked: None for auto, else the number (> 0); ConfigError otherwise."""
-    bounds = OmegaConf.select(cfg, "reward.typical_range")
-    if not (OmegaConf.is_list(bounds) and len(bounds) == 2
-            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in bounds)
-            and 0 < bounds[0] < bounds[1]):  # fmt: skip
-        raise ConfigError(
-            f"reward.typical_range={bounds!r} must be [low, high] with 0 < low < high (multiples "
-            "of agent.huber_kappa; see conf/reward/stride6.yaml)"
-        )
-    fees = OmegaConf.select(cfg, "reward.fee_moves_max")
-    if isinstance(fees, bool) or not isinstance(fees, int | float) or not fees > 0:
-        raise ConfigError(f"reward.fee_moves_max={fees!r} must be a number > 0 (typical moves)")
     value = OmegaConf.select(cfg, "reward.scale")
     if value == AUTO:
         return None

@@ -67,7 +67,7 @@ class Trainer:
         self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
         self.t = 0  # env steps done
         self.stream: Any = session.backend.new_stream()
-        self.use_graph = bool(session.cfg.backend.get("graph")) and session.backend.name == "cuda"
+        self.use_graph = plan.backend.graph and session.backend.name == "cuda"
         self.graph: Graph | None = None
         if self.use_graph and not graphs_available():
             raise BackendError(

@@ -1,0 +1,225 @@
+"""No dead config keys: every key of every option file of every group is read by the code.
+
+Each composition below runs a whole tiny job (numpy backend) while every read of the config is
+recorded: an attribute, item or `get` read of a DictConfig, an `OmegaConf.select`, and the keys an
+interpolation that was read points at. Dumping the config (MLflow params, config.yaml) reads
+through `to_container`, which is not recorded, so a key only ever logged counts as unread. A key
+that an option file sets and no composition that takes the file reads is dead: a researcher who
+changes it gets nothing. Every option of every group appears in at least one composition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from alpha_rl import paths
+from alpha_rl.pipeline.run import Job, run_job
+from tests.helpers import compose_train
+
+TINY = ["backend=numpy", "debug=tiny"]
+# Hydra's own (launchers), which Hydra reads; the kill check's settings, which
+# alpha-rl-kill-check loads from conf/kill_criteria/ itself (not a group of train.yaml)
+SKIP_GROUPS = ("hydra", "kill_criteria")
+# subtrees a parser takes whole (to_container) and checks field by field, refusing unknown and
+# missing ones, so reading the subtree reads every key in it: the ISV slots (isv._parse_slot),
+# the market (market.config._build) and tracking (TrackingConfig.from_cfg)
+WHOLE = ("isv.slots", "market", "tracking")
+_INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)")
+
+
+def compositions(quotes: Path) -> dict[str, list[str]]:
+    """Name -> overrides: together they take every option of every group (besides hydra/)."""
+    file_market = ["market=file", f"market.path={quotes}", "~market.ticks"]
+    return {
+        "default": [],
+        "her_off_stride6": ["her='off'", "reward=stride6"],
+        "her_backward_beta_active_walk_forward": ["her=backward", "beta=active",
+                                                  "validation=walk_forward", "market.fold=1"],
+        "her_forward_file_market": ["her=forward", *file_market],
+        # the cuda backend's keys on numpy (CI has no GPU); a server's keys on a SQLite store
+        "backend_cuda_keys": ["backend=cuda", "backend.name=numpy"],
+        "tracking_server_keys": ["tracking=server"],
+        "backend_auto_scale_gpu": ["backend=auto", "backend.name=numpy", "scale=gpu"],
+        **{f"reward_variant_{v}": [f"reward_variant={v}"]
+           for v in ("stride6", "stride7_active", "stride7_sentinel")},
+        **{f"experiment_{e}": [f"experiment={e}"]
+           for e in ("her_ablation", "her_components", "reward_variants")},
+        "experiment_her_walk_forward": ["experiment=her_walk_forward", "market.fold=0"],
+    }  # fmt: skip
+
+
+def option_files() -> list[Path]:
+    """Every option file of every config group (conf/<group>[/<sub>]/<option>.yaml)."""
+    conf = paths.conf_dir()
+    grouped = [p for p in conf.rglob("*.yaml") if p.parent != conf]
+    return sorted(p for p in grouped if p.relative_to(conf).parts[0] not in SKIP_GROUPS)
+
+
+def _package(path: Path) -> str:
+    """Where a file's keys land: the root with `# @package _global_`, else its group path."""
+    head = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    if head.strip() == "# @package _global_":
+        return ""
+    return ".".join(path.parent.relative_to(paths.conf_dir()).parts)
+
+
+def leaves(tree: object, prefix: str = "") -> Iterator[str]:
+    """Dotted keys of the leaves of a nested dict (a list is one leaf)."""
+    if isinstance(tree, dict) and tree:
+        for key, value in tree.items():
+            yield from leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif prefix:
+        yield prefix
+
+
+def file_keys(path: Path) -> set[str]:
+    """The keys an option file sets, as full dotted keys of the composed config."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.pop("defaults", None)
+    data.pop("hydra", None)
+    package = _package(path)
+    return {f"{package}.{k}" if package else k for k in leaves(data)}
+
+
+def files_composed(cfg: DictConfig) -> set[Path]:
+    """The option files a composed config took: its choices and what their defaults include."""
+    conf = paths.conf_dir()
+    chosen = [conf / group / f"{option}.yaml"
+              for group, option in cfg.hydra.runtime.choices.items()
+              if option and not group.startswith(SKIP_GROUPS)]  # fmt: skip
+    found: set[Path] = set()
+    while chosen:
+        path = chosen.pop()
+        if path in found or not path.is_file():
+            continue
+        found.add(path)
+        for entry in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("defaults", []):
+            if isinstance(entry, str) and entry != "_self_":
+                chosen.append(path.parent / f"{entry}.yaml")
+    return found
+
+
+@dataclass
+class Reads:
+    """The config keys read while it was active (full dotted keys)."""
+
+    keys: set[str]
+
+    def covers(self, key: str) -> bool:
+        """Whether `key` or a leaf below it was read, or a WHOLE subtree that holds it."""
+        if any(key.startswith(w + ".") and w in self.keys for w in WHOLE):
+            return True
+        return key in self.keys or any(k.startswith(key + ".") for k in self.keys)
+
+
+@contextmanager
+def recording() -> Iterator[Reads]:
+    """Record every read of any DictConfig, and every OmegaConf.select, inside the block."""
+    reads = Reads(set())
+    get_impl, select = DictConfig._get_impl, OmegaConf.select
+
+    def recorded_get(self, key, default_value, validate_key=True):
+        reads.keys.add(self._get_full_key(key))
+        return get_impl(self, key, default_value, validate_key)
+
+    def recorded_select(cfg, key, *args, **kwargs):
+        base = cfg._get_full_key(None) if isinstance(cfg, DictConfig | ListConfig) else ""
+        reads.keys.add(f"{base}.{key}" if base else key)
+        return select(cfg, key, *args, **kwargs)
+
+    DictConfig._get_impl, OmegaConf.select = recorded_get, staticmethod(recorded_select)
+    try:
+        yield reads
+    finally:
+        DictConfig._get_impl, OmegaConf.select = get_impl, select
+
+
+def follow_interpolations(cfg: DictConfig, reads: Reads) -> None:
+    """Add the keys that read interpolations (`${a.b}`, `${oc.select:a.b,...}`) point at."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    raw.pop("hydra", None)
+    values = {}
+
+    def walk(tree: object, prefix: str) -> None:
+        if isinstance(tree, dict):
+            for k, v in tree.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        else:
+            values[prefix] = str(tree)
+
+    walk(raw, "")
+    pending = [k for k in values if reads.covers(k)]
+    while pending:
+        for target in _INTERPOLATION.findall(values[pending.pop()]):
+            if not reads.covers(target):
+                reads.keys.add(target)
+                pending.extend(k for k in values if k == target or k.startswith(target + "."))
+
+
+def run_recorded(tmp_path: Path, name: str, overrides: list[str]) -> tuple[Reads, set[Path]]:
+    """A tiny job of `overrides`; the keys it read and the option files it took."""
+    cfg, choices = compose_train([*TINY, f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+                                  *overrides])  # fmt: skip
+    with recording() as reads:
+        outcome = run_job(cfg, Job(tmp_path / name, choices))
+    assert outcome.status == "FINISHED", (name, outcome.reason)
+    follow_interpolations(cfg, reads)
+    return reads, files_composed(cfg)
+
+
+def unread(runs: list[tuple[Reads, set[Path]]],
+           files: list[Path] | None = None) -> dict[str, list[str]]:  # fmt: skip
+    """Option file -> its keys that no run taking the file read (files: every option file)."""
+    dead: dict[str, list[str]] = {}
+    for path in option_files() if files is None else files:
+        taking = [reads for reads, taken in runs if path in taken]
+        for key in sorted(file_keys(path)):
+            if taking and not any(reads.covers(key) for reads in taking):
+                name = path.relative_to(paths.conf_dir()) if path.is_relative_to(
+                    paths.conf_dir()) else path  # fmt: skip
+                dead.setdefault(str(name), []).append(key)
+    return dead
+
+
+def write_quotes(tmp_path: Path, rows: int = 4000) -> Path:
+    """A small L1 quotes file (a random walk of whole ticks) for market=file."""
+    steps = np.random.default_rng(0).integers(-1, 2, rows)
+    bid = 100 + np.cumsum(steps) / 100
+    frame = pd.DataFrame({"timestamp": pd.date_range("2024-01-01", periods=rows, freq="min"),
+                          "bid_px_0": bid, "ask_px_0": bid + 0.01,
+                          "bid_sz_0": 5.0, "ask_sz_0": 6.0})  # fmt: skip
+    path = tmp_path / "quotes.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.slow
+def test_every_key_of_every_option_file_is_read(tmp_path: Path) -> None:
+    runs = [run_recorded(tmp_path, name, overrides)
+            for name, overrides in compositions(write_quotes(tmp_path)).items()]  # fmt: skip
+    untaken = [str(p.relative_to(paths.conf_dir())) for p in option_files()
+               if not any(p in files for _, files in runs)]  # fmt: skip
+    assert not untaken, f"no composition takes {untaken}: add one to compositions()"
+    assert unread(runs) == {}, "keys nothing reads (remove them, or read and test them)"
+
+
+def test_a_key_nothing_reads_is_found(tmp_path: Path) -> None:
+    # her.ring_len: the kind of key this test exists for (the mid ring is the compiled HER_RING)
+    reads, files = run_recorded(tmp_path, "dead", ["+her.ring_len=512"])
+    assert not reads.covers("her.ring_len")
+    assert reads.covers("her.threshold") and reads.covers("isv.slots.her.her_threshold")
+    assert paths.conf_dir() / "her" / "common" / "inject.yaml" in files
+    assert unread([(reads, files)]) == {}  # every key of the files it took is read
+    stale = tmp_path / "backward_with_ring.yaml"  # an option file that still sets it
+    stale.write_text("# @package _global_\nher:\n  threshold: 1.5\n  ring_len: 512\n")
+    assert unread([(reads, files | {stale})], [stale]) == {str(stale): ["her.ring_len"]}
