@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -28,3 +32,13 @@ def by_name(decl, *values) -> dict:
     if len(values) != len(names):
         raise TypeError(f"{decl.name} takes {len(names)} arguments ({names}), got {len(values)}")
     return dict(zip(names, values, strict=True))
+
+
+def write_quotes(path: Path, bid: np.ndarray) -> Path:
+    """An L1 quotes CSV at `path`: one row a minute from 2024-01-01, the ask a cent above `bid`,
+    sizes 5 and 6 lots."""
+    frame = pd.DataFrame({"timestamp": pd.date_range("2024-01-01", periods=len(bid), freq="min"),
+                          "bid_px_0": bid, "ask_px_0": bid + 0.01,
+                          "bid_sz_0": 5.0, "ask_sz_0": 6.0})  # fmt: skip
+    frame.to_csv(path, index=False)
+    return path

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.pipeline.run import Job, run_job
-from tests.helpers import compose_train
+from tests.helpers import compose_train, write_quotes
 
 TINY = ["backend=numpy", "debug=tiny"]
 # Hydra's own (launchers), which Hydra reads; the kill check's settings, which
@@ -191,22 +190,16 @@ def unread(runs: list[tuple[Reads, set[Path]]],
     return dead
 
 
-def write_quotes(tmp_path: Path, rows: int = 4000) -> Path:
+def quotes_file(tmp_path: Path, rows: int = 4000) -> Path:
     """A small L1 quotes file (a random walk of whole ticks) for market=file."""
     steps = np.random.default_rng(0).integers(-1, 2, rows)
-    bid = 100 + np.cumsum(steps) / 100
-    frame = pd.DataFrame({"timestamp": pd.date_range("2024-01-01", periods=rows, freq="min"),
-                          "bid_px_0": bid, "ask_px_0": bid + 0.01,
-                          "bid_sz_0": 5.0, "ask_sz_0": 6.0})  # fmt: skip
-    path = tmp_path / "quotes.csv"
-    frame.to_csv(path, index=False)
-    return path
+    return write_quotes(tmp_path / "quotes.csv", 100 + np.cumsum(steps) / 100)
 
 
 @pytest.mark.slow
 def test_every_key_of_every_option_file_is_read(tmp_path: Path) -> None:
     runs = [run_recorded(tmp_path, name, overrides)
-            for name, overrides in compositions(write_quotes(tmp_path)).items()]  # fmt: skip
+            for name, overrides in compositions(quotes_file(tmp_path)).items()]  # fmt: skip
     untaken = [str(p.relative_to(paths.conf_dir())) for p in option_files()
                if not any(p in files for _, files in runs)]  # fmt: skip
     assert not untaken, f"no composition takes {untaken}: add one to compositions()"

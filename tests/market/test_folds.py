@@ -7,7 +7,6 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from alpha_rl.errors import ConfigError, MarketDataError
@@ -15,7 +14,7 @@ from alpha_rl.market import Fold, WalkForward, divide, load_market
 from alpha_rl.market.folds import Window
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.reference.experience import MIN_EPISODE_TICKS
-from tests.helpers import compose_train
+from tests.helpers import compose_train, write_quotes
 
 CASES = 300
 
@@ -68,13 +67,7 @@ def test_no_training_tick_falls_in_a_test_window_or_its_embargo() -> None:
 
 def _file(tmp_path: Path, rows: int) -> Path:
     t = np.arange(rows)
-    bid = 100 + ((t * 7) % 5) / 100
-    frame = pd.DataFrame({"timestamp": pd.date_range("2024-01-01", periods=rows, freq="min"),
-                          "bid_px_0": bid, "ask_px_0": bid + 0.01,
-                          "bid_sz_0": 5.0, "ask_sz_0": 6.0})  # fmt: skip
-    path = tmp_path / "quotes.csv"
-    frame.to_csv(path, index=False)
-    return path
+    return write_quotes(tmp_path / "quotes.csv", 100 + ((t * 7) % 5) / 100)
 
 
 @pytest.mark.parametrize("scheme", ["rolling", "anchored"])
