@@ -1,5 +1,6 @@
-"""`python -m alpha_rl.tracking sync <run_dir>` and `... relocate <store.db>` (see
-alpha_rl.tracking.sync and alpha_rl.tracking.relocate)."""
+"""`python -m alpha_rl.tracking sync <run_dir>`, `... relocate <store.db>` and `... reap
+[--older-than 10m] [--mark]` (see alpha_rl.tracking.sync, alpha_rl.tracking.relocate and
+alpha_rl.tracking.reap)."""
 
 from alpha_rl.tracking.sync import main
 

@@ -54,7 +54,7 @@ def entities() -> Any:
 
 def resolve_uri(uri: str) -> str:
     """`uri` with a relative SQLite database path made absolute (any other URI unchanged)."""
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None or path.is_absolute():
         return uri
     return SQLITE_PREFIX + str(path.resolve()) + _query(uri)
@@ -62,13 +62,13 @@ def resolve_uri(uri: str) -> str:
 
 def artifact_location(uri: str) -> str | None:
     """Absolute artifact root for new experiments: `<db dir>/mlartifacts` for SQLite, else None."""
-    path = _sqlite_path(uri)
+    path = sqlite_path(uri)
     if path is None:
         return None
     return (path.resolve().parent / ARTIFACT_DIR).as_uri()
 
 
-def _sqlite_path(uri: str) -> Path | None:
+def sqlite_path(uri: str) -> Path | None:
     if not uri.startswith(SQLITE_PREFIX):
         return None
     path = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
