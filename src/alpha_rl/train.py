@@ -15,7 +15,8 @@ from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.run import Job, Outcome, run_job
-from alpha_rl.tracking.parent import record_failed_job
+from alpha_rl.tracking import TrackingConfig
+from alpha_rl.tracking.parent import record_failed_job, stop_parent
 
 log = logging.getLogger("alpha_rl")
 
@@ -33,6 +34,7 @@ def job_of(hc: object, gpu: GpuSlot | None = None) -> Job:
         choices=dict(hc.runtime.choices),  # type: ignore[attr-defined]
         sweep_dir=sweep_dir_of(hc),
         gpu=gpu,
+        overrides=tuple(hc.overrides.task),  # type: ignore[attr-defined]
     )
 
 
@@ -56,12 +58,16 @@ def run(cfg: DictConfig) -> None:
     """One job: train, track and report. A user-caused error exits 2 with its message (in a
     multirun: the job is recorded in <sweep dir>/failed_jobs.jsonl and the sweep goes on; the
     sweep then ends FAILED and exits 2); a run that ends FAILED exits 1 (a single run) or lets
-    the sweep go on (a multirun)."""
+    the sweep go on (a multirun). A run stopped by SIGTERM or SIGINT exits 143 or 130 after
+    saying how to resume it; in a sweep the stop ends the sweep, its parent run KILLED."""
     hc = HydraConfig.get()
     try:
         with gpu_slot(str(hc.launcher.get("_target_", "")), sweep_dir_of(hc)) as gpu:
             job = job_of(hc, gpu)
             outcome = run_job(cfg, job)
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
+        log.error("stopped at once; the last checkpoint written stays valid")
+        sys.exit(130)
     except AlphaRlError as exc:
         log.error("%s", exc)
         sweep_dir = sweep_dir_of(hc)
@@ -71,8 +77,24 @@ def run(cfg: DictConfig) -> None:
         log.error("this job of the sweep did not start; the other jobs go on")
         return
     report(outcome, cfg)
+    if outcome.stopped_by is not None:
+        stopped(outcome, cfg, job.sweep_dir)
     if outcome.status != "FINISHED" and job.sweep_dir is None:
         sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too
+
+
+def stopped(outcome: Outcome, cfg: DictConfig, sweep_dir: Path | None) -> None:
+    """Say how to continue a run a signal stopped, end its sweep's parent KILLED, and exit with
+    the signal's status (128 + its number)."""
+    if outcome.resume_command:
+        log.warning("to continue it: %s", outcome.resume_command)
+    else:
+        log.warning("it stopped before its first checkpoint: run it again to start over")
+    if sweep_dir is not None:
+        stop_parent(sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
+                    f"a job was stopped: {outcome.reason}")  # fmt: skip
+        log.warning("the sweep stops here; its parent run ends KILLED")
+    sys.exit(128 + outcome.stopped_by)
 
 
 def main() -> None:

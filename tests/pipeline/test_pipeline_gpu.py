@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from alpha_rl.pipeline import checkpoint
+
 pytestmark = pytest.mark.gpu
 
 SMALL = ["backend=cuda", "debug=tiny", "env.num_envs=256", "steps=60", "her.closed_ring=1024"]
@@ -82,7 +84,7 @@ def test_graph_replay_equals_kernel_by_kernel_launches(tmp_path: Path, built_cub
     run(tmp_path, built_cubins, *SMALL, "backend.graph=true", "hydra.run.dir=graph")
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
     assert len(l_q("graph")) == 12 and l_q("graph") == l_q("eager")
-    theta = [np.load(tmp_path / d / "checkpoint" / "state.npz")["learner.theta"]
+    theta = [np.load(checkpoint.latest(tmp_path / d) / "state.npz")["learner.theta"]
              for d in ("eager", "graph")]  # fmt: skip
     np.testing.assert_array_equal(*theta)
 
@@ -98,7 +100,7 @@ def test_stride6_and_stride7_sentinel_train_identically_on_cuda(
             f"hydra.run.dir={d}")  # fmt: skip
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
     assert len(l_q("s6")) == 12 and l_q("s6") == l_q("s7")
-    state = {d: np.load(tmp_path / d / "checkpoint" / "state.npz") for d in dirs.values()}
+    state = {d: np.load(checkpoint.latest(tmp_path / d) / "state.npz") for d in dirs.values()}
     for key in ("learner.theta", "replay.s_reward"):
         np.testing.assert_array_equal(state["s6"][key], state["s7"][key], err_msg=key)
     # active β pays c6 at some closes: the stored rewards differ (whether a batch happens to

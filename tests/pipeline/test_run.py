@@ -10,6 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.errors import CheckpointError, ConfigError
+from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline import run as pipeline_run
 from alpha_rl.pipeline.run import Job, run_job
 from tests.helpers import compose_train
@@ -33,7 +34,7 @@ def history(tmp_path: Path, run_id: str, key: str) -> list[tuple[int, float]]:
 
 
 def theta(run_dir: Path) -> np.ndarray:
-    with np.load(run_dir / "checkpoint" / "state.npz", allow_pickle=False) as npz:
+    with np.load(checkpoint.latest(run_dir) / "state.npz", allow_pickle=False) as npz:
         return npz["learner.theta"]
 
 
@@ -75,7 +76,7 @@ def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path
     wide = ["env.num_envs=64", "replay.capacity_log2=13"]
     runs = [job(tmp_path, [*wide, f"reward_variant={v}"], v)
             for v in ("stride7_sentinel", "stride7_active")]  # fmt: skip
-    rewards = [np.load(out.run_dir / "checkpoint" / "state.npz")["replay.s_reward"]
+    rewards = [np.load(checkpoint.latest(out.run_dir) / "state.npz")["replay.s_reward"]
                for out in runs]  # fmt: skip
     assert (rewards[0] != rewards[1]).any(), "active β should change the stored rewards"
 
@@ -136,7 +137,7 @@ def test_a_diverging_run_ends_failed_with_its_reason(tmp_path: Path) -> None:
     l_q = history(tmp_path, out.run_id, "loss/l_q")
     assert l_q[-1][0] == 15 and not np.isfinite(l_q[-1][1])  # the NaN point itself is recorded
     assert "NaN or infinite" in run.data.tags["alpha_rl.failure_reason"]
-    meta = json.loads((out.run_dir / "checkpoint" / "meta.json").read_text())
+    meta = json.loads((checkpoint.latest(out.run_dir) / "meta.json").read_text())
     assert meta["step"] == 10  # the last good state is kept
 
 

@@ -3,8 +3,11 @@
 Order of failure: a bad config raises before the market is built or a device is touched; a
 run that diverges (NaN/inf in l_q or the parameters) stops, keeps its last checkpoint and ends as
 FAILED in MLflow with the reason as a tag; any other error ends it as FAILED too and is re-raised.
-The tracker writes the diag JSONL locally before it talks to the store, so a store outage never
-loses a metric.
+SIGTERM or SIGINT stops it after the current step with a checkpoint at that step, KILLED, the
+resume command in the log and as a tag (pipeline/stop.py). The tracker writes the diag JSONL
+locally before it talks to the store, so a store outage never loses a metric. Each run records
+its host and pid and, at every log point, a `sys/heartbeat` (unix time), so that a run whose
+process died can be told from one still going (`python -m alpha_rl.tracking reap`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import shlex
+import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from omegaconf import DictConfig, open_dict
 
-from alpha_rl.errors import DivergenceError
+from alpha_rl.errors import CheckpointError, DivergenceError
 from alpha_rl.market import Market
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
@@ -38,11 +44,13 @@ from alpha_rl.pipeline.labels import (
 )
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
+from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
 
 if TYPE_CHECKING:
     from alpha_rl.launch import GpuSlot
@@ -58,6 +66,12 @@ class Job:
     choices: Mapping[str, str]
     sweep_dir: Path | None = None
     gpu: GpuSlot | None = None  # the GPU a local_gpus sweep gave this job
+    overrides: tuple[str, ...] = ()  # the job's command-line overrides (for its resume command)
+
+    def resume_command(self, run_dir: Path) -> str:
+        """The command that continues this job's run from its newest checkpoint."""
+        kept = [o for o in self.overrides if not o.startswith(("resume=", "+resume="))]
+        return shlex.join(["alpha-rl-train", *kept, f"resume={run_dir}"])
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,8 @@ class Outcome:
     steps: int
     reason: str | None = None
     summary: tuple[str, ...] = ()  # the last held-out evaluation and the l_q trend
+    stopped_by: int | None = None  # the signal that stopped it (SIGTERM, SIGINT), if one did
+    resume_command: str | None = None  # set when a checkpoint lets the run continue
 
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
@@ -79,8 +95,12 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         with open_dict(cfg):
             cfg.backend.device = job.gpu.ordinal
     plan = plan_run(cfg)
+    saving = checkpoint.checkpoint_config(cfg)
     tracking = TrackingConfig.from_cfg(cfg.tracking)
     run_dir, meta = job.output_dir, None
+    if plan.run.resume is None and saving.requeue and requeued_job(job.output_dir):
+        log.info("a requeued job: resuming from its checkpoint in %s", job.output_dir)
+        plan = dataclasses.replace(plan, run=dataclasses.replace(plan.run, resume=job.output_dir))
     if plan.run.resume is not None:
         run_dir = plan.run.resume.resolve()
         meta = checkpoint.read_meta(run_dir)
@@ -88,7 +108,7 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     run_dir.mkdir(parents=True, exist_ok=True)
     market, scaled = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(scaled, job.choices) as session:
+    with StopSignals(saving.requeue) as stop, open_session(scaled, job.choices) as session:
         log.info("%s", session.isv.layout.table())
         log.info("money: %s; rewards: %s", *money_units(session.cfg).values())
         log_beta_anneal(cfg, plan)
@@ -105,11 +125,34 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
             describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
+        tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+                          RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
         summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
+        saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving)
         try:
-            return _loop(trainer, evaluator, tracker, plan, run_dir, config_yaml(cfg), summary)
+            outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop)
         finally:
             trainer.close()
+    if outcome.stopped_by is not None and checkpoint.saved(run_dir):
+        outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
+    return outcome
+
+
+@dataclass
+class Saver:
+    """Writes the run's checkpoints and remembers the step of the last one written."""
+
+    run_dir: Path
+    trainer: Trainer
+    with_replay: bool
+    config_yaml: str
+    cfg: checkpoint.CheckpointConfig
+    last_step: int = -1
+
+    def save(self) -> None:
+        if checkpoint.save(self.run_dir, self.trainer, self.with_replay, self.config_yaml,
+                           self.cfg) is not None:  # fmt: skip
+            self.last_step = self.trainer.t
 
 
 def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
@@ -156,15 +199,16 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
     tracker.log_text(session.isv.layout.table(), "isv_table.txt")
 
 
-def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, run_dir: Path,
-          cfg_yaml: str, summary: Summary) -> Outcome:  # fmt: skip
-    """Steps until `steps`, with log points, evaluations, audits and checkpoints."""
-    run, B = plan.run, trainer.env.num_envs
+def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
+          saver: Saver, stop: StopSignals) -> Outcome:  # fmt: skip
+    """Steps until `steps` (or a stop signal), with log points, evaluations, audits and
+    checkpoints."""
+    run, B, run_dir = plan.run, trainer.env.num_envs, saver.run_dir
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
     status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
     try:
-        while trainer.t < run.steps:
+        while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
             metrics: dict[str, float] = {}
             diag: dict[str, Any] = {}
@@ -183,7 +227,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 now = time.perf_counter()
                 sps = (t - mark[1]) / (now - mark[0])
                 mark = (now, t)
-                metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * B}
+                metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * B,
+                                    HEARTBEAT: time.time()}  # fmt: skip
                 diag |= blocks
                 if not trainer.finite(point):
                     tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
@@ -196,11 +241,21 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 summary.update(t, metrics)
             if t == run.steps or (run.checkpoint_every and t % run.checkpoint_every == 0):
                 tracker.flush()
-                checkpoint.save(run_dir, trainer, run.checkpoint_replay, cfg_yaml)
+                saver.save()
             progress.update(t, metrics)
+        if stop.requested:
+            if trainer.t > 0 and saver.last_step != trainer.t:
+                tracker.flush()
+                saver.save()
+            status, reason = "KILLED", f"stopped by {stop.name} at step {trainer.t}"
+            if stop.requeued:
+                status, reason = "REQUEUED", f"requeued by the cluster at step {trainer.t}"
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)
+    except CheckpointError as exc:  # a failed write with checkpoint.on_error=stop
+        status, reason = "FAILED", str(exc)
+        log.error("run stopped: %s", exc)
     except KeyboardInterrupt:
         status, reason = "KILLED", f"interrupted at step {trainer.t}"
         raise
@@ -209,9 +264,32 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         raise
     finally:
         progress.close()
+        if status == "REQUEUED":
+            status, reason = _requeue(stop, tracker, reason)
         write_curves(run_dir, tracker, summary)
         tracker.finish(status, reason)
-    return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()))
+    return Outcome(
+        status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()), stop.signum
+    )
+
+
+def _requeue(stop: StopSignals, tracker: Tracker, reason: str | None) -> tuple[str, str]:
+    """Leave the MLflow run open and let submitit resubmit the job (it exits the process); when
+    it may not (timed out max_num_timeout times), the run ends KILLED: (status, reason)."""
+    try:
+        stop.requeue()
+    except SystemExit:
+        tracker.suspend()
+        raise
+    except Exception as exc:  # submitit's UncompletedJobError: no requeue left
+        log.error("the job is not requeued again (%s); resume it by hand", exc)
+        return "KILLED", f"{reason}, not requeued: {exc}"
+    return "KILLED", f"{reason}, not requeued"
+
+
+def requeued_job(output_dir: Path) -> bool:
+    """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
+    return under_submitit() and bool(checkpoint.saved(output_dir))
 
 
 def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:

@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.records import write_json
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
+from alpha_rl.tracking.tracker import REASON_TAG
 
 log = logging.getLogger("alpha_rl.tracking")
 
@@ -102,14 +103,25 @@ def failed_jobs(sweep_dir: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict]) -> None:
+def stop_parent(sweep_dir: Path, cfg: TrackingConfig, reason: str) -> None:
+    """End a sweep's parent run KILLED with `reason` (a job of it was stopped by a signal, which
+    stops the sweep)."""
+    _, run_id = _read(sweep_dir, cfg)
+    if run_id:
+        _close_parent(cfg, run_id, [], status="KILLED", reason=reason)
+
+
+def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict], status: str | None = None,
+                  reason: str | None = None) -> None:  # fmt: skip
     store = _store(cfg)
-    status = "FAILED" if failed else "FINISHED"
+    status = status or ("FAILED" if failed else "FINISHED")
 
     def close(client: Any) -> None:
         if failed:
             jobs = ", ".join(str(f["job"]) for f in failed)
             client.set_tag(run_id, "failed_jobs", f"{len(failed)}: {jobs} ({FAILED_JOBS_FILE})")
+        if reason:
+            client.set_tag(run_id, REASON_TAG, reason)
         client.set_terminated(run_id, status)
 
     def attempt() -> bool:

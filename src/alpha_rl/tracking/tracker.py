@@ -127,6 +127,17 @@ class Tracker:
             raise
         self._keep_unsent()
 
+    def suspend(self) -> None:
+        """Send what is buffered and close diag.jsonl, leaving the run RUNNING: the job is being
+        requeued, and its next start continues the run (sending first whatever could not be
+        sent now, kept in unsent.jsonl)."""
+        if self._finished:
+            return
+        self._finished = True
+        self._diag.close()
+        if not self._delivery.send(self._box):
+            self._keep_unsent()
+
     def _keep_unsent(self) -> None:
         """Write what is still buffered to unsent.jsonl and say how to send it later."""
         path = _free_name(self.run_dir, UNSENT_FILE)

@@ -1,0 +1,102 @@
+"""A graceful stop on SIGTERM (what SLURM and `kill` send) and SIGINT (Ctrl-C).
+
+Inside `StopSignals()` the first of them only asks the loop to stop: the step in progress
+finishes, the run checkpoints at that step, flushes its metrics and ends KILLED with the command
+that resumes it, and the process exits 128 + the signal's number (143, 130) without a traceback.
+A second signal stops at once: SIGINT raises KeyboardInterrupt, SIGTERM takes its default action;
+the last checkpoint written stays valid either way (checkpoints are renamed into place whole).
+Outside the main thread (where Python cannot install handlers) signals keep their defaults.
+
+Under submitit (hydra/launcher=slurm or submitit_local), whose SIGUSR2 handler requeues a job
+that times out or is preempted, `requeue=True` takes SIGUSR2 too: the run checkpoints at the end
+of its step, its MLflow run stays open, and then submitit's own handler is called (`requeue()`),
+which resubmits the job; the restarted job finds the checkpoint in its output directory and
+continues the same run (pipeline/run.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+log = logging.getLogger("alpha_rl")
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+REQUEUE = signal.SIGUSR2  # submitit's timeout / preemption signal
+
+
+class StopSignals:
+    """Context manager: records the first SIGTERM/SIGINT instead of dying of it."""
+
+    def __init__(self, requeue: bool = False) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._requeue = requeue  # False: SIGUSR2 stops the run like SIGTERM, without a requeue
+        self._submitit: Any = None  # submitit's SIGUSR2 handler, called by requeue()
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum is not None else ""
+
+    @property
+    def requeued(self) -> bool:
+        """Whether the cluster asked for a requeue (SIGUSR2 under submitit, checkpoint.requeue)."""
+        return self.signum == REQUEUE and self._requeue
+
+    def requeue(self) -> None:
+        """Hand the job to submitit's own handler, which resubmits it and exits (SystemExit),
+        or raises when the job may not be requeued again (max_num_timeout)."""
+        self._submitit(REQUEUE, None)
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's status for death by this signal: 128 + its number."""
+        return 128 + int(self.signum or 0)
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            if under_submitit():
+                self._submitit = self._previous[REQUEUE] = signal.signal(REQUEUE, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:  # the second: stop now
+            self._restore()
+            log.warning("%s again: stopping at once (the last checkpoint stays valid)",
+                        signal.Signals(signum).name)  # fmt: skip
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.signum = signum
+        if self.requeued:
+            log.warning("SIGUSR2 from the cluster (a time limit or preemption): a checkpoint "
+                        "after the current step, then the job is requeued and continues "
+                        "this run")  # fmt: skip
+            return
+        log.warning("%s: stopping after the current step (a checkpoint at that step, then exit); "
+                    "send it again to stop at once", self.name)  # fmt: skip
+
+
+def under_submitit() -> bool:
+    """Whether this process is a job that submitit started (it sets SUBMITIT_EXECUTOR)."""
+    return bool(os.environ.get("SUBMITIT_EXECUTOR"))

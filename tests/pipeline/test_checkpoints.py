@@ -1,0 +1,148 @@
+"""Damaged and failed checkpoints: a resume falls back to the older one, saying so; a failed write
+keeps the earlier checkpoints valid; nothing valid is a clear error."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alpha_rl.errors import CheckpointError, ConfigError
+from alpha_rl.pipeline import checkpoint
+from tests.pipeline.test_run import client, history, job, theta
+
+ANNEAL = "replay.beta_anneal_updates=29"
+EVERY_10 = [ANNEAL, "steps=30", "checkpoint.every=10", "checkpoint.keep=2"]
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def garble(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4096] = bytes(4096)  # zeros over the middle: bad CRCs and headers
+    path.write_bytes(bytes(data))
+
+
+def step_mismatch(path: Path) -> None:
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["__step__"] = np.array([7], np.int64)
+    checkpoint.write_state(path, arrays)
+
+
+def test_keep_prunes_the_older_checkpoints(tmp_path: Path) -> None:
+    out = job(tmp_path, EVERY_10, "run")
+    assert [p.name for p in checkpoint.saved(out.run_dir)] == ["0000000030", "0000000020"]
+    assert not list(checkpoint.checkpoint_dir(out.run_dir).glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("damage", "file", "why"),
+    [
+        (truncate, "state.npz", "unreadable checkpoint"),
+        (garble, "state.npz", "unreadable checkpoint"),
+        (step_mismatch, "state.npz", "disagree on the step"),
+        (lambda p: p.write_text("{not json"), "meta.json", "unreadable checkpoint metadata"),
+    ],
+)
+def test_a_damaged_newest_checkpoint_falls_back_to_the_older_and_resumes_bit_exact(
+    tmp_path: Path, caplog, damage, file: str, why: str
+) -> None:
+    whole = job(tmp_path, [ANNEAL], "whole")
+    half = job(tmp_path, [*EVERY_10], "half")  # checkpoints at 20 and 30 kept
+    newest = checkpoint.latest(half.run_dir)
+    damage(newest / file)
+    caplog.set_level(logging.WARNING, logger="alpha_rl")
+    resumed = job(tmp_path, [ANNEAL, "checkpoint.every=10", "checkpoint.keep=2",
+                             f"resume={half.run_dir}"], "ignored")  # fmt: skip
+    assert resumed.status == "FINISHED" and resumed.steps == 40
+    assert f"{newest / file}" in caplog.text and why in caplog.text
+    assert "using the checkpoint at step 20" in caplog.text
+    assert history(tmp_path, half.run_id, "loss/l_q") == history(tmp_path, whole.run_id, "loss/l_q")
+    np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))
+
+
+def test_no_usable_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
+    half = job(tmp_path, EVERY_10, "half")
+    for kept in checkpoint.saved(half.run_dir):
+        truncate(kept / "state.npz")
+    with pytest.raises(CheckpointError) as caught:
+        job(tmp_path, [*EVERY_10, f"resume={half.run_dir}"], "ignored")
+    message = str(caught.value)
+    assert "no usable checkpoint" in message and "without resume=" in message
+    for kept in checkpoint.saved(half.run_dir):
+        assert str(kept / "state.npz") in message
+
+
+def failing_write(monkeypatch, at_step: int) -> None:
+    """The write of the checkpoint at `at_step` stops half-way with ENOSPC (a full disk)."""
+    real = checkpoint.write_state
+
+    def write(path: Path, arrays: dict) -> None:
+        if int(arrays["__step__"][0]) != at_step:
+            return real(path, arrays)
+        path.write_bytes(b"PK\x03\x04 half a file")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(checkpoint, "write_state", write)
+
+
+def test_a_failed_write_keeps_the_earlier_checkpoint_valid_and_training_goes_on(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    failing_write(monkeypatch, at_step=30)
+    caplog.set_level(logging.ERROR, logger="alpha_rl")
+    out = job(tmp_path, EVERY_10, "run")
+    assert out.status == "FINISHED" and out.steps == 30
+    assert "checkpoint at step 30 not written" in caplog.text and "No space left" in caplog.text
+    assert [p.name for p in checkpoint.saved(out.run_dir)] == ["0000000020", "0000000010"]
+    assert not list(checkpoint.checkpoint_dir(out.run_dir).glob("*.tmp"))
+    monkeypatch.undo()
+    resumed = job(tmp_path, [*EVERY_10, f"resume={out.run_dir}"], "ignored")
+    assert resumed.status == "FINISHED" and resumed.steps == 30  # from the kept step 20
+
+
+def test_a_failed_write_with_on_error_stop_ends_the_run_failed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    failing_write(monkeypatch, at_step=20)
+    out = job(tmp_path, [*EVERY_10, "checkpoint.on_error=stop"], "run")
+    assert out.status == "FAILED" and out.steps == 20
+    assert "checkpoint at step 20 not written" in (out.reason or "")
+    run = client(tmp_path).get_run(out.run_id)
+    assert run.info.status == "FAILED"
+    assert "checkpoint.on_error=stop" in run.data.tags["alpha_rl.failure_reason"]
+    meta = json.loads((checkpoint.latest(out.run_dir) / "meta.json").read_text())
+    assert meta["step"] == 10
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [("checkpoint.keep=0", r"checkpoint\.keep=0 must be a whole number >= 1"),
+     ("checkpoint.on_error=ignore", r"checkpoint\.on_error='ignore' must be one of continue, stop")],
+)  # fmt: skip
+def test_checkpoint_settings_are_checked(tmp_path: Path, override: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        job(tmp_path, [override])
+
+
+def test_the_single_directory_layout_of_older_runs_still_resumes(tmp_path: Path) -> None:
+    half = job(tmp_path, [ANNEAL, "steps=20"], "half")
+    root = checkpoint.checkpoint_dir(half.run_dir)
+    newest = checkpoint.latest(half.run_dir)
+    for name in (checkpoint.STATE, checkpoint.META):
+        (newest / name).rename(root / name)
+    newest.rmdir()
+    assert checkpoint.saved(half.run_dir) == [root]
+    resumed = job(tmp_path, [ANNEAL, f"resume={half.run_dir}"], "ignored")
+    whole = job(tmp_path, [ANNEAL], "whole")
+    assert resumed.status == "FINISHED"
+    np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))

@@ -1,0 +1,120 @@
+"""SIGTERM and SIGINT mid-run: a checkpoint at the stop step, the run KILLED, a resume that
+continues bit-exact to the l_q history of an unbroken run; on the command line, exit 143 / 130
+without a traceback and the resume command printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.trainer import Trainer
+from tests.pipeline.test_run import client, history, job, theta
+
+ANNEAL = "replay.beta_anneal_updates=29"  # the 40-step run's own, so the halves share it
+
+
+def signal_after_step(monkeypatch, step: int, signum: int, times: int = 1) -> None:
+    """Send `signum` to this process `times` times while env step `step` runs."""
+    real = Trainer.step
+
+    def step_and_signal(self: Trainer) -> None:
+        real(self)
+        if self.t == step:
+            for _ in range(times):
+                os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(Trainer, "step", step_and_signal)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_after_the_step_with_a_checkpoint_and_resume_is_bit_exact(
+    tmp_path: Path, monkeypatch, signum: int
+) -> None:
+    whole = job(tmp_path, [ANNEAL], "whole")
+    signal_after_step(monkeypatch, 27, signum)  # between the checkpoints at 20 and 40
+    stopped = job(tmp_path, [ANNEAL], "stopped")
+    monkeypatch.undo()
+    name = signal.Signals(signum).name
+    assert (stopped.status, stopped.steps, stopped.stopped_by) == ("KILLED", 27, signum)
+    assert stopped.reason == f"stopped by {name} at step 27"
+    assert stopped.resume_command and stopped.resume_command.endswith(
+        f"resume={stopped.run_dir}")  # fmt: skip
+    assert json.loads((checkpoint.latest(stopped.run_dir) / "meta.json").read_text())["step"] == 27
+    run = client(tmp_path).get_run(stopped.run_id)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["alpha_rl.failure_reason"] == stopped.reason
+    assert run.data.tags["alpha_rl.resume_command"].endswith(f"resume={stopped.run_dir}")
+    assert run.data.tags["alpha_rl.pid"] == str(os.getpid()) and run.data.tags["alpha_rl.host"]
+    assert "sys/heartbeat" in run.data.metrics
+    assert signal.getsignal(signum) is not None  # the handlers are given back after the run
+    resumed = job(tmp_path, [ANNEAL, f"resume={stopped.run_dir}"], "ignored")
+    assert (resumed.status, resumed.steps, resumed.run_id) == ("FINISHED", 40, stopped.run_id)
+    l_q = history(tmp_path, stopped.run_id, "loss/l_q")
+    assert l_q == history(tmp_path, whole.run_id, "loss/l_q") and len(l_q) == 6
+    np.testing.assert_array_equal(theta(stopped.run_dir), theta(whole.run_dir))
+    assert MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db").get_run(
+        stopped.run_id).info.status == "FINISHED"  # fmt: skip
+
+
+def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stays_valid(
+    tmp_path: Path, monkeypatch
+) -> None:
+    signal_after_step(monkeypatch, 27, signal.SIGINT, times=2)
+    with pytest.raises(KeyboardInterrupt):
+        job(tmp_path, [ANNEAL], "twice")
+    monkeypatch.undo()
+    run_dir = tmp_path / "twice"
+    assert [p.name for p in checkpoint.saved(run_dir)] == ["0000000020"]
+    resumed = job(tmp_path, [ANNEAL, f"resume={run_dir}"], "ignored")
+    whole = job(tmp_path, [ANNEAL], "whole")
+    assert resumed.status == "FINISHED"
+    np.testing.assert_array_equal(theta(run_dir), theta(whole.run_dir))
+
+
+def _wait_for_steps(run_dir: Path, steps: int, proc: subprocess.Popen) -> None:
+    """Until the run's diag.jsonl has reached env step `steps` (or the process ended)."""
+    diag = run_dir / "diag.jsonl"
+    while proc.poll() is None:
+        lines = diag.read_text().split("\n") if diag.is_file() else []
+        if any(line and json.loads(line)["step"] >= steps for line in lines):
+            return
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    overrides = ["backend=numpy", "debug=tiny", "steps=5000", "checkpoint.every=1000",
+                 f"tracking.uri=sqlite:///{tmp_path}/m.db"]  # fmt: skip
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    _wait_for_steps(run_dir, 30, proc)
+    proc.send_signal(signum)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == status, out[-3000:]
+    assert "Traceback" not in out
+    step = json.loads((checkpoint.latest(run_dir) / "meta.json").read_text())["step"]
+    assert 30 <= step < 5000
+    command = f"to continue it: alpha-rl-train {' '.join(overrides)} resume={run_dir}"
+    assert command in out
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
+    (run,) = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    assert run.info.status == "KILLED"
+    assert run.data.tags["alpha_rl.failure_reason"].startswith(
+        f"stopped by {signal.Signals(signum).name} at step {step}")  # fmt: skip
