@@ -126,9 +126,12 @@ def test_a_failed_write_with_on_error_stop_ends_the_run_failed(
 
 @pytest.mark.parametrize(
     ("override", "match"),
-    [("checkpoint.keep=0", r"checkpoint\.keep=0 must be a whole number >= 1"),
-     ("checkpoint.on_error=ignore", r"checkpoint\.on_error='ignore' must be one of continue, stop")],
-)  # fmt: skip
+    [
+        ("checkpoint.keep=0", r"checkpoint\.keep=0 must be a whole number >= 1"),
+        ("checkpoint.on_error=ignore", r"checkpoint\.on_error='ignore' must be one of continue"),
+        ("checkpoint.requeue=yes", r"checkpoint\.requeue='yes' must be true or false"),
+    ],
+)
 def test_checkpoint_settings_are_checked(tmp_path: Path, override: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         job(tmp_path, [override])
