@@ -118,3 +118,25 @@ def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
     assert run.info.status == "KILLED"
     assert run.data.tags["alpha_rl.failure_reason"].startswith(
         f"stopped by {signal.Signals(signum).name} at step {step}")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_stopped_sweep_job_ends_the_sweep_and_its_parent_killed(tmp_path: Path) -> None:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1", "backend=numpy", "debug=tiny",
+         "steps=5000", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    _wait_for_steps(sweep / "0", 30, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out[-3000:]
+    assert "Traceback" not in out and "the sweep stops here" in out
+    assert not (sweep / "1").exists()  # the second job never started
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
+    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    status = {"parent" if "alpha_rl.sweep_dir" in r.data.tags else "job": r.info.status
+              for r in runs}  # fmt: skip
+    assert len(runs) == 2 and status == {"parent": "KILLED", "job": "KILLED"}
