@@ -104,5 +104,5 @@ def test_act_explores_then_exploits() -> None:
 
 def test_agent_config_is_checked() -> None:
     cfg, _ = compose_fixed(["agent.gamma=1.5"])
-    with pytest.raises(ConfigError, match=r"agent.gamma must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"agent\.gamma=1\.5 must be a number in \[0, 1\]"):
         AgentConfig.from_cfg(cfg.agent)

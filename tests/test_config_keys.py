@@ -38,7 +38,7 @@ _INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)")
 
 def compositions(quotes: Path) -> dict[str, list[str]]:
     """Name -> overrides: together they take every option of every group (besides hydra/)."""
-    file_market = ["market=file", f"market.path={quotes}", "~market.ticks"]
+    file_market = ["market=file", f"market.path={quotes}"]
     return {
         "default": [],
         "her_off_stride6": ["her='off'", "reward=stride6"],

@@ -10,15 +10,17 @@ backend with no host sync (l_q, l_aux, epsilon and the gradient norm land in ISV
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from alpha_rl import settings
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError, require
+from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import dqn, mlp
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -213,41 +215,51 @@ class AgentConfig:
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:
-        """Typed and range-checked `agent` config; errors name the key."""
-        e = node.epsilon
-        cfg = cls(
-            tuple(int(h) for h in node.hidden),
-            bool(node.dueling),
-            float(node.gamma),
-            bool(node.cut_on_done),
-            float(node.huber_kappa),
-            float(node.lr),
-            (float(node.adam_betas[0]), float(node.adam_betas[1])),
-            float(node.adam_eps),
-            float(node.grad_clip),
-            float(node.target_tau),
-            int(node.target_period),
-            float(e.start),
-            float(e.end),
-            float(e.decay_steps),
-            float(node.aux_lr),
-            int(node.learn_start),
-            int(node.updates_per_step),
+        """Typed and range-checked `agent` config; errors name the key, the value and the range."""
+        agent = settings.section(node, "agent")
+        where = "conf/agent/"
+
+        def num(key: str, ok: Callable[[float], bool], what: str) -> float:
+            return settings.number(agent, f"agent.{key}", ok, what, where)
+
+        def whole(key: str, least: int, unit: str) -> int:
+            return settings.integer(agent, f"agent.{key}", lambda v: v >= least,
+                                    f">= {least} ({unit})", where)  # fmt: skip
+
+        widths = OmegaConf.select(agent, "agent.hidden")
+        hidden = OmegaConf.to_container(widths) if OmegaConf.is_list(widths) else widths
+        ok = isinstance(hidden, list) and len(hidden) >= 1
+        if not (ok and all(type(w) is int and w >= 1 for w in hidden)):
+            raise ConfigError(f"agent.hidden={hidden!r} must be a list of whole numbers >= 1 "
+                              f"(the hidden layers' widths) (see {where})")  # fmt: skip
+        beta1, beta2 = settings.numbers(agent, "agent.adam_betas", 2, lambda v: 0 <= v < 1,
+                                        "in [0, 1)", where)  # fmt: skip
+        start = num("epsilon.start", lambda v: 0 <= v <= 1, "in [0, 1]")
+        return cls(
+            hidden=tuple(hidden),
+            dueling=settings.flag(agent, "agent.dueling", where),
+            gamma=num("gamma", lambda v: 0 <= v <= 1, "in [0, 1] (discount per env step)"),
+            cut_on_done=settings.flag(agent, "agent.cut_on_done", where),
+            huber_kappa=num("huber_kappa", lambda v: v > 0, "> 0 (reward units)"),
+            lr=num("lr", lambda v: v > 0, "> 0 (Adam's learning rate)"),
+            adam_betas=(beta1, beta2),
+            adam_eps=num("adam_eps", lambda v: v > 0, "> 0"),
+            grad_clip=num("grad_clip", lambda v: v >= 0, ">= 0 (0: no clipping)"),
+            target_tau=num(
+                "target_tau",
+                lambda v: 0 <= v <= 1,
+                "in [0, 1] (0: a hard sync every target_period updates)",
+            ),
+            target_period=whole("target_period", 1, "learner updates"),
+            eps_start=start,
+            eps_end=num(
+                "epsilon.end", lambda v: 0 <= v <= start, f"in [0, agent.epsilon.start={start:g}]"
+            ),
+            eps_decay_steps=num("epsilon.decay_steps", lambda v: v > 0, "> 0 (env steps)"),
+            aux_lr=num("aux_lr", lambda v: v >= 0, ">= 0 (the aux head's SGD learning rate)"),
+            learn_start=whole("learn_start", 0, "env steps"),
+            updates_per_step=whole("updates_per_step", 1, "learner updates per env step"),
         )
-        checks = [
-            (len(cfg.hidden) >= 1 and min(cfg.hidden) >= 1, "agent.hidden: widths >= 1"),
-            (0 <= cfg.gamma <= 1, "agent.gamma must be in [0, 1]"),
-            (cfg.huber_kappa > 0 and cfg.lr > 0, "agent.huber_kappa and agent.lr must be > 0"),
-            (all(0 <= b < 1 for b in cfg.adam_betas), "agent.adam_betas must be in [0, 1)"),
-            (0 <= cfg.target_tau <= 1, "agent.target_tau must be in [0, 1] (0: hard sync)"),
-            (cfg.target_period >= 1, "agent.target_period must be >= 1"),
-            (0 <= cfg.eps_end <= cfg.eps_start <= 1, "agent.epsilon: 0 <= end <= start <= 1"),
-            (cfg.eps_decay_steps > 0, "agent.epsilon.decay_steps must be > 0"),
-            (cfg.learn_start >= 0, "agent.learn_start must be >= 0"),
-            (cfg.updates_per_step >= 1, "agent.updates_per_step must be >= 1"),
-        ]
-        require(checks, "conf/agent/")
-        return cfg
 
 
 def _slot(isv: DeviceIsv | None, name: str) -> int:

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from alpha_rl import settings
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError, require
+from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv, IsvLayout
 from alpha_rl.kernels import experience, perception, reward
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -64,34 +65,42 @@ class EnvConfig:
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> EnvConfig:
-        """Typed and range-checked `env` config; errors name the key."""
-        p = node.perception
-        cfg = cls(
-            num_envs=int(node.num_envs),
-            lot=float(node.lot),
-            multiplier=float(node.multiplier),
-            fee_per_lot=float(node.fee_per_lot),
+        """Typed and range-checked `env` config; errors name the key, the value and the range."""
+        env = settings.section(node, "env")
+        where = "conf/env/"
+
+        def positive(key: str, unit: str) -> float:
+            return settings.number(env, f"env.{key}", lambda v: v > 0, f"> 0 ({unit})", where)
+
+        return cls(
+            num_envs=settings.integer(env, "env.num_envs", lambda v: v >= 1, ">= 1", where),
+            lot=positive("lot", "lots per position"),
+            multiplier=positive("multiplier", "USD per 1.0 price move per lot"),
+            fee_per_lot=settings.number(
+                env, "env.fee_per_lot", lambda v: v >= 0, ">= 0 (USD)", where
+            ),
             perception=PerceptionConfig(
-                horizons=tuple(int(h) for h in p.horizons),
-                pnl_scale_ticks=float(p.pnl_scale_ticks),
-                time_scale_steps=float(p.time_scale_steps),
-                projection=bool(p.projection),
-                hidden_dim=int(p.hidden_dim),
+                horizons=_horizons(env, where),
+                pnl_scale_ticks=positive("perception.pnl_scale_ticks", "ticks"),
+                time_scale_steps=positive("perception.time_scale_steps", "steps"),
+                projection=settings.flag(env, "env.perception.projection", where),
+                hidden_dim=settings.integer(
+                    env, "env.perception.hidden_dim", lambda v: v >= 1, ">= 1", where
+                ),
             ),
         )
-        checks = [
-            (cfg.num_envs >= 1, "env.num_envs must be >= 1"),
-            (cfg.lot > 0 and cfg.multiplier > 0, "env.lot and env.multiplier must be > 0"),
-            (cfg.fee_per_lot >= 0, "env.fee_per_lot must be >= 0"),
-            (all(h >= 1 for h in cfg.perception.horizons), "env.perception.horizons must be >= 1"),
-            (cfg.perception.features <= MAX_FEATURES,
-             f"env.perception.horizons: at most {MAX_FEATURES - EXTRA_FEATURES} horizons"),
-            (cfg.perception.pnl_scale_ticks > 0 and cfg.perception.time_scale_steps > 0,
-             "env.perception.pnl_scale_ticks and time_scale_steps must be > 0"),
-            (cfg.perception.hidden_dim >= 1, "env.perception.hidden_dim must be >= 1"),
-        ]  # fmt: skip
-        require(checks, "conf/env/")
-        return cfg
+
+
+def _horizons(env: DictConfig, where: str) -> tuple[int, ...]:
+    """env.perception.horizons: 1..MAX_FEATURES - EXTRA_FEATURES whole numbers >= 1 (ticks)."""
+    key, most = "env.perception.horizons", MAX_FEATURES - EXTRA_FEATURES
+    value = OmegaConf.select(env, key)
+    shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+    ok = isinstance(shown, list) and 1 <= len(shown) <= most
+    if not (ok and all(type(h) is int and h >= 1 for h in shown)):
+        raise ConfigError(f"{key}={shown!r} must be a list of 1..{most} whole numbers >= 1 "
+                          f"(ticks) (see {where})")  # fmt: skip
+    return tuple(shown)
 
 
 @dataclass

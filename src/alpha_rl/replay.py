@@ -16,14 +16,16 @@ grow by that factor on every step with an injection until it overflowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from alpha_rl import settings
 from alpha_rl.backend.base import Backend, DeviceArray
-from alpha_rl.errors import ConfigError, ReplayError, require
+from alpha_rl.errors import ConfigError, ReplayError
 from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import per
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -49,29 +51,39 @@ class ReplayConfig:
 
     @classmethod
     def from_cfg(cls, node: DictConfig, learner_updates: int | None = None) -> ReplayConfig:
-        """Typed and range-checked `replay` config; errors name the key. A null
-        `beta_anneal_updates` resolves from the run's `learner_updates`, so that β reaches 1 at
-        its last update (as in Schaul et al.)."""
-        anneal = node.beta_anneal_updates
-        if anneal is None:
+        """Typed and range-checked `replay` config; errors name the key, the value and the
+        range. A null `beta_anneal_updates` resolves from the run's `learner_updates`, so that β
+        reaches 1 at its last update (as in Schaul et al.)."""
+        replay = settings.section(node, "replay")
+        where = "conf/replay/"
+
+        def whole(key: str, ok: Callable[[int], bool], what: str) -> int:
+            return settings.integer(replay, f"replay.{key}", ok, what, where)
+
+        def num(key: str, ok: Callable[[float], bool], what: str) -> float:
+            return settings.number(replay, f"replay.{key}", ok, what, where)
+
+        # absent reads as 0 here, so that the reader below names a missing key as missing
+        if OmegaConf.select(replay, "replay.beta_anneal_updates", default=0) is None:
             if learner_updates is None:
                 raise ConfigError("replay.beta_anneal_updates=null resolves from the run's "
                                   "learner updates, which were not given")  # fmt: skip
             anneal = max(1, learner_updates - 1)  # the last update samples at epoch U - 1
-        cfg = cls(int(node.capacity_log2), float(node.alpha), float(node.beta0),
-                  int(anneal), float(node.eps), int(node.batch_size))  # fmt: skip
-        checks = [
-            (1 <= cfg.capacity_log2 <= 30, "replay.capacity_log2 must be in 1..30"),
-            (cfg.alpha >= 0, "replay.alpha must be >= 0"),
-            (0 <= cfg.beta0 <= 1, "replay.beta0 must be in [0, 1]"),
-            (cfg.beta_anneal_updates >= 1,
-             "replay.beta_anneal_updates must be >= 1 (or null: the run's learner updates)"),
-            (cfg.eps > 0, "replay.eps must be > 0 (a zero priority is never sampled again)"),
-            (1 <= cfg.batch_size <= per.MAX_BATCH,
-             f"replay.batch_size must be in 1..{per.MAX_BATCH}"),
-        ]  # fmt: skip
-        require(checks, "conf/replay/")
-        return cfg
+        else:
+            anneal = whole("beta_anneal_updates", lambda v: v >= 1,
+                           ">= 1 (learner updates; or null: the run's own)")  # fmt: skip
+        return cls(
+            capacity_log2=whole(
+                "capacity_log2", lambda v: 1 <= v <= 30, "in 1..30 (2^capacity_log2 transitions)"
+            ),
+            alpha=num("alpha", lambda v: v >= 0, ">= 0 (0: uniform sampling)"),
+            beta0=num("beta0", lambda v: 0 <= v <= 1, "in [0, 1]"),
+            beta_anneal_updates=anneal,
+            eps=num("eps", lambda v: v > 0, "> 0 (a zero priority is never sampled again)"),
+            batch_size=whole(
+                "batch_size", lambda v: 1 <= v <= per.MAX_BATCH, f"in 1..{per.MAX_BATCH}"
+            ),
+        )
 
 
 class Replay:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl.errors import ConfigError
 
@@ -13,7 +14,10 @@ _ABSENT = object()
 
 
 def _value(cfg: DictConfig, key: str, where: str) -> object:
-    value = OmegaConf.select(cfg, key, default=_ABSENT)
+    try:
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+    except OmegaConfBaseException as exc:  # a ${...} that does not resolve
+        raise ConfigError(f"{key} cannot be resolved: {exc} (see {where})") from exc
     if value is _ABSENT:
         raise ConfigError(f"{key} is missing from the config (see {where})")
     return value
@@ -65,3 +69,9 @@ def numbers(cfg: DictConfig, key: str, count: int, ok: Callable[[float], bool], 
         shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
         raise ConfigError(f"{key}={shown!r} must be {count} numbers, each {what} (see {where})")
     return tuple(float(x) for x in value)
+
+
+def section(node: DictConfig, name: str) -> DictConfig:
+    """The `name` section of a config (as composed, or built alone) under its name, so that the
+    readers above take and report its keys as the composed config's: `env.num_envs`."""
+    return OmegaConf.create({name: OmegaConf.to_container(node, resolve=True)})

@@ -9,10 +9,11 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl import paths
-from alpha_rl.errors import AlphaRlError
+from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.run import Job, Outcome, run_job
 from alpha_rl.tracking import TrackingConfig
@@ -34,7 +35,10 @@ def job_of(hc: object, gpu: GpuSlot | None = None) -> Job:
         choices=dict(hc.runtime.choices),  # type: ignore[attr-defined]
         sweep_dir=sweep_dir_of(hc),
         gpu=gpu,
-        overrides=tuple(hc.overrides.task),  # type: ignore[attr-defined]
+        # as typed: reading them resolved would resolve (and may fail on) ${...} in them
+        overrides=tuple(
+            OmegaConf.to_container(hc.overrides.task, resolve=False)  # type: ignore[attr-defined]
+        ),
     )
 
 
@@ -68,12 +72,15 @@ def run(cfg: DictConfig) -> None:
     except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
         log.error("stopped at once; the last checkpoint written stays valid")
         sys.exit(130)
-    except AlphaRlError as exc:
+    except (AlphaRlError, OmegaConfBaseException) as exc:  # the latter: a ${...} that fails
+        if isinstance(exc, OmegaConfBaseException):
+            exc = ConfigError(f"the config cannot be resolved: {exc}".replace("\n", "; "))
         log.error("%s", exc)
         sweep_dir = sweep_dir_of(hc)
         if sweep_dir is None:
             sys.exit(2)
-        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), list(hc.overrides.task), exc)
+        overrides = OmegaConf.to_container(hc.overrides.task, resolve=False)
+        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), list(overrides), exc)
         log.error("this job of the sweep did not start; the other jobs go on")
         return
     report(outcome, cfg)

@@ -110,9 +110,7 @@ def test_a_failed_write_keeps_the_earlier_checkpoint_valid_and_training_goes_on(
     assert resumed.status == "FINISHED" and resumed.steps == 30  # from the kept step 20
 
 
-def test_a_failed_write_with_on_error_stop_ends_the_run_failed(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_a_failed_write_with_on_error_stop_ends_the_run_failed(tmp_path: Path, monkeypatch) -> None:
     failing_write(monkeypatch, at_step=20)
     out = job(tmp_path, [*EVERY_10, "checkpoint.on_error=stop"], "run")
     assert out.status == "FAILED" and out.steps == 20

@@ -78,10 +78,12 @@ def test_probe_loss_is_the_unweighted_double_dqn_huber_loss_of_the_runs_nets() -
 
 
 def test_probe_settings_are_checked() -> None:
-    for bad, match in (("eval.probe.size=5000", "eval.probe.size=5000 must be in 1..4096"),
-                       ("eval.probe.envs=0", "eval.probe.envs must be in"),
-                       ("eval.first=[500,250]", "must be ascending"),
-                       ("eval.first=5", "must be a list")):  # fmt: skip
+    for bad, match in (
+        ("eval.probe.size=5000", "eval.probe.size=5000 must be a whole number in 1..4096"),
+        ("eval.probe.envs=0", "eval.probe.envs=0 must be a whole number in 1..eval.probe.size"),
+        ("eval.first=[500,250]", "must be ascending"),
+        ("eval.first=5", "must be a list"),
+    ):
         cfg, _ = compose_train([*TINY, bad])
         with pytest.raises(ConfigError, match=match):
             plan_run(cfg)

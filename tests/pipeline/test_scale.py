@@ -117,7 +117,7 @@ def test_a_short_run_on_a_file_has_an_l_q_of_order_one(tmp_path: Path, kind: str
     path, multiplier = write_file(tmp_path, walk_book(kind)), MARKETS[kind][3]
     l_q = {}
     for scale in ("auto", "1.0"):
-        overrides = ["backend=numpy", "debug=tiny", "~market.ticks", "market=file",
+        overrides = ["backend=numpy", "debug=tiny", "market=file",
                      f"market.path={path}", f"env.multiplier={multiplier}",
                      f"reward.scale={scale}", "steps=60",
                      f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip

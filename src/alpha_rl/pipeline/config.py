@@ -9,6 +9,7 @@ before the market is built or the GPU is touched.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from alpha_rl import settings
 from alpha_rl.agent import AgentConfig
 from alpha_rl.backend.select import CHOICES as BACKENDS
 from alpha_rl.env import EnvConfig
-from alpha_rl.errors import ConfigError, require
+from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
@@ -141,78 +142,60 @@ class Plan:
         return max(self.env.num_envs, ring)
 
 
-def _int(cfg: DictConfig, key: str) -> int:
-    value = _select(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{key}={value!r} must be an integer (see conf/train.yaml)")
-    return value
-
-
-_ABSENT = object()
-
-
-def _select(cfg: DictConfig, key: str) -> object:
-    value = OmegaConf.select(cfg, key, default=_ABSENT)
-    if value is _ABSENT:
-        raise ConfigError(f"{key} is missing from the config (see conf/)")
-    return value
-
-
 def run_config(cfg: DictConfig) -> RunConfig:
     """The loop's settings, range-checked."""
-    resume = cfg.get("resume")
-    run = RunConfig(
-        seed=_int(cfg, "seed"),
-        steps=_int(cfg, "steps"),
-        log_every=_int(cfg, "log_every"),
-        checkpoint_every=_int(cfg, "checkpoint.every"),
-        checkpoint_replay=bool(_select(cfg, "checkpoint.replay")),
-        audit_every=_int(cfg, "audit.every"),
-        resume=Path(str(resume)) if resume else None,
+    where = "conf/train.yaml"
+
+    def at_least(key: str, least: int, what: str, file: str = where) -> int:
+        return settings.integer(cfg, key, lambda v: v >= least, f">= {least} ({what})", file)
+
+    resume = OmegaConf.select(cfg, "resume")
+    if resume is not None and not isinstance(resume, str):
+        raise ConfigError(f"resume={resume!r} must be the path of a run directory or null "
+                          f"(see {where})")  # fmt: skip
+    return RunConfig(
+        seed=settings.integer(cfg, "seed", lambda v: 0 <= v < 2**63, "in 0..2^63-1", where),
+        steps=at_least("steps", 1, "env steps per env"),
+        log_every=at_least("log_every", 1, "env steps between log points"),
+        checkpoint_every=at_least(
+            "checkpoint.every", 0, "env steps; 0: only at the end", "conf/checkpoint/"
+        ),
+        checkpoint_replay=settings.flag(cfg, "checkpoint.replay", "conf/checkpoint/"),
+        audit_every=at_least("audit.every", 0, "env steps; 0: never", "conf/audit/"),
+        resume=Path(resume) if resume else None,
     )
-    require(
-        [
-            (0 <= run.seed < 2**63, "seed must be in 0..2^63-1"),
-            (run.steps >= 1, "steps must be >= 1"),
-            (run.log_every >= 1, "log_every must be >= 1"),
-            (run.checkpoint_every >= 0, "checkpoint.every must be >= 0 (0: only at the end)"),
-            (run.audit_every >= 0, "audit.every must be >= 0 (0: never)"),
-        ],
-        "conf/train.yaml",
-    )
-    return run
 
 
 def eval_config(cfg: DictConfig) -> EvalConfig:
     """Held-out evaluation settings, range-checked."""
-    first = _select(cfg, "eval.first")
+    where = "conf/eval/"
+
+    def whole(key: str, ok: Callable[[int], bool], what: str) -> int:
+        return settings.integer(cfg, f"eval.{key}", ok, what, where)
+
+    first = OmegaConf.select(cfg, "eval.first")
     if not OmegaConf.is_list(first) or not all(
         isinstance(x, int) and not isinstance(x, bool) for x in first
     ):
-        raise ConfigError(f"eval.first={first!r} must be a list of env steps (see conf/eval/)")
-    probe = ProbeConfig(_int(cfg, "eval.probe.size"), _int(cfg, "eval.probe.envs"))
-    ev = EvalConfig(
-        every=_int(cfg, "eval.every"),
-        first=tuple(int(x) for x in first),
-        steps=_int(cfg, "eval.steps"),
-        num_envs=_int(cfg, "eval.num_envs"),
-        sharpe_window=_int(cfg, "eval.sharpe_window"),
-        probe=probe,
+        raise ConfigError(f"eval.first={first!r} must be a list of env steps (see {where})")
+    if not (all(x >= 1 for x in first) and list(first) == sorted(set(first))):
+        raise ConfigError(f"eval.first={list(first)} must be ascending env steps >= 1 "
+                          f"(see {where})")  # fmt: skip
+    size = whole("probe.size", lambda v: 1 <= v <= dqn.MAX_BATCH,
+                 f"in 1..{dqn.MAX_BATCH} (one TD block)")  # fmt: skip
+    steps = whole("steps", lambda v: v >= 1, ">= 1 (env steps of one evaluation)")
+    return EvalConfig(
+        every=whole("every", lambda v: v >= 0, ">= 0 (env steps; 0: only at the end)"),
+        first=tuple(first),
+        steps=steps,
+        num_envs=whole("num_envs", lambda v: v >= 1, ">= 1"),
+        sharpe_window=whole(
+            "sharpe_window", lambda v: 1 <= v <= steps, f"in 1..eval.steps={steps} (env steps)"
+        ),
+        probe=ProbeConfig(
+            size, whole("probe.envs", lambda v: 1 <= v <= size, f"in 1..eval.probe.size={size}")
+        ),
     )
-    require(
-        [
-            (ev.every >= 0, "eval.every must be >= 0 (0: only at the end)"),
-            (all(x >= 1 for x in ev.first) and list(ev.first) == sorted(set(ev.first)),
-             f"eval.first={list(ev.first)} must be ascending env steps >= 1"),
-            (ev.steps >= 1 and ev.num_envs >= 1, "eval.steps and eval.num_envs must be >= 1"),
-            (1 <= ev.sharpe_window <= ev.steps, "eval.sharpe_window must be in 1..eval.steps"),
-            (1 <= probe.size <= dqn.MAX_BATCH,
-             f"eval.probe.size={probe.size} must be in 1..{dqn.MAX_BATCH} (one TD block)"),
-            (1 <= probe.envs <= probe.size, "eval.probe.envs must be in 1..eval.probe.size"),
-        ],
-        "conf/eval/",
-    )  # fmt: skip
-    return ev
 
 
 def reward_config(cfg: DictConfig) -> RewardConfig:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -19,6 +20,15 @@ from alpha_rl.errors import ConfigError, require
 WHERE = "conf/tracking/"
 MAX_METRICS_PER_REQUEST = 1000  # MLflow's limit on metrics in one log_batch request
 MAX_HTTP_RETRIES = 10  # MLflow refuses MLFLOW_HTTP_REQUEST_MAX_RETRIES above this
+# the URI schemes of MLflow's tracking stores (its database engines take a +driver suffix);
+# its file store ("file:", a plain path) is deliberately not among them
+DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
+SERVERS = ("http", "https")
+ACCEPTED_URIS = (
+    "a database (sqlite:///mlflow.db, postgresql://, mysql:// or mssql://, each also as "
+    "<database>+<driver>://), a server (http://127.0.0.1:5000, https://...) or databricks "
+    "(databricks://<profile>)"
+)
 
 
 @dataclass(frozen=True)
@@ -36,13 +46,19 @@ class TrackingConfig:
 
     def __post_init__(self) -> None:
         uri = self.uri.strip()
+        store = _store_of(uri)
         require(
             [
                 (bool(uri), "tracking.uri is empty: give an MLflow tracking URI"),
                 (
-                    uri == "databricks" or ("://" in uri and not uri.startswith("file:")),
-                    f"tracking.uri={self.uri!r}: MLflow file stores are not supported; use a "
-                    "database (sqlite:///mlflow.db) or a server (http://127.0.0.1:5000)",
+                    store != "file",
+                    f"tracking.uri={self.uri!r}: MLflow file stores are not supported; use "
+                    f"{ACCEPTED_URIS}",
+                ),
+                (
+                    store is not None,
+                    f"tracking.uri={self.uri!r} is not a tracking URI MLflow can store runs "
+                    f"in; use {ACCEPTED_URIS}",
                 ),
                 (
                     bool(self.experiment.strip()) and len(self.experiment) <= 500,
@@ -98,6 +114,23 @@ class TrackingConfig:
             WHERE,
         )
         return cls(**{name: _CONVERT[name](name, data[name]) for name in names})
+
+
+def _store_of(uri: str) -> str | None:
+    """The kind of store MLflow would track into at `uri` ("database", "server", "databricks",
+    or "file": a file: URI or a plain path), None for a scheme it has no tracking store for."""
+    if uri == "databricks":
+        return "databricks"
+    scheme = urlparse(uri).scheme.lower()
+    if len(scheme) <= 1 or scheme == "file":  # as MLflow reads it: a Windows drive is a path
+        return "file"
+    if not uri[len(scheme) :].startswith("://"):
+        return None
+    if scheme.split("+", 1)[0] in DATABASES and scheme.count("+") <= 1:
+        return "database"
+    if scheme in SERVERS:
+        return "server"
+    return "databricks" if scheme == "databricks" else None
 
 
 def _fail(key: str, value: object, what: str) -> ConfigError:

@@ -1,0 +1,107 @@
+"""A bad value on the command line is refused before any work: `alpha-rl-train` exits 2 with one
+line naming the key, the value and what is accepted, and never prints a traceback. A group
+option that does not exist is Hydra's to refuse: it lists the options and exits 1."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from alpha_rl import paths
+from alpha_rl.errors import ConfigError
+from alpha_rl.tracking import TrackingConfig
+from tests.helpers import compose_train
+
+USER_ERROR = 2  # train.py: an AlphaRlError (ConfigError among them) ends the run with this
+HYDRA_ERROR = 1  # Hydra's own: an unknown group option, reported without a traceback
+
+# (overrides, exit status, a piece of the one line that must say what is wrong)
+CASES = {
+    "unknown_uri_scheme": (["tracking.uri=bogus://x"], USER_ERROR,
+                           "tracking.uri='bogus://x' is not a tracking URI MLflow can store"),
+    "num_envs_not_a_number": (["env.num_envs=abc"], USER_ERROR,
+                              "env.num_envs='abc' must be a whole number >= 1"),
+    "num_envs_zero": (["env.num_envs=0"], USER_ERROR, "env.num_envs=0 must be a whole number"),
+    "steps_not_a_number": (["steps=abc"], USER_ERROR, "steps='abc' must be a whole number >= 1"),
+    "steps_negative": (["steps=-5"], USER_ERROR, "steps=-5 must be a whole number >= 1"),
+    "seed_fractional": (["seed=1.5"], USER_ERROR, "seed=1.5 must be a whole number in 0..2^63-1"),
+    "batch_size_zero": (["replay.batch_size=0"], USER_ERROR,
+                        "replay.batch_size=0 must be a whole number in 1..4096"),
+    "lr_negative": (["agent.lr=-1"], USER_ERROR, "agent.lr=-1 must be a number > 0"),
+    "hidden_width_zero": (["agent.hidden=[0]"], USER_ERROR,
+                          "agent.hidden=[0] must be a list of whole numbers >= 1"),
+    "ticks_not_a_number": (["market.ticks=abc"], USER_ERROR,
+                           "market.ticks='abc': expected an integer"),
+    # debug=tiny leaves a file market alone: the missing file is what is reported
+    "file_missing": (["market=file", "market.path=/nonexistent.csv"], USER_ERROR,
+                     "market data file not found: /nonexistent.csv (market.path"),
+    "walk_forward_without_fold": (["validation=walk_forward"], USER_ERROR,
+                                  "market.fold=None: validation=walk_forward runs one fold"),
+    "interpolation_unresolved": (["env.num_envs=${nope}"], USER_ERROR,
+                                 "the config cannot be resolved: Interpolation key 'nope'"),
+    "backend_unknown": (["backend=tpu"], HYDRA_ERROR, "Could not find 'backend/tpu'"),
+    "her_unknown": (["her=sideways"], HYDRA_ERROR, "Could not find 'her/sideways'"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_bad_override_is_refused_in_one_line_without_a_traceback(
+    tmp_path: Path, name: str
+) -> None:
+    overrides, status, says = CASES[name]
+    proc = subprocess.run(
+        [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
+         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.run.dir={tmp_path}/run", *overrides],
+        cwd=tmp_path, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == status, out[-3000:]
+    assert any(says in line for line in out.splitlines()), out[-3000:]
+    assert "Traceback" not in out
+    assert not (tmp_path / "run" / "diag.jsonl").exists()  # refused before any step
+
+
+def test_debug_tiny_shortens_the_synthetic_market_and_leaves_a_file_market_alone() -> None:
+    tiny, _ = compose_train(["debug=tiny"])
+    full, _ = compose_train([])
+    assert 0 < tiny.market.ticks < full.market.ticks
+    assert compose_train(["debug=tiny", "market.ticks=777"])[0].market.ticks == 777
+    file, _ = compose_train(["debug=tiny", "market=file", "market.path=quotes.csv"])
+    assert "ticks" not in file.market
+
+
+def _tracking(uri: str) -> TrackingConfig:
+    shipped = OmegaConf.load(paths.conf_dir() / "tracking" / "local.yaml")
+    return TrackingConfig.from_cfg({**OmegaConf.to_container(shipped), "uri": uri})
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["sqlite:///mlflow.db", "sqlite:////abs/m.db", "postgresql://u:p@host:5432/db",
+     "postgresql+psycopg2://u@host/db", "mysql://u@host/db", "mysql+pymysql://u@host/db",
+     "mssql://u@host/db", "mssql+pyodbc://u@host/db", "http://127.0.0.1:5000",
+     "https://mlflow.example.org", "databricks", "databricks://profile"],
+)  # fmt: skip
+def test_every_tracking_uri_mlflow_stores_runs_at_is_taken(uri: str) -> None:
+    assert _tracking(uri).uri == uri
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [("bogus://x", "is not a tracking URI"), ("s3://bucket/runs", "is not a tracking URI"),
+     ("sqlite:mlflow.db", "is not a tracking URI"), ("postgresql+a+b://h/db", "is not a"),
+     ("file:///tmp/mlruns", "file stores are not supported"),
+     ("/tmp/mlruns", "file stores are not supported"),
+     ("mlruns", "file stores are not supported")],
+)  # fmt: skip
+def test_a_tracking_uri_mlflow_cannot_track_into_is_refused(uri: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=rf"tracking\.uri='{re.escape(uri)}'.*{says}.*sqlite:///"):
+        _tracking(uri)
