@@ -50,23 +50,37 @@ CASES = {
 }  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
+    """Every case's command line, all started at once (each is mostly start-up): name ->
+    (exit status, stdout and stderr, its directory)."""
+    started = {}
+    for name, (overrides, _, _) in CASES.items():
+        where = tmp_path_factory.mktemp(name)
+        started[name] = (subprocess.Popen(
+            [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
+             f"tracking.uri=sqlite:///{where}/m.db", f"hydra.run.dir={where}/run", *overrides],
+            cwd=where, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        ), where)  # fmt: skip
+    done = {}
+    for name, (proc, where) in started.items():
+        out = proc.communicate(timeout=300)[0]  # reads the pipe as it waits: no full-pipe stall
+        done[name] = (proc.returncode, out, where)
+    return done
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_bad_override_is_refused_in_one_line_without_a_traceback(
-    tmp_path: Path, name: str
+    refusals: dict[str, tuple[int, str, Path]], name: str
 ) -> None:
-    overrides, status, says = CASES[name]
-    proc = subprocess.run(
-        [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
-         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.run.dir={tmp_path}/run", *overrides],
-        cwd=tmp_path, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == status, out[-3000:]
+    _, status, says = CASES[name]
+    returncode, out, where = refusals[name]
+    assert returncode == status, out[-3000:]
     assert any(says in line for line in out.splitlines()), out[-3000:]
     assert "Traceback" not in out
-    assert not (tmp_path / "run" / "diag.jsonl").exists()  # refused before any step
+    assert not (where / "run" / "diag.jsonl").exists()  # refused before any step
 
 
 def test_debug_tiny_shortens_the_synthetic_market_and_leaves_a_file_market_alone() -> None:
