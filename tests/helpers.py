@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -42,3 +45,14 @@ def write_quotes(path: Path, bid: np.ndarray) -> Path:
                           "bid_sz_0": 5.0, "ask_sz_0": 6.0})  # fmt: skip
     frame.to_csv(path, index=False)
     return path
+
+
+def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen) -> None:
+    """Until the run's diag.jsonl reaches env step `step`; AssertionError when `proc` ends first."""
+    diag = run_dir / "diag.jsonl"
+    while proc.poll() is None:
+        lines = diag.read_text().split("\n") if diag.is_file() else []
+        if any(line and json.loads(line)["step"] >= step for line in lines):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the run ended before step {step}: {proc.communicate()[0][-2000:]}")

@@ -4,17 +4,16 @@ FINISHED with the l_q history of an unbroken run."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.helpers import wait_for_step
 from tests.pipeline.test_run import history, job
 
 OVERRIDES = ["steps=1000", "checkpoint.every=400"]
@@ -31,16 +30,6 @@ def submitit_task(sweep: Path) -> int | None:
         if b"submitit.core._submit" in words and any(str(sweep).encode() in w for w in words):
             return int(cmdline.parent.name)
     return None
-
-
-def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen) -> None:
-    diag = run_dir / "diag.jsonl"
-    while proc.poll() is None:
-        lines = diag.read_text().split("\n") if diag.is_file() else []
-        if any(line and json.loads(line)["step"] >= step for line in lines):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"the sweep ended before step {step}: {proc.communicate()[0][-2000:]}")
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.trainer import Trainer
+from tests.helpers import wait_for_step
 from tests.pipeline.test_run import client, history, job, theta
 
 ANNEAL = "replay.beta_anneal_updates=29"  # the 40-step run's own, so the halves share it
@@ -81,16 +81,6 @@ def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stays_valid(
     np.testing.assert_array_equal(theta(run_dir), theta(whole.run_dir))
 
 
-def _wait_for_steps(run_dir: Path, steps: int, proc: subprocess.Popen) -> None:
-    """Until the run's diag.jsonl has reached env step `steps` (or the process ended)."""
-    diag = run_dir / "diag.jsonl"
-    while proc.poll() is None:
-        lines = diag.read_text().split("\n") if diag.is_file() else []
-        if any(line and json.loads(line)["step"] >= steps for line in lines):
-            return
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
@@ -104,7 +94,7 @@ def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
         [sys.executable, "-m", "alpha_rl.train", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    _wait_for_steps(run_dir, 30, proc)
+    wait_for_step(run_dir, 30, proc)
     proc.send_signal(signum)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == status, out[-3000:]
@@ -129,7 +119,7 @@ def test_a_stopped_sweep_job_ends_the_sweep_and_its_parent_killed(tmp_path: Path
          "steps=5000", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    _wait_for_steps(sweep / "0", 30, proc)
+    wait_for_step(sweep / "0", 30, proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, out[-3000:]
