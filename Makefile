@@ -59,10 +59,9 @@ ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlf
 	@echo "MLflow UI over $(abspath $(STORE)): http://127.0.0.1:$(PORT)  (Ctrl-C stops it)"
 	$(PY) -m mlflow server --backend-store-uri sqlite:///$(abspath $(STORE)) --artifacts-destination $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT)
 
-bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its PyTorch peer, GEMMs, learner, replay
-	$(PY) benchmarks/train_step.py --envs 4096 65536
+bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its peers (torch eager/graph/compile, JAX), GEMMs, learner, replay
+	$(PY) -m benchmarks.peers.run --envs 4096 65536
 	$(PY) benchmarks/gemm_shapes.py
-	$(PY) benchmarks/torch_step.py --envs 4096 65536
 	$(PY) benchmarks/learner_update.py
 	$(PY) benchmarks/replay_cycle.py --breakdown
 

@@ -1,56 +1,54 @@
-"""The peer: the same training step written in plain PyTorch, as a researcher would write it.
+"""The reference peer: the training step in eager PyTorch, as a researcher would first write it.
 
-    python3 benchmarks/torch_step.py [--envs 4096 65536] [--json torch_step.json]
+    python3 benchmarks/peers/torch_eager.py [--envs 4096 65536]
 
-B envs over the same synthetic book (alpha_rl.market, seed 0), H = 32 observation (the same
-features as perception_observe through a frozen tanh projection), an online and a target MLP
-32 -> 256 -> 256 -> 3 (nn.Sequential), epsilon-greedy acting, FLAT/LONG/SHORT targets filled at the
-touch, reward = realised PnL minus fees at a close (components c0-c2 of DESIGN §4; c3-c5 have
-weight 0 in the default config), PER over N = 2^20 slots (priorities^alpha, torch.multinomial
-sampling, IS weights, priorities from |TD|), double-DQN Huber loss, Adam, gradient clipping,
-hard target sync; HER: per-env peak tracking, backward injection at a close (peak PnL >
-threshold x actual), a ring of closed trades judged after the lookahead (forward injection).
-Eager PyTorch, no torch.compile. CUDA events around 100 steps after 300 warm-up steps, median
-of 7 repeats.
+The semantics every peer shares are in common.py. Dynamic shapes (boolean-mask pushes,
+torch.multinomial sampling, Python-side counters) keep it out of a CUDA graph: torch_graph.py is
+the same step with static shapes.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import time
-
-import numpy as np
 import torch
 from torch import nn
 
-from alpha_rl.market.config import market_config
-from alpha_rl.market.synthetic import synthetic_waves
-
-H, HIDDEN, BATCH, LOG2, A = 32, 256, 512, 20, 3
-HORIZONS = (1, 4, 16, 64)
-LOT_MULT, FEE, ALPHA, BETA, GAMMA = 100.0, 0.5, 0.6, 0.4, 0.99
-THRESHOLD, BOOST, LOOKAHEAD, RING = 1.5, 3.0, 50, 65536
+from benchmarks.peers.common import (
+    ALPHA,
+    BATCH,
+    BETA,
+    BOOST,
+    CLIP,
+    EPS_END,
+    EPS_STEPS,
+    FEE,
+    GAMMA,
+    HIDDEN,
+    HORIZONS,
+    LOG2,
+    LOOKAHEAD,
+    LOT_MULT,
+    LR,
+    RING,
+    TARGET_PERIOD,
+    THRESHOLD,
+    A,
+    H,
+    arguments,
+    book,
+    median_us,
+    report,
+)  # fmt: skip
 
 
 class Peer:
     """State and step of the PyTorch peer on one device."""
 
     def __init__(self, B: int, dev: torch.device) -> None:
-        from omegaconf import OmegaConf
-
-        from alpha_rl import paths
-
-        node = OmegaConf.load(paths.conf_dir() / "market" / "synthetic_waves.yaml")
-        node.seed = 0
-        book = synthetic_waves(market_config(node), 0)
-        t = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=dev)  # noqa: E731
-        ref = float(book.mid[0])
-        self.bid, self.ask = t(book.bid_px[:, 0] - ref), t(book.ask_px[:, 0] - ref)
-        self.mid = (self.bid + self.ask) / 2
-        self.bsz, self.asz = t(book.bid_sz), t(book.ask_sz)
-        self.tick, self.T, self.B, self.dev = float(book.tick_size), book.T, B, dev
+        bk = book()
+        t = lambda x: torch.as_tensor(x, device=dev)  # noqa: E731
+        self.bid, self.ask, self.mid = t(bk["bid"]), t(bk["ask"]), t(bk["mid"])
+        self.bsz, self.asz = t(bk["bsz"]), t(bk["asz"])
+        self.tick, self.T, self.B, self.dev = float(bk["tick"]), int(bk["T"]), B, dev
         g = torch.Generator(device=dev).manual_seed(0)
         self.g = g
         lo = max(HORIZONS)
@@ -63,7 +61,7 @@ class Peer:
                                     nn.ReLU(), nn.Linear(HIDDEN, A)).to(dev)  # fmt: skip
         self.q, self.q_target = mlp(), mlp()
         self.q_target.load_state_dict(self.q.state_dict())
-        self.opt = torch.optim.Adam(self.q.parameters(), lr=3e-4)
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=LR)
         N = 1 << LOG2
         self.N, self.head, self.max_p = N, 0, 1.0
         self.s_h, self.s_h2 = torch.zeros(N, H, device=dev), torch.zeros(N, H, device=dev)
@@ -110,7 +108,7 @@ class Peer:
         # --- act ---
         with torch.no_grad():
             greedy = self.q(h).argmax(1)
-        eps = max(0.05, 1.0 - self.t / 20000)
+        eps = max(EPS_END, 1.0 - self.t / EPS_STEPS)
         explore = torch.rand(B, device=self.dev, generator=self.g) < eps
         a = torch.where(explore, torch.randint(0, A, (B,), device=self.dev, generator=self.g),
                         greedy)  # fmt: skip
@@ -176,53 +174,48 @@ class Peer:
         loss = (w * nn.functional.huber_loss(q, y, reduction="none")).mean()
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(self.q.parameters(), 10.0)
+        nn.utils.clip_grad_norm_(self.q.parameters(), CLIP)
         self.opt.step()
         new = td.detach().abs() + 1e-6
         self.prio[idx] = new**ALPHA
         self.max_p = max(self.max_p, float(new.max()))
-        if self.t % 1000 == 0:
+        if self.t % TARGET_PERIOD == 0:
             self.q_target.load_state_dict(self.q.state_dict())
         self.t += 1
 
 
 def measure(B: int, dev: torch.device) -> float:
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    """Median µs per step (common.median_us)."""
     peer = Peer(B, dev)
-    for _ in range(300):
-        peer.step()
-    samples = []
-    for _ in range(7):
-        if dev.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-        t0 = time.perf_counter()
-        for _ in range(100):
+
+    def run(n: int) -> None:
+        for _ in range(n):
             peer.step()
-        if dev.type == "cuda":
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3 / 100)
-        else:
-            sync()
-            samples.append((time.perf_counter() - t0) * 1e6 / 100)
-    return statistics.median(samples)
+
+    return median_us(run, torch.cuda.synchronize if dev.type == "cuda" else lambda: None)
+
+
+def check(dev: torch.device, B: int = 256) -> None:
+    """Sanity of the first steps: every real row and each injection stored, a finite loss."""
+    peer = Peer(B, dev)
+    for _ in range(5):
+        peer.step()
+    assert peer.head >= 5 * B, peer.head
+    assert torch.isfinite(peer.prio[: peer.head]).all() and peer.max_p >= 1.0
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[4096, 65536])
-    parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--device", default="cuda", help="cuda (the comparison) or cpu")
-    args = parser.parse_args()
-    dev = torch.device(args.device)
-    results = [{"envs": b, "torch_us": measure(b, dev)} for b in args.envs]
-    print("| B | PyTorch peer µs/step | env-steps/s |\n|---|---|---|")
-    for r in results:
-        print(f"| {r['envs']} | {r['torch_us']:.1f} | {r['envs'] / r['torch_us']:.2f} M |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    args = arguments(__doc__, precisions=("float32", "tf32"))
+    from benchmarks.peers.torch_graph import set_precision
+
+    dev = torch.device("cuda")
+    check(dev)
+    rows = []
+    for precision in args.precision:
+        set_precision(precision)
+        rows += [{"peer": "torch_eager", "envs": B, "precision": precision, "us": measure(B, dev)}
+                 for B in args.envs]  # fmt: skip
+    report(rows, args.json)
 
 
 if __name__ == "__main__":
