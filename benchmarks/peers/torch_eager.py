@@ -40,8 +40,16 @@ from benchmarks.peers.common import (
 )  # fmt: skip
 
 
-class Peer:
-    """State and step of the PyTorch peer on one device."""
+class Market:
+    """The book on a device and the observation of B envs over it (both torch peers). A subclass
+    sets the envs' state (cursor, pos, entry, peak, tlen) and the frozen projection `proj`."""
+
+    cursor: torch.Tensor
+    pos: torch.Tensor
+    entry: torch.Tensor
+    peak: torch.Tensor
+    tlen: torch.Tensor
+    proj: torch.Tensor
 
     def __init__(self, B: int, dev: torch.device) -> None:
         bk = book()
@@ -49,6 +57,39 @@ class Peer:
         self.bid, self.ask, self.mid = t(bk["bid"]), t(bk["ask"]), t(bk["mid"])
         self.bsz, self.asz = t(bk["bsz"]), t(bk["asz"])
         self.tick, self.T, self.B, self.dev = float(bk["tick"]), int(bk["T"]), B, dev
+        self.horizons = torch.tensor(HORIZONS, device=dev)
+
+    def perceive(self) -> torch.Tensor:
+        """h [B, H]: horizon returns, spread, imbalances, position, PnL, peak distance, age."""
+        c = self.cursor
+        rets = self.mid[c][:, None] - self.mid[(c[:, None] - self.horizons).clamp(min=0)]
+        rets = rets / self.tick / self.horizons.float().sqrt()
+        spread = (self.ask[c] - self.bid[c]) / self.tick - 1
+        b0, a0 = self.bsz[c, 0], self.asz[c, 0]
+        imb0 = (b0 - a0) / (b0 + a0)
+        imb = (self.bsz[c].sum(1) - self.asz[c].sum(1)) / (self.bsz[c].sum(1) + self.asz[c].sum(1))
+        d = self.pos.float()
+        pnl = d * (self.mid[c] - self.entry) / self.tick / 20.0
+        peak = d * (self.peak - self.mid[c]) / self.tick / 20.0
+        age = self.tlen / 100.0
+        feats = torch.cat([rets, torch.stack([spread, imb0, imb, d, pnl, peak, age], 1)], 1)
+        return torch.tanh(feats @ self.proj)
+
+
+def q_networks(dev: torch.device) -> tuple[nn.Module, nn.Module]:
+    """The online MLP H -> HIDDEN -> HIDDEN -> A and its target, equal at the start."""
+    mlp = lambda: nn.Sequential(nn.Linear(H, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN),  # noqa: E731
+                                nn.ReLU(), nn.Linear(HIDDEN, A)).to(dev)  # fmt: skip
+    q, q_target = mlp(), mlp()
+    q_target.load_state_dict(q.state_dict())
+    return q, q_target
+
+
+class Peer(Market):
+    """State and step of the PyTorch peer on one device."""
+
+    def __init__(self, B: int, dev: torch.device) -> None:
+        super().__init__(B, dev)
         g = torch.Generator(device=dev).manual_seed(0)
         self.g = g
         lo = max(HORIZONS)
@@ -56,11 +97,7 @@ class Peer:
         z = lambda dt=torch.float32: torch.zeros(B, dtype=dt, device=dev)  # noqa: E731
         self.pos, self.entry, self.peak, self.tlen = z(torch.long), z(), z(), z()
         self.proj = torch.randn(11, H, device=dev, generator=g) / 3.0
-        self.horizons = torch.tensor(HORIZONS, device=dev)
-        mlp = lambda: nn.Sequential(nn.Linear(H, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN),  # noqa: E731
-                                    nn.ReLU(), nn.Linear(HIDDEN, A)).to(dev)  # fmt: skip
-        self.q, self.q_target = mlp(), mlp()
-        self.q_target.load_state_dict(self.q.state_dict())
+        self.q, self.q_target = q_networks(dev)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=LR)
         N = 1 << LOG2
         self.N, self.head, self.max_p = N, 0, 1.0
@@ -78,22 +115,6 @@ class Peer:
         self.r_h = torch.zeros(RING, H, device=dev)
         self.r_env = torch.zeros(RING, dtype=torch.long, device=dev)
         self.r_head, self.t = 0, 0
-
-    def perceive(self) -> torch.Tensor:
-        """h [B, H]: horizon returns, spread, imbalances, position, PnL, peak distance, age."""
-        c = self.cursor
-        rets = self.mid[c][:, None] - self.mid[(c[:, None] - self.horizons).clamp(min=0)]
-        rets = rets / self.tick / self.horizons.float().sqrt()
-        spread = (self.ask[c] - self.bid[c]) / self.tick - 1
-        b0, a0 = self.bsz[c, 0], self.asz[c, 0]
-        imb0 = (b0 - a0) / (b0 + a0)
-        imb = (self.bsz[c].sum(1) - self.asz[c].sum(1)) / (self.bsz[c].sum(1) + self.asz[c].sum(1))
-        d = self.pos.float()
-        pnl = d * (self.mid[c] - self.entry) / self.tick / 20.0
-        peak = d * (self.peak - self.mid[c]) / self.tick / 20.0
-        age = self.tlen / 100.0
-        feats = torch.cat([rets, torch.stack([spread, imb0, imb, d, pnl, peak, age], 1)], 1)
-        return torch.tanh(feats @ self.proj)
 
     def push(self, h, h2, a, r, d, prio) -> None:
         n = h.shape[0]

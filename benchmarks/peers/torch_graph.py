@@ -28,7 +28,6 @@ from benchmarks.peers.common import (
     EPS_STEPS,
     FEE,
     GAMMA,
-    HIDDEN,
     HORIZONS,
     LOG2,
     LOOKAHEAD,
@@ -40,33 +39,25 @@ from benchmarks.peers.common import (
     A,
     H,
     arguments,
-    book,
     median_us,
     report,
 )  # fmt: skip
+from benchmarks.peers.torch_eager import Market, q_networks
 
 
-class StaticPeer:
+class StaticPeer(Market):
     """State and static-shape step of the reference peer on one CUDA device."""
 
     def __init__(self, B: int, dev: torch.device, log2: int = LOG2) -> None:
-        bk = book()
-        t = lambda x: torch.as_tensor(x, device=dev)  # noqa: E731
-        self.bid, self.ask, self.mid = t(bk["bid"]), t(bk["ask"]), t(bk["mid"])
-        self.bsz, self.asz = t(bk["bsz"]), t(bk["asz"])
-        self.tick, self.T, self.B, self.dev = float(bk["tick"]), int(bk["T"]), B, dev
+        super().__init__(B, dev)
         torch.manual_seed(0)  # the default generator: the one a CUDA graph can replay
         lo = max(HORIZONS)
         self.cursor = torch.randint(lo, self.T - 2, (B,), device=dev)
         z = lambda n, dt=torch.float32: torch.zeros(n, dtype=dt, device=dev)  # noqa: E731
         self.pos, self.entry, self.peak, self.tlen = z(B, torch.long), z(B), z(B), z(B)
         self.proj = torch.randn(11, H, device=dev) / 3.0
-        self.horizons = torch.tensor(HORIZONS, device=dev)
         self.targets = torch.tensor([0, 1, -1], device=dev)
-        mlp = lambda: nn.Sequential(nn.Linear(H, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN),  # noqa: E731
-                                    nn.ReLU(), nn.Linear(HIDDEN, A)).to(dev)  # fmt: skip
-        self.q, self.q_target = mlp(), mlp()
-        self.q_target.load_state_dict(self.q.state_dict())
+        self.q, self.q_target = q_networks(dev)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=LR, capturable=True)
         N = 1 << log2
         self.N = N  # storage rows 0..N-1 plus the dump row N
@@ -79,22 +70,6 @@ class StaticPeer:
         self.max_p, self.t = torch.ones((), device=dev), z((), torch.long)
         self.arange_b = torch.arange(B, device=dev)
         self.loss = z(())
-
-    def perceive(self) -> torch.Tensor:
-        """h [B, H], as torch_eager.Peer.perceive."""
-        c = self.cursor
-        rets = self.mid[c][:, None] - self.mid[(c[:, None] - self.horizons).clamp(min=0)]
-        rets = rets / self.tick / self.horizons.float().sqrt()
-        spread = (self.ask[c] - self.bid[c]) / self.tick - 1
-        b0, a0 = self.bsz[c, 0], self.asz[c, 0]
-        imb0 = (b0 - a0) / (b0 + a0)
-        imb = (self.bsz[c].sum(1) - self.asz[c].sum(1)) / (self.bsz[c].sum(1) + self.asz[c].sum(1))
-        d = self.pos.float()
-        pnl = d * (self.mid[c] - self.entry) / self.tick / 20.0
-        peak = d * (self.peak - self.mid[c]) / self.tick / 20.0
-        age = self.tlen / 100.0
-        feats = torch.cat([rets, torch.stack([spread, imb0, imb, d, pnl, peak, age], 1)], 1)
-        return torch.tanh(feats @ self.proj)
 
     def push(self, fire, h, h2, a, r, d, prio) -> None:
         """The rows where `fire`, in row order at the head; the others go to the dump row."""
