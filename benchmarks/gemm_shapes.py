@@ -22,7 +22,7 @@ from functools import partial
 import numpy as np
 from cudagraph import Graph, graphs_available, time_events
 
-from alpha_rl.agent import MAX_SPLITS, SPLIT_ROWS, WIDE_MIN_BLOCKS, WIDE_MIN_K
+from alpha_rl.agent import MAX_SPLITS, SPLIT_ROWS, gemm_kind
 from alpha_rl.kernels import mlp
 from alpha_rl.kernels.runtime import KernelRuntime
 
@@ -90,7 +90,8 @@ def measure(envs: int, batch: int) -> list[dict]:
     rows = []
     with CudaBackend() as be:
         runtime = KernelRuntime(be, {})
-        kernels = {"mlp_gemm": runtime.bind(mlp.GEMM), "mlp_gemm_64": runtime.bind(mlp.GEMM_64)}
+        kernels = {"mlp_gemm": runtime.bind(mlp.GEMM), "mlp_gemm_64": runtime.bind(mlp.GEMM_64),
+                   "mlp_gemm_128": runtime.bind(mlp.GEMM_128)}  # fmt: skip
         gemm_partial, sum_splits = runtime.bind(mlp.GEMM_PARTIAL), runtime.bind(mlp.SUM_SPLITS)
         gemm_rows = runtime.bind(mlp.GEMM_ROWS)
         stream = drv.Stream()
@@ -138,21 +139,21 @@ def measure(envs: int, batch: int) -> list[dict]:
                     splits=splits,
                     stream=stream,
                 )
-                add = partial(sum_splits, P=P, C=C, MN=M * N, splits=splits, stream=stream)
+                dY = be.zeros(K * M, np.float32)  # the bias gradient shares the launch
+                db = be.zeros(M, np.float32)
+                add = partial(sum_splits, P=P, dY=dY, C=C, db=db, MN=M * N, splits=splits, M=K,
+                              N=M, stream=stream)  # fmt: skip
                 both = lambda p=parts, a=add: [p(), a()]  # noqa: E731
                 row[f"split-K x{splits}"] = per_launch(drv, stream, both)
             ta_ = torch.randn(K, M, device="cuda").t() if ta else torch.randn(M, K, device="cuda")
             tb_ = torch.randn(N, K, device="cuda").t() if tb else torch.randn(K, N, device="cuda")
             row["cublas"] = cublas(torch, ta_, tb_)
-            wide = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
             row["step_uses"] = (
                 "mlp_gemm_rows"
                 if narrow
                 else f"split-K x{splits}"
                 if splits > 1
-                else "mlp_gemm_64"
-                if wide
-                else "mlp_gemm"
+                else f"mlp_{gemm_kind(M, N, K)}"
             )
             rows.append(row)
     return rows
@@ -168,18 +169,20 @@ def main() -> None:
         raise SystemExit("gemm_shapes needs cuda-bindings (CUDA graphs): pip install '.[gpu]'")
     rows = measure(args.envs, args.batch)
     print(f"{'product (M x N x K)':28} {'x/step':>6} {'gemm 32':>9} {'gemm 64':>9} "
-          f"{'cuBLAS':>9} {'TFLOP/s used':>12}  step uses")  # fmt: skip
-    totals = {"mlp_gemm": 0.0, "mlp_gemm_64": 0.0, "cublas": 0.0, "used": 0.0}
+          f"{'gemm 128':>9} {'cuBLAS':>9} {'TFLOP/s used':>12}  step uses")  # fmt: skip
+    totals = {"mlp_gemm": 0.0, "mlp_gemm_64": 0.0, "mlp_gemm_128": 0.0, "cublas": 0.0, "used": 0.0}
     for r in rows:
         used = r[r["step_uses"]]
         tflops = 2 * r["M"] * r["N"] * r["K"] / used / 1e6
         print(f"{r['shape']:28} {r['per_step']:>6} {r['mlp_gemm']:>9.2f} {r['mlp_gemm_64']:>9.2f} "
-              f"{r['cublas']:>9.2f} {tflops:>12.2f}  {r['step_uses']} ({used:.2f})")  # fmt: skip
-        for key in ("mlp_gemm", "mlp_gemm_64", "cublas"):
+              f"{r['mlp_gemm_128']:>9.2f} {r['cublas']:>9.2f} {tflops:>12.2f}  "
+              f"{r['step_uses']} ({used:.2f})")  # fmt: skip
+        for key in ("mlp_gemm", "mlp_gemm_64", "mlp_gemm_128", "cublas"):
             totals[key] += r[key] * r["per_step"]
         totals["used"] += used * r["per_step"]
     print(f"{'per step (µs)':28} {'':>6} {totals['mlp_gemm']:>9.2f} {totals['mlp_gemm_64']:>9.2f} "
-          f"{totals['cublas']:>9.2f}  as used: {totals['used']:.2f}")  # fmt: skip
+          f"{totals['mlp_gemm_128']:>9.2f} {totals['cublas']:>9.2f}  "
+          f"as used: {totals['used']:.2f}")  # fmt: skip
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"envs": args.envs, "batch": args.batch, "rows": rows, "totals": totals},

@@ -20,20 +20,21 @@
 //   counters[0] (Adam's step t) += 1.
 // dqn_adam (one thread per parameter): g' = g * min(1, clip / norm) when clip > 0;
 //   m = b1 m + (1 - b1) g'; v = b2 v + (1 - b2) g'^2;
-//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = counters[0].
-// dqn_target_sync (one thread per parameter): tau > 0: target = tau p + (1 - tau) target;
-//   else target = p when t % period == 0.
+//   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t = counters[0]; then the target
+//   network's sync from the new p: tau > 0: target = tau p + (1 - tau) target; else target = p
+//   when t % period == 0.
 // dqn_act (one thread per env): eps = eps_end + (eps_start - eps_end) * max(0, 1 - s / decay),
 //   s = counters[1]; u1, u2 = rng_uniform(seed, ACT, 2 (s B + b) + {0, 1}); u1 < eps: action
 //   = min(A - 1, floor(u2 A)), else argmax_a q[b, a]. The last block to finish advances s and
-//   writes eps to isv[eps_idx]. counters[2] is the blocks-done scratch.
-// dqn_aux_predict (one thread per env): p_up[b] = sigmoid(w[H] + sum_k w[k] h[b, k]).
+//   writes eps to isv[eps_idx]. counters[2] is the blocks-done scratch. With p_up (else NULL, and
+//   h, aux_w unread) also the aux head: p_up[b] = sigmoid(aux_w[H] + sum_k aux_w[k] h[b, k]).
 // dqn_aux_train (blocks of DQN_AUX_ROWS rows; a thread per (weight, row lane), the lanes added in
 //   order; H + 3 <= DQN_BLOCK): y_b = 1 if post_mid > fill_mid, 0 if below, unlabeled if
 //   equal; over labeled rows g = mean (p_up - y) [h, 1],
 //   l_aux = mean BCE (p clamped to [1e-7, 1 - 1e-7]); partial sums per block in partial
-//   [blocks, H + 3], summed in block order by the last block, which applies w -= lr * g and
-//   writes l_aux to isv[loss_idx] (no labeled row: nothing changes). counters[3]: scratch.
+//   [blocks, H + 3], added by the last block (its lane l the blocks l, l + lanes, ... in order,
+//   then the lanes in order), which applies w -= lr * g and writes l_aux to isv[loss_idx] (no
+//   labeled row: nothing changes). counters[3]: scratch.
 #include "common.cuh"
 #include <math_constants.h>
 
@@ -57,17 +58,6 @@ ALPHA_RL_EXPORT(DQN_ACT_STEP);
 ALPHA_RL_EXPORT(DQN_ACT_DONE);
 ALPHA_RL_EXPORT(DQN_AUX_DONE);
 ALPHA_RL_EXPORT(DQN_COUNTERS);
-
-__device__ __forceinline__ bool last_block_done(unsigned long long* counter) {
-    __shared__ bool is_last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        is_last = atomicAdd(counter, 1ull) == gridDim.x - 1;
-    }
-    __syncthreads();
-    return is_last;
-}
 
 extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* __restrict__ s_h_t,
                                       const float* __restrict__ s_h_tp1,
@@ -167,40 +157,36 @@ dqn_grad_norm(const float* __restrict__ grad, float* __restrict__ stats,
 extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float* __restrict__ stats,
                                     const unsigned long long* __restrict__ counters,
                                     float* __restrict__ param, float* __restrict__ m,
-                                    float* __restrict__ v, int P, float lr, float beta1,
-                                    float beta2, float eps, float clip) {
+                                    float* __restrict__ v, float* __restrict__ target, int P,
+                                    float lr, float beta1, float beta2, float eps, float clip,
+                                    float tau, int period) {
     const int k = global_index_1d();
     if (k >= P) return;
     const float norm = stats[0];
     const float scale = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
     const float g = grad[k] * scale;
-    const float t = static_cast<float>(counters[DQN_ADAM_STEP]);
+    const unsigned long long step = counters[DQN_ADAM_STEP];
+    const float t = static_cast<float>(step);
     const float mk = beta1 * m[k] + (1.0f - beta1) * g;
     const float vk = beta2 * v[k] + (1.0f - beta2) * g * g;
     m[k] = mk;
     v[k] = vk;
     const float m_hat = mk / (1.0f - powf(beta1, t));
     const float v_hat = vk / (1.0f - powf(beta2, t));
-    param[k] -= lr * m_hat / (sqrtf(v_hat) + eps);
-}
-
-extern "C" __global__ void dqn_target_sync(const float* __restrict__ param,
-                                           const unsigned long long* __restrict__ counters,
-                                           float* __restrict__ target, int P, float tau,
-                                           int period) {
-    const int k = global_index_1d();
-    if (k >= P) return;
+    const float p = param[k] - lr * m_hat / (sqrtf(v_hat) + eps);
+    param[k] = p;
     if (tau > 0.0f) {
-        target[k] = tau * param[k] + (1.0f - tau) * target[k];
-    } else if (counters[DQN_ADAM_STEP] % static_cast<unsigned long long>(period) == 0ull) {
-        target[k] = param[k];
+        target[k] = tau * p + (1.0f - tau) * target[k];
+    } else if (step % static_cast<unsigned long long>(period) == 0ull) {
+        target[k] = p;
     }
 }
 
-extern "C" __global__ void dqn_act(const float* __restrict__ q, int* __restrict__ action,
+extern "C" __global__ void dqn_act(const float* __restrict__ q, const float* __restrict__ h,
+                                   const float* __restrict__ aux_w, int* __restrict__ action,
                                    unsigned long long* __restrict__ counters,
-                                   float* __restrict__ isv, int B, int A,
-                                   unsigned long long seed, float eps_start, float eps_end,
+                                   float* __restrict__ isv, float* __restrict__ p_up, int B, int A,
+                                   int H, unsigned long long seed, float eps_start, float eps_end,
                                    float decay, int eps_idx) {
     const int b = global_index_1d();
     const unsigned long long s = counters[DQN_ACT_STEP];
@@ -218,21 +204,17 @@ extern "C" __global__ void dqn_act(const float* __restrict__ q, int* __restrict_
             best = min(A - 1, static_cast<int>(__fmul_rn(u2, static_cast<float>(A))));
         }
         action[b] = best;
+        if (p_up != nullptr) {  // the aux head: p_up = sigmoid(w . h + b)
+            float z = aux_w[H];
+            for (int k = 0; k < H; ++k) z += aux_w[k] * h[static_cast<size_t>(b) * H + k];
+            p_up[b] = 1.0f / (1.0f + expf(-z));
+        }
     }
     if (last_block_done(counters + DQN_ACT_DONE) && threadIdx.x == 0) {
         counters[DQN_ACT_STEP] = s + 1ull;
         counters[DQN_ACT_DONE] = 0ull;
         if (isv != nullptr && eps_idx >= 0) isv[eps_idx] = eps;
     }
-}
-
-extern "C" __global__ void dqn_aux_predict(const float* __restrict__ h, const float* __restrict__ w,
-                                           float* __restrict__ p_up, int B, int H) {
-    const int b = global_index_1d();
-    if (b >= B) return;
-    float z = w[H];
-    for (int k = 0; k < H; ++k) z += w[k] * h[static_cast<size_t>(b) * H + k];
-    p_up[b] = 1.0f / (1.0f + expf(-z));
 }
 
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
@@ -274,20 +256,27 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
         partial[static_cast<size_t>(blockIdx.x) * cols + j] = acc;
     }
     if (!last_block_done(counters + DQN_AUX_DONE)) return;
-    __shared__ float count;  // from here on the first `cols` threads (lane 0) finish the step
-    if (threadIdx.x == 0) {
-        float c = 0.0f;
-#pragma unroll 8
-        for (int k = 0; k < gridDim.x; ++k) c += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + H + 2);
-        count = c;
-        counters[DQN_AUX_DONE] = 0ull;
+    // the last block: lane l adds blocks l, l + lanes, ... in order, then lane 0 the lanes in order
+    __shared__ float total[DQN_BLOCK];
+    if (lane < lanes) {
+        float acc = 0.0f;
+#pragma unroll 4
+        for (int k = lane; k < static_cast<int>(gridDim.x); k += lanes) {
+            acc += __ldcg(partial + static_cast<size_t>(k) * cols + j);
+        }
+        lane_sum[threadIdx.x] = acc;
     }
     __syncthreads();
+    if (lane == 0) {
+        float acc = 0.0f;
+        for (int l = 0; l < lanes; ++l) acc += lane_sum[l * cols + j];
+        total[j] = acc;
+    }
+    if (threadIdx.x == 0) counters[DQN_AUX_DONE] = 0ull;
+    __syncthreads();
+    const float count = total[H + 2];
     if (count <= 0.0f || lane != 0 || j > H + 1) return;
-    float total = 0.0f;
-#pragma unroll 8
-    for (int k = 0; k < gridDim.x; ++k) total += __ldcg(partial + static_cast<size_t>(k) * (H + 3) + j);
-    const float mean = total / count;
+    const float mean = total[j] / count;
     if (j <= H) {
         w[j] -= lr * mean;
     } else if (isv != nullptr && loss_idx >= 0) {

@@ -12,13 +12,21 @@
 // mlp_gemm_64: the same product on 64 x 64 tiles, a 4 x 4 micro-tile per thread (half the
 //   shared-memory reads per multiply-add), for products with enough rows to fill the GPU with
 //   64 x 64 tiles (the acting forward over every env). Bit-identical to mlp_gemm.
+// mlp_gemm_128: the same on 128 x 128 tiles, 8 x 8 per thread in 2 x 2 pieces of 4 x 4 (see
+//   MlpTile), for products that fill the GPU with them (the acting forward over tens of thousands
+//   of envs). Bit-identical to mlp_gemm.
 // mlp_gemm_rows: Y[M, N] = X[M, K] W[N, K]^T (+ bias) (ReLU if relu) for N <= MLP_ROWS_MAX_N
 //   (the Q head): a warp per row, lane l multiplying k = l, l + 32, ... in order, then a
 //   butterfly of shuffles; output n is lane n's total (deterministic, not mlp_gemm's order).
+// mlp_gemm_pair, mlp_gemm_rows_pair: two forward products of the same shape but their own rows,
+//   inputs, weights and outputs in one launch (the online and the target network's layer of a
+//   learner update), each bit-identical to its own mlp_gemm / mlp_gemm_rows launch.
 // mlp_gemm_partial: split-K for products with few outputs and a long K (the weight gradients):
 //   P[s, M, N] = op(A)[:, Ks] @ op(B)[Ks, :] for the s-th of `splits` chunks Ks of K (chunks of
 //   ceil(K / splits) rounded up to MLP_BK), one block per (split, tile); no bias, ReLU or mask.
-// mlp_sum_splits: C[i] = sum_s P[s, i] for i < MN, splits added in order (deterministic).
+// mlp_sum_splits: C[i] = sum_s P[s, i] for i < MN, splits added in order (deterministic), and in
+//   the same launch (its last ceil(N / MLP_BG_COLS) blocks; none when N == 0) the layer's bias
+//   gradient db = sum_m dY[m, :] exactly as mlp_bias_grad adds it.
 // mlp_bias_grad: db[n] = sum_m dY[m, n]: blocks of MLP_BG_COLS columns x MLP_BG_LANES lanes; lane
 //   l sums rows l, l + LANES, ... in order, then lane 0 adds the lanes in order (deterministic).
 // mlp_dueling_forward: Q[m, a] = VA[m, A] + VA[m, a] - mean_{a'} VA[m, a'],   VA [M, A+1]
@@ -63,18 +71,33 @@ __device__ __forceinline__ void load_frag(const float* p, float (&r)[T]) {
 }
 
 // A tile shape: BM x BN outputs per block of MLP_THREADS threads, a TM x TN micro-tile each.
-template <int BM_, int BN_, int TM_, int TN_>
+// PARTS > 1 splits a thread's micro-tile into PARTS x PARTS pieces spaced BM / PARTS rows and
+// BN / PARTS columns apart, so that a warp's shared-memory reads of a k-row are contiguous
+// (conflict-free) rather than TN floats apart; which outputs a thread holds changes, the order in
+// which each output adds its products does not.
+template <int BM_, int BN_, int TM_, int TN_, int PARTS_ = 1>
 struct MlpTile {
-    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_;
+    static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, PARTS = PARTS_;
     static constexpr int COLS = BN / TN;  // threads along N
     static_assert((BM / TM) * (BN / TN) == MLP_THREADS, "one micro-tile per thread");
+    static_assert(TM % PARTS == 0 && TN % PARTS == 0, "whole pieces");
+    static constexpr int PM = TM / PARTS, PN = TN / PARTS;  // a piece's rows and columns
     static constexpr int LA = BM * MLP_BK / MLP_THREADS;  // A elements each thread stages
     static constexpr int LB = BN * MLP_BK / MLP_THREADS;
+    // the tile row of the thread's micro-tile row i, the tile column of its column j
+    __device__ static __forceinline__ int row(int tid, int i) {
+        return (tid / COLS) * PM + (i % PM) + (i / PM) * (BM / PARTS);
+    }
+    __device__ static __forceinline__ int col(int tid, int j) {
+        return (tid % COLS) * PN + (j % PN) + (j / PN) * (BN / PARTS);
+    }
 };
 #define MLP_TILE 32       // output tile side of mlp_gemm and mlp_gemm_partial
 #define MLP_WIDE_TILE 64  // output tile side of mlp_gemm_64
+#define MLP_HUGE_TILE 128  // output tile side of mlp_gemm_128
 using MlpSmall = MlpTile<MLP_TILE, MLP_TILE, 2, 2>;  // mlp_gemm, mlp_gemm_partial
 using MlpWide = MlpTile<MLP_WIDE_TILE, MLP_WIDE_TILE, 4, 4>;  // mlp_gemm_64
+using MlpHuge = MlpTile<MLP_HUGE_TILE, MLP_HUGE_TILE, 8, 8, 2>;  // mlp_gemm_128
 
 // The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
 // The next K-step's elements are fetched into registers while the current one is multiplied
@@ -88,7 +111,6 @@ __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const floa
     __shared__ __align__(16) float As[MLP_BK][T::BM + 4];
     __shared__ __align__(16) float Bs[MLP_BK][T::BN + 4];
     const int tid = threadIdx.x;
-    const int tm = (tid / T::COLS) * T::TM, tn = (tid % T::COLS) * T::TN;
     float ra[T::LA], rb[T::LB];
     // staged element i of this thread: (kk, mm) in the A tile, (kk, nn) in the B tile, chosen so
     // that consecutive threads read consecutive addresses of the stored matrix
@@ -135,8 +157,16 @@ __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const floa
 #pragma unroll
         for (int kk = 0; kk < MLP_BK; ++kk) {
             float a[T::TM], b[T::TN];
-            load_frag<T::TM>(&As[kk][tm], a);
-            load_frag<T::TN>(&Bs[kk][tn], b);
+#pragma unroll
+            for (int part = 0; part < T::PARTS; ++part) {
+                float pa[T::PM], pb[T::PN];
+                load_frag<T::PM>(&As[kk][T::row(tid, part * T::PM)], pa);
+                load_frag<T::PN>(&Bs[kk][T::col(tid, part * T::PN)], pb);
+#pragma unroll
+                for (int i = 0; i < T::PM; ++i) a[part * T::PM + i] = pa[i];
+#pragma unroll
+                for (int j = 0; j < T::PN; ++j) b[part * T::PN + j] = pb[j];
+            }
 #pragma unroll
             for (int i = 0; i < T::TM; ++i) {
 #pragma unroll
@@ -159,16 +189,16 @@ __device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
                                               int k_begin, int k_end) {
     const int tiles_n = (N + T::BN - 1) / T::BN;
     const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
-    const int tm = (threadIdx.x / T::COLS) * T::TM, tn = (threadIdx.x % T::COLS) * T::TN;
+    const int tid = threadIdx.x;
     float acc[T::TM][T::TN] = {};
     mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
 #pragma unroll
     for (int i = 0; i < T::TM; ++i) {
-        const int m = m0 + tm + i;
+        const int m = m0 + T::row(tid, i);
         if (m >= M) continue;
 #pragma unroll
         for (int j = 0; j < T::TN; ++j) {
-            const int n = n0 + tn + j;
+            const int n = n0 + T::col(tid, j);
             if (n >= N) continue;
             float v = acc[i][j] + (bias != nullptr ? bias[n] : 0.0f);
             if (relu) v = fmaxf(v, 0.0f);
@@ -187,11 +217,37 @@ mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* 
                             K);
 }
 
+// Two forward products (Y = X W^T + bias, ReLU if relu) of the same N and K in one launch: the
+// first tiles_1 blocks compute the first, the rest the second; each exactly as mlp_gemm would.
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm_pair(const float* __restrict__ X1, const float* __restrict__ W1,
+              const float* __restrict__ bias1, const float* __restrict__ X2,
+              const float* __restrict__ W2, const float* __restrict__ bias2,
+              float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
+              int relu) {
+    const int tiles_1 = ((M1 + MLP_TILE - 1) / MLP_TILE) * ((N + MLP_TILE - 1) / MLP_TILE);
+    const int tile = blockIdx.x;
+    if (tile < tiles_1) {
+        mlp_gemm_tile<MlpSmall>(X1, W1, bias1, nullptr, Y1, M1, N, K, 0, 1, relu, tile, 0, K);
+    } else {
+        mlp_gemm_tile<MlpSmall>(X2, W2, bias2, nullptr, Y2, M2, N, K, 0, 1, relu, tile - tiles_1,
+                                0, K);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_64(const float* __restrict__ A, const float* __restrict__ B,
             const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
             int M, int N, int K, int trans_a, int trans_b, int relu) {
     mlp_gemm_tile<MlpWide>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
+                           K);
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm_128(const float* __restrict__ A, const float* __restrict__ B,
+             const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
+             int M, int N, int K, int trans_a, int trans_b, int relu) {
+    mlp_gemm_tile<MlpHuge>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
                            K);
 }
 
@@ -210,13 +266,11 @@ mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float
 #define MLP_ROWS_MAX_N 8  // mlp_gemm_rows: outputs per row
 #define MLP_ROWS_WARPS 8   // rows (one warp each) per block of 256 threads
 
-extern "C" __global__ void __launch_bounds__(MLP_ROWS_WARPS * 32)
-mlp_gemm_rows(const float* __restrict__ X, const float* __restrict__ W,
-              const float* __restrict__ bias, float* __restrict__ Y, int M, int N, int K,
-              int relu) {
+// Row m of Y[M, N] = X W^T (+ bias) (ReLU if relu) by one warp (see mlp_gemm_rows).
+__device__ __forceinline__ void gemm_row(const float* __restrict__ X, const float* __restrict__ W,
+                                         const float* __restrict__ bias, float* __restrict__ Y,
+                                         int m, int N, int K, int relu) {
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    const int m = blockIdx.x * MLP_ROWS_WARPS + (static_cast<int>(threadIdx.x) >> 5);
-    if (m >= M) return;  // warp-uniform
     float acc[MLP_ROWS_MAX_N] = {};
     const float* x = X + static_cast<size_t>(m) * K;
     for (int k = lane; k < K; k += 32) {
@@ -241,13 +295,32 @@ mlp_gemm_rows(const float* __restrict__ X, const float* __restrict__ W,
     }
 }
 
-extern "C" __global__ void mlp_sum_splits(const float* __restrict__ P, float* __restrict__ C,
-                                          int MN, int splits) {
-    const int i = global_index_1d();
-    if (i >= MN) return;
-    float s = 0.0f;
-    for (int k = 0; k < splits; ++k) s += P[static_cast<size_t>(k) * MN + i];
-    C[i] = s;
+extern "C" __global__ void __launch_bounds__(MLP_ROWS_WARPS * 32)
+mlp_gemm_rows(const float* __restrict__ X, const float* __restrict__ W,
+              const float* __restrict__ bias, float* __restrict__ Y, int M, int N, int K,
+              int relu) {
+    const int m = blockIdx.x * MLP_ROWS_WARPS + (static_cast<int>(threadIdx.x) >> 5);
+    if (m >= M) return;  // warp-uniform
+    gemm_row(X, W, bias, Y, m, N, K, relu);
+}
+
+// Two mlp_gemm_rows products of the same N and K in one launch: rows 0 .. M1-1 of the first, then
+// the M2 rows of the second (row blocks of the first, then of the second).
+extern "C" __global__ void __launch_bounds__(MLP_ROWS_WARPS * 32)
+mlp_gemm_rows_pair(const float* __restrict__ X1, const float* __restrict__ W1,
+                   const float* __restrict__ bias1, const float* __restrict__ X2,
+                   const float* __restrict__ W2, const float* __restrict__ bias2,
+                   float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
+                   int relu) {
+    const int blocks_1 = (M1 + MLP_ROWS_WARPS - 1) / MLP_ROWS_WARPS;
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+    if (static_cast<int>(blockIdx.x) < blocks_1) {
+        const int m = blockIdx.x * MLP_ROWS_WARPS + warp;
+        if (m < M1) gemm_row(X1, W1, bias1, Y1, m, N, K, relu);  // warp-uniform
+    } else {
+        const int m = (blockIdx.x - blocks_1) * MLP_ROWS_WARPS + warp;
+        if (m < M2) gemm_row(X2, W2, bias2, Y2, m, N, K, relu);
+    }
 }
 
 #define MLP_BG_COLS 32
@@ -257,16 +330,19 @@ ALPHA_RL_EXPORT(MLP_BK);
 ALPHA_RL_EXPORT(MLP_THREADS);
 ALPHA_RL_EXPORT(MLP_TILE);
 ALPHA_RL_EXPORT(MLP_WIDE_TILE);
+ALPHA_RL_EXPORT(MLP_HUGE_TILE);
 ALPHA_RL_EXPORT(MLP_ROWS_MAX_N);
 ALPHA_RL_EXPORT(MLP_ROWS_WARPS);
 ALPHA_RL_EXPORT(MLP_BG_COLS);
 ALPHA_RL_EXPORT(MLP_BG_LANES);
 
-extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
-mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {
+// Columns [block * MLP_BG_COLS, +MLP_BG_COLS) of db = sum_m dY[m, :] by a block of
+// MLP_BG_COLS x MLP_BG_LANES threads (see mlp_bias_grad).
+__device__ __forceinline__ void bias_grad_block(const float* __restrict__ dY, float* __restrict__ db,
+                                                int M, int N, int block) {
     __shared__ float part[MLP_BG_LANES][MLP_BG_COLS + 1];
     const int c = threadIdx.x % MLP_BG_COLS, lane = threadIdx.x / MLP_BG_COLS;
-    const int n = blockIdx.x * MLP_BG_COLS + c;
+    const int n = block * MLP_BG_COLS + c;
     float s = 0.0f;
     if (n < N) {
         for (int m = lane; m < M; m += MLP_BG_LANES) s += dY[static_cast<size_t>(m) * N + n];
@@ -278,6 +354,26 @@ mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N
         for (int l = 0; l < MLP_BG_LANES; ++l) t += part[l][c];
         db[n] = t;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
+mlp_sum_splits(const float* __restrict__ P, const float* __restrict__ dY, float* __restrict__ C,
+               float* __restrict__ db, int MN, int splits, int M, int N) {
+    const int sum_blocks = (MN + MLP_BG_COLS * MLP_BG_LANES - 1) / (MLP_BG_COLS * MLP_BG_LANES);
+    if (static_cast<int>(blockIdx.x) >= sum_blocks) {  // the bias gradient's blocks
+        bias_grad_block(dY, db, M, N, blockIdx.x - sum_blocks);
+        return;
+    }
+    const int i = global_index_1d();
+    if (i >= MN) return;
+    float s = 0.0f;
+    for (int k = 0; k < splits; ++k) s += P[static_cast<size_t>(k) * MN + i];
+    C[i] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
+mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {
+    bias_grad_block(dY, db, M, N, blockIdx.x);
 }
 
 extern "C" __global__ void mlp_dueling_forward(const float* __restrict__ VA, float* __restrict__ Q,

@@ -30,10 +30,21 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 F32, I32 = np.float32, np.int32
 ACTIONS = ENV_ACTIONS["ACTIONS"]  # FLAT, LONG, SHORT (cuda/env.cuh)
 SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
-# products that fill WIDE_MIN_BLOCKS 64 x 64 tiles over K >= WIDE_MIN_K run on mlp_gemm_64
-# (H200, benchmarks/gemm_shapes.py: 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles;
-# 4096 x 256 x 32 9.3 µs vs 7.8 µs: with K = 32 the wide tile's longer set-up does not pay)
+# products that fill WIDE_MIN_BLOCKS 64 x 64 tiles over K >= WIDE_MIN_K run on mlp_gemm_64, and
+# those that fill as many 128 x 128 tiles on mlp_gemm_128 (H200, benchmarks/gemm_shapes.py:
+# 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles; 4096 x 256 x 32 9.3 µs vs 7.8 µs:
+# with K = 32 the wide tile's longer set-up does not pay)
 WIDE_MIN_BLOCKS, WIDE_MIN_K = 128, 128
+
+
+def gemm_kind(M: int, N: int, K: int) -> str:
+    """Which gemm runs an [M, N] output over K: "gemm_128", "gemm_64" or "gemm" (all three add
+    in the same order, so the choice changes the speed, never the result)."""
+    if K >= WIDE_MIN_K and mlp.tiles(M, N, mlp.HUGE_TILE) >= WIDE_MIN_BLOCKS:
+        return "gemm_128"
+    if K >= WIDE_MIN_K and mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS:
+        return "gemm_64"
+    return "gemm"
 
 
 @dataclass(frozen=True)
@@ -86,20 +97,19 @@ def layer_views(theta: Any, layout: NetLayout) -> list[tuple[Any, Any]]:
 
 class QNetwork:
     """Forward and backward passes of the MLP, launched through `ops` (gemm, bias_grad,
-    duel_f, duel_b; optionally gemm_64, gemm_rows, gemm_partial + sum_splits) on buffers from
-    `alloc(n)`."""
+    duel_f, duel_b; optionally gemm_64, gemm_128, gemm_rows, gemm_pair + gemm_rows_pair,
+    gemm_partial + sum_splits) on buffers from `alloc(n)`."""
 
     def __init__(self, layout: NetLayout, ops: Any, alloc: Any) -> None:
         self.layout, self.ops, self.alloc = layout, ops, alloc
 
     def gemm(self, M: int, N: int, K: int) -> Any:
-        """The gemm for an [M, N] output over K: the 64 x 64-tile kernel (ops.gemm_64, when
-        given) once the product fills WIDE_MIN_BLOCKS of its tiles over K >= WIDE_MIN_K, else the
-        32 x 32 one. Both add in the same order: the choice changes the speed, never the result."""
-        wide = getattr(self.ops, "gemm_64", None)
-        fills = mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS and K >= WIDE_MIN_K
-        if wide is not None and fills:
-            return wide
+        """The gemm for an [M, N] output over K (`gemm_kind`), where `ops` has it; else the
+        next smaller tile's, down to the 32 x 32 one."""
+        kinds = ("gemm_128", "gemm_64", "gemm")
+        for kind in kinds[kinds.index(gemm_kind(M, N, K)) :]:
+            if hasattr(self.ops, kind):
+                return getattr(self.ops, kind)
         return self.ops.gemm
 
     def splits(self, rows: int) -> int:
@@ -160,6 +170,35 @@ class QNetwork:
                         stream=stream)  # fmt: skip
         return bufs.q
 
+    def forward_pair(
+        self, params: list, x: Any, bufs: SimpleNamespace, params2: list, x2: Any,
+        bufs2: SimpleNamespace, stream: Any = None,
+    ) -> tuple[Any, Any]:  # fmt: skip
+        """`forward` of two networks of this layout (their own parameters, inputs and buffers)
+        with one launch per layer (ops gemm_pair and gemm_rows_pair; without them, two
+        forwards). The same results as two forwards, bit for bit."""
+        pair, rows_pair = (
+            getattr(self.ops, "gemm_pair", None),
+            getattr(self.ops, "gemm_rows_pair", None),
+        )
+        if pair is None or rows_pair is None:
+            return self.forward(params, x, bufs, stream), self.forward(params2, x2, bufs2, stream)
+        inp, inp2, last = x, x2, len(self.layout.layers) - 1
+        for i, layer in enumerate(self.layout.layers):
+            (W, b), (W2, b2) = params[i], params2[i]
+            narrow = layer.n_out <= mlp.ROWS_MAX_N  # the head: a warp per row
+            (rows_pair if narrow else pair)(
+                X1=inp, W1=W, bias1=b, X2=inp2, W2=W2, bias2=b2, Y1=bufs.h[i], Y2=bufs2.h[i],
+                M1=bufs.rows, M2=bufs2.rows, N=layer.n_out, K=layer.n_in, relu=int(i < last),
+                stream=stream,
+            )  # fmt: skip
+            inp, inp2 = bufs.h[i], bufs2.h[i]
+        if not self.layout.dueling:
+            return bufs.h[last], bufs2.h[last]
+        for b in (bufs, bufs2):
+            self.ops.duel_f(VA=b.h[last], Q=b.q, M=b.rows, A=self.layout.actions, stream=stream)
+        return bufs.q, bufs2.q
+
     def backward(
         self, params: list, x: Any, bufs: SimpleNamespace, dq: Any, grads: list, stream: Any = None
     ) -> None:
@@ -177,12 +216,13 @@ class QNetwork:
             if S > 1:  # dW = dY^T X over many rows and few outputs: split K across blocks
                 self.ops.gemm_partial(A=d, B=x_in, P=bufs.work, M=n_out, N=n_in, K=bufs.rows,
                                       trans_a=1, trans_b=0, splits=S, stream=stream)  # fmt: skip
-                self.ops.sum_splits(P=bufs.work, C=gW, MN=n_out * n_in, splits=S, stream=stream)
+                self.ops.sum_splits(P=bufs.work, dY=d, C=gW, db=gb, MN=n_out * n_in, splits=S,
+                                    M=bufs.rows, N=n_out, stream=stream)  # fmt: skip
             else:
                 gemm = self.gemm(n_out, n_in, bufs.rows)
                 gemm(A=d, B=x_in, bias=None, mask=None, C=gW, M=n_out, N=n_in, K=bufs.rows,
                      trans_a=1, trans_b=0, relu=0, stream=stream)  # fmt: skip
-            self.ops.bias_grad(dY=d, db=gb, M=bufs.rows, N=layer.n_out, stream=stream)
+                self.ops.bias_grad(dY=d, db=gb, M=bufs.rows, N=layer.n_out, stream=stream)
             if i > 0:  # gradient at the layer's input, through the previous ReLU
                 self.gemm(bufs.rows, layer.n_in, layer.n_out)(
                     A=d, B=W, bias=None, mask=bufs.h[i - 1], C=bufs.d[i - 1], M=bufs.rows,
@@ -321,7 +361,10 @@ class Learner:
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
             gemm_64=bind(mlp.GEMM_64),
+            gemm_128=bind(mlp.GEMM_128),
             gemm_rows=bind(mlp.GEMM_ROWS),
+            gemm_pair=bind(mlp.GEMM_PAIR),
+            gemm_rows_pair=bind(mlp.GEMM_ROWS_PAIR),
             gemm_partial=bind(mlp.GEMM_PARTIAL),
             sum_splits=bind(mlp.SUM_SPLITS),
             bias_grad=bind(mlp.BIAS_GRAD),
@@ -337,9 +380,7 @@ class Learner:
                     "TD",
                     "GRAD_NORM",
                     "ADAM",
-                    "TARGET_SYNC",
                     "ACT",
-                    "AUX_PREDICT",
                     "AUX_TRAIN",
                 )
             }
@@ -380,11 +421,11 @@ class Learner:
         c, B, st = self.cfg, self.num_envs, self.state
         q = self.net.forward(self.views["theta"], h, self.env_bufs, stream)
         self.k.act(
-            q=q, action=self.actions, counters=st.counters, isv=self._isv(), B=B, A=ACTIONS,
-            seed=self.seed, eps_start=c.eps_start, eps_end=c.eps_end, decay=c.eps_decay_steps,
+            q=q, h=h, aux_w=st.aux_w, action=self.actions, counters=st.counters, isv=self._isv(),
+            p_up=self.p_up, B=B, A=ACTIONS, H=self.obs_dim, seed=self.seed,
+            eps_start=c.eps_start, eps_end=c.eps_end, decay=c.eps_decay_steps,
             eps_idx=self.slots.epsilon, stream=stream,
         )  # fmt: skip
-        self.k.aux_predict(h=h, w=st.aux_w, p_up=self.p_up, B=B, H=self.obs_dim, stream=stream)
         return self.actions
 
     def learn(self, replay: Any, stream: Any = None) -> None:
@@ -403,9 +444,11 @@ class Learner:
             x_t=x_t, x_tp1=x_tp1, action=b.action, reward=b.reward, done=b.done,
             synthetic=b.synthetic, M=M, H=H, stream=stream,
         )  # fmt: skip
-        q = self.net.forward(self.views["theta"], b.x, self.bufs["online"], stream)
+        q, q_tgt = self.net.forward_pair(
+            self.views["theta"], b.x, self.bufs["online"], self.views["target"], x_tp1,
+            self.bufs["target"], stream,
+        )  # fmt: skip
         q_t, q_tp1 = q[: M * ACTIONS], q[M * ACTIONS :]
-        q_tgt = self.net.forward(self.views["target"], x_tp1, self.bufs["target"], stream)
         self.k.td(
             q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
             done=b.done, weight=weights, synthetic=b.synthetic, delta=b.delta, dq=b.dq,
@@ -423,11 +466,10 @@ class Learner:
                          stream=stream)  # fmt: skip
         self.k.adam(
             grad=self.grad, stats=st.stats, counters=st.counters, param=st.theta,
-            m=st.adam_m, v=st.adam_v, P=P, lr=c.lr, beta1=c.adam_betas[0],
-            beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip, stream=stream,
+            m=st.adam_m, v=st.adam_v, target=st.target, P=P, lr=c.lr, beta1=c.adam_betas[0],
+            beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip, tau=c.target_tau,
+            period=c.target_period, stream=stream,
         )  # fmt: skip
-        self.k.target_sync(param=st.theta, counters=st.counters, target=st.target, P=P,
-                           tau=c.target_tau, period=c.target_period, stream=stream)  # fmt: skip
         replay.update(idx, b.delta, stream=stream)
 
     def train_aux(
@@ -471,8 +513,7 @@ class GreedyPolicy:
         """Greedy actions [B] int32 for h [B * H]; the aux head's p_up [B] in `p_up`."""
         lr, B = self.learner, self.num_envs
         q = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
-        lr.k.act(q=q, action=self.actions, counters=self.counters, isv=None, B=B, A=ACTIONS,
-                 seed=lr.seed, eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1,
-                 stream=stream)  # fmt: skip
-        lr.k.aux_predict(h=h, w=lr.state.aux_w, p_up=self.p_up, B=B, H=lr.obs_dim, stream=stream)
+        lr.k.act(q=q, h=h, aux_w=lr.state.aux_w, action=self.actions, counters=self.counters,
+                 isv=None, p_up=self.p_up, B=B, A=ACTIONS, H=lr.obs_dim, seed=lr.seed,
+                 eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1, stream=stream)  # fmt: skip
         return self.actions

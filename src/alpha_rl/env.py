@@ -28,7 +28,7 @@ from alpha_rl.reference.perception import (
     feature_count,
     projection_weights,
 )
-from alpha_rl.reference.reward import DECOMP_ROWS, decomp_cols, has_aux_align
+from alpha_rl.reference.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols, has_aux_align
 
 F32, I32 = np.float32, np.int32
 
@@ -228,10 +228,10 @@ class Environment:
         bind = self.runtime.bind
         self._observe = bind(perception.OBSERVE)
         self._step = bind(experience.ENV_STEP)
-        self._ema = bind(reward.COMPONENT_EMA)
-        self._aux_ema = bind(reward.AUX_ALIGN_EMA)
-        self._mag = bind(reward.MAG_RATIO)
-        self._decomp = bind(reward.DECOMP_DIAG)
+        self._diagnostics = bind(reward.DIAGNOSTICS)
+        # its scratch (per-block sums, blocks-done counter): not state, never checkpointed
+        self._diag_partial = be.zeros(blocks(n) * block_sums(self.rc_stride), F32)
+        self._diag_done = be.zeros(1, np.uint64)
         self.reset()
 
     @property
@@ -287,17 +287,15 @@ class Environment:
         )  # fmt: skip
 
     def reward_diagnostics(self, stream: Any = None) -> None:
-        """Step 5: component EMAs, aux-align EMA (stride 7), magnitude ratios, decomposition."""
-        a, s, n, isv = self.arrays, self.slots, self.num_envs, self.isv.array
-        self._ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.component_ema, alpha_idx=s.ema_alpha,
-                  stream=stream)  # fmt: skip
-        if has_aux_align(self.rc_stride):
-            self._aux_ema(rc=a["rc"], isv=isv, n=n, ema_idx=s.aux_align_ema,
-                          alpha_idx=s.ema_alpha, stream=stream)  # fmt: skip
-        self._mag(rc=a["rc"], isv=isv, n=n, abs_idx=s.abs_ema, ratio_idx=s.mag_ratio,
-                  alpha_idx=s.ema_alpha, stream=stream)  # fmt: skip
-        self._decomp(rc=a["rc"], reward=a["reward"], prev_dir=a["prev_dir"], diag=a["decomp"],
-                     n=n, stream=stream)  # fmt: skip
+        """Step 5, one launch: component EMAs, aux-align EMA (stride 7), magnitude ratios, the
+        decomposition."""
+        a, s = self.arrays, self.slots
+        self._diagnostics(
+            rc=a["rc"], reward=a["reward"], prev_dir=a["prev_dir"], isv=self.isv.array,
+            diag=a["decomp"], partial=self._diag_partial, done=self._diag_done, n=self.num_envs,
+            ema_idx=s.component_ema, aux_ema_idx=s.aux_align_ema, abs_idx=s.abs_ema,
+            ratio_idx=s.mag_ratio, alpha_idx=s.ema_alpha, stream=stream,
+        )  # fmt: skip
 
     def harvest_trade_stats(self) -> TradeStats:
         """Read and clear the closed-trade accumulators (a device->host copy: log points only)."""

@@ -77,7 +77,7 @@ def test_cubin_of_the_wrong_stride_is_refused_at_load(cuda_backend, tmp_path: Pa
     with pytest.raises(
         CubinError, match="compiled with RC_STRIDE=6 but the config needs RC_STRIDE=7"
     ):
-        runtime.bind(reward.COMPONENT_EMA)
+        runtime.bind(reward.DIAGNOSTICS)
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
@@ -101,10 +101,15 @@ def test_context_is_released_and_can_be_reopened_in_one_process() -> None:
         from alpha_rl.kernels.runtime import KernelRuntime
         for job in range(3):
             with CudaBackend() as be:
-                ema = KernelRuntime(be, {"RC_STRIDE": 7}).bind(reward.COMPONENT_EMA)
+                diagnostics = KernelRuntime(be, {"RC_STRIDE": 7}).bind(reward.DIAGNOSTICS)
                 isv = be.upload(np.array([1.0] + [0.0] * 7, np.float32))
-                ema(rc=be.upload(np.ones(70, np.float32)), isv=isv, n=10, ema_idx=1,
-                    alpha_idx=0)
+                # 10 flat envs; diag 3 rows of 4 + 7, partial one block's 6 + 7 + 33 sums
+                diagnostics(rc=be.upload(np.ones(70, np.float32)),
+                            reward=be.upload(np.ones(10, np.float32)),
+                            prev_dir=be.upload(np.zeros(10, np.int32)), isv=isv,
+                            diag=be.zeros(33, np.float32), partial=be.zeros(46, np.float32),
+                            done=be.zeros(1, np.uint64), n=10, ema_idx=1, aux_ema_idx=-1,
+                            abs_idx=-1, ratio_idx=-1, alpha_idx=0)
                 assert be.download(isv)[1:7].tolist() == [1.0] * 6
         print("ok")
     """)

@@ -147,7 +147,7 @@ def test_a_cubin_without_its_stems_axis_or_with_an_undeclared_one_is_caught(
 
 
 def test_block_beyond_launch_bounds_is_caught(built_cubins: Path) -> None:
-    real = stems()["reward"].kernels["reward_component_ema"]
+    real = stems()["reward"].kernels["reward_diagnostics"]
     stem = Stem("reward", axes=(RC_STRIDE,))
     stem.kernel(real.name, *real.args, launch=OneBlock(512))
     problems = contract.cubin_problems(

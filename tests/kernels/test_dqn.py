@@ -61,25 +61,27 @@ def test_dqn_norm_adam_and_target_sync_match_reference(cuda_backend, P: int) -> 
             "param": gen.normal(size=P).astype(np.float32),
             "m": gen.normal(0, 0.01, P).astype(np.float32),
             "v": gen.uniform(0, 0.01, P).astype(np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.ADAM, ref.dqn_adam, adam, [P, 1e-3, 0.9, 0.999, 1e-8, 1.0])
-    for name in ("param", "m", "v"):
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
-    for tau, step in ((0.0, 4), (0.0, 5), (0.01, 5)):
-        sync = {"param": adam["param"], "counters": np.array([step, 0, 0, 0], np.uint64),
-                "target": gen.normal(size=P).astype(np.float32)}  # fmt: skip
-        got, want = _both(cuda_backend, dqn.TARGET_SYNC, ref.dqn_target_sync, sync, [P, tau, 2])
-        np.testing.assert_allclose(got["target"], want["target"], rtol=1e-6, atol=1e-7)
+    for tau, step in ((0.0, 4), (0.0, 5), (0.01, 5)):  # Adam, then the target's sync from new p
+        adam["counters"] = np.array([step, 0, 0, 0], np.uint64)
+        adam["target"] = target = gen.normal(size=P).astype(np.float32)
+        got, want = _both(cuda_backend, dqn.ADAM, ref.dqn_adam, adam,
+                          [P, 1e-3, 0.9, 0.999, 1e-8, 1.0, tau, 2])  # fmt: skip
+        for name in ("param", "m", "v", "target"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
+        if tau == 0.0:  # a hard copy of the updated parameters, or nothing
+            assert np.array_equal(got["target"], got["param"] if step % 2 == 0 else target)
 
 
 @pytest.mark.parametrize("B", [1, 33, 1000, 4097])
 def test_dqn_act_matches_reference(cuda_backend, B: int) -> None:
     gen = np.random.default_rng(B)
     for step in (0, 5, 50):
-        host = {"q": gen.normal(size=B * 3).astype(np.float32),
+        host = {"q": gen.normal(size=B * 3).astype(np.float32), "h": None, "aux_w": None,
                 "action": np.full(B, -1, np.int32),
                 "counters": np.array([0, step, 0, 0], np.uint64),
-                "isv": np.zeros(2, np.float32)}  # fmt: skip
-        got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, host, [B, 3, 11, 1.0, 0.1, 20.0, 1])
+                "isv": np.zeros(2, np.float32), "p_up": None}  # fmt: skip
+        got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, host,
+                          [B, 3, 0, 11, 1.0, 0.1, 20.0, 1])  # fmt: skip
         for name in ("action", "counters", "isv"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at step {step}")
 
@@ -90,9 +92,12 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     gen = np.random.default_rng(B + H)
     h = gen.normal(size=B * H).astype(np.float32)
     w = gen.normal(0, 0.3, H + 1).astype(np.float32)
-    pred = {"h": h, "w": w, "p_up": np.full(B, np.nan, np.float32)}
-    got, want = _both(cuda_backend, dqn.AUX_PREDICT, ref.dqn_aux_predict, pred, [B, H])
+    pred = {"q": gen.normal(size=B * 3).astype(np.float32), "h": h, "aux_w": w,
+            "action": np.full(B, -1, np.int32), "counters": np.zeros(4, np.uint64), "isv": None,
+            "p_up": np.full(B, np.nan, np.float32)}  # fmt: skip
+    got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 1.0, 0.1, 20.0, -1])
     np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got["action"], want["action"])
     fill = gen.integers(0, 3, B).astype(np.float32)
     train = {"h": h, "p_up": want["p_up"], "fill_mid": fill,
              "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,

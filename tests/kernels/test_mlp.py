@@ -45,8 +45,9 @@ def test_mlp_gemm_matches_reference(cuda_backend, rows: int, hidden: int) -> Non
 
 
 @pytest.mark.parametrize("rows", [1, 33, 4096, 4100])
-def test_mlp_gemm_64_is_bit_identical_to_mlp_gemm(cuda_backend, rows: int) -> None:
-    """Both tiles add every output's products in k order: the wide tile may only change speed."""
+@pytest.mark.parametrize("decl", [mlp.GEMM_64, mlp.GEMM_128], ids=lambda d: d.name)
+def test_wide_tiles_are_bit_identical_to_mlp_gemm(cuda_backend, rows: int, decl) -> None:
+    """Every tile adds each output's products in k order: a wider tile may only change speed."""
     gen = np.random.default_rng(rows)
     f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
     for hidden, n_in in ((256, 32), (256, 256), (4, 256), (67, 45)):
@@ -57,7 +58,7 @@ def test_mlp_gemm_64_is_bit_identical_to_mlp_gemm(cuda_backend, rows: int) -> No
         ]
         for case in cases:
             small, want = _gemm(cuda_backend, *case)
-            wide, _ = _gemm(cuda_backend, *case, decl=mlp.GEMM_64)
+            wide, _ = _gemm(cuda_backend, *case, decl=decl)
             assert not np.isnan(wide).any()
             np.testing.assert_array_equal(wide, small)
             np.testing.assert_allclose(wide, want, rtol=1e-4, atol=1e-5 * np.sqrt(case[6]) * 4)
@@ -118,8 +119,16 @@ def test_mlp_split_k_matches_reference(cuda_backend, rows: int, splits: int) -> 
         B = gen.normal(size=rows * N).astype(np.float32)  # X [rows, N]
         P = up(np.full(splits * M * N, np.nan, np.float32))
         C = up(np.full(M * N, np.nan, np.float32))
+        db = up(np.full(M, np.nan, np.float32))
         partial(A=up(A), B=up(B), P=P, M=M, N=N, K=rows, trans_a=1, trans_b=0, splits=splits)
-        total(P=P, C=C, MN=M * N, splits=splits)
+        total(P=P, dY=up(A), C=C, db=db, MN=M * N, splits=splits, M=rows, N=M)
+        want_db = np.zeros(M, np.float32)  # the bias gradient of the same launch: dY's row sums
+        bias_grad = runtime.bind(mlp.BIAS_GRAD)
+        db_alone = up(np.full(M, np.nan, np.float32))
+        bias_grad(dY=up(A), db=db_alone, M=rows, N=M)
+        ref.mlp_bias_grad(A, want_db, rows, M)
+        np.testing.assert_array_equal(cuda_backend.download(db), cuda_backend.download(db_alone))
+        np.testing.assert_allclose(cuda_backend.download(db), want_db, rtol=1e-5, atol=1e-4)
         want_p = np.full(splits * M * N, np.nan, np.float32)
         ref.mlp_gemm_partial(A, B, want_p, M, N, rows, 1, 0, splits)
         got_p = cuda_backend.download(P)
@@ -129,3 +138,32 @@ def test_mlp_split_k_matches_reference(cuda_backend, rows: int, splits: int) -> 
         got = cuda_backend.download(C)
         assert not np.isnan(got).any()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(rows) * 4)
+
+
+@pytest.mark.parametrize("rows", [(512, 1024), (1, 33), (1000, 7)])
+def test_pair_launches_are_bit_identical_to_two_launches(cuda_backend, rows) -> None:
+    """mlp_gemm_pair and mlp_gemm_rows_pair: each of the two products exactly as its own
+    mlp_gemm / mlp_gemm_rows launch computes it, nothing written past either output."""
+    M1, M2 = rows
+    gen = np.random.default_rng(M1 + M2)
+    up = cuda_backend.upload
+    bind = KernelRuntime(cuda_backend, {}).bind
+    f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
+    for N, K, relu in ((256, 32, 1), (256, 256, 1), (3, 256, 0), (67, 45, 0)):
+        X1, X2, W1, W2, b1, b2 = f(M1, K), f(M2, K), f(N, K), f(N, K), f(N), f(N)
+        narrow = N <= mlp.ROWS_MAX_N
+        outs = [up(np.full(M * N + 5, np.nan, np.float32)) for M in (M1, M2)]
+        decl = mlp.GEMM_ROWS_PAIR if narrow else mlp.GEMM_PAIR
+        bind(decl)(X1=up(X1), W1=up(W1), bias1=up(b1), X2=up(X2), W2=up(W2), bias2=up(b2),
+                   Y1=outs[0], Y2=outs[1], M1=M1, M2=M2, N=N, K=K, relu=relu)  # fmt: skip
+        for X, W, b, M, Y in ((X1, W1, b1, M1, outs[0]), (X2, W2, b2, M2, outs[1])):
+            alone = up(np.full(M * N, np.nan, np.float32))
+            if narrow:
+                bind(mlp.GEMM_ROWS)(X=up(X), W=up(W), bias=up(b), Y=alone, M=M, N=N, K=K,
+                                    relu=relu)  # fmt: skip
+            else:
+                bind(mlp.GEMM)(A=up(X), B=up(W), bias=up(b), mask=None, C=alone, M=M, N=N,
+                               K=K, trans_a=0, trans_b=1, relu=relu)  # fmt: skip
+            got = cuda_backend.download(Y)
+            assert np.isnan(got[M * N :]).all(), f"{decl.name} wrote past an output"
+            np.testing.assert_array_equal(got[: M * N], cuda_backend.download(alone))

@@ -9,6 +9,7 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import KernelCallError
 from alpha_rl.kernels import reward, rng
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.reference.reward import block_sums
 from alpha_rl.reference.rng import Stream, rng_u32
 
 
@@ -24,14 +25,28 @@ def test_bound_kernel_runs_the_oracle(runtime: KernelRuntime) -> None:
     np.testing.assert_array_equal(out_u32, rng_u32(9, Stream.TEST, np.arange(33) + 2**33))
 
 
+def _diagnostics_args(n: int, stride: int, isv: np.ndarray | None, rc: np.ndarray) -> dict:
+    """reward_diagnostics' arguments over n envs (all flat, reward 1) of `rc`: component EMAs into
+    isv[1:7], the aux-align EMA into isv[7], alpha isv[0], no magnitude slots; scratch for one
+    block (n <= REWARD_ROWS)."""
+    return {
+        "rc": rc, "reward": np.ones(n, np.float32), "prev_dir": np.zeros(n, np.int32), "isv": isv,
+        "diag": np.zeros(3 * (4 + stride), np.float32),
+        "partial": np.zeros(block_sums(stride), np.float32), "done": np.zeros(1, np.uint64),
+        "n": n, "ema_idx": 1, "aux_ema_idx": 7, "abs_idx": -1, "ratio_idx": -1, "alpha_idx": 0,
+    }  # fmt: skip
+
+
 def test_variant_define_reaches_the_oracle() -> None:
     for stride in (6, 7):
-        ema = KernelRuntime(NumpyBackend(), {"RC_STRIDE": stride}).bind(reward.COMPONENT_EMA)
-        rc = np.tile(np.arange(stride, dtype=np.float32), 3)
-        isv = np.zeros(8, np.float32)
+        diagnostics = KernelRuntime(NumpyBackend(), {"RC_STRIDE": stride}).bind(reward.DIAGNOSTICS)
+        isv = np.zeros(9, np.float32)
         isv[0] = 1.0
-        ema(rc=rc, isv=isv, n=3, ema_idx=1, alpha_idx=0)
+        args = _diagnostics_args(3, stride, isv, np.tile(np.arange(stride, dtype=np.float32), 3))
+        diagnostics(**args)
         assert isv[1:7].tolist() == [0, 1, 2, 3, 4, 5]
+        assert isv[7] == (6.0 if stride == 7 else 0.0)  # c6 only in the stride-7 layout
+        assert args["diag"][: 4 + stride].tolist() == [3, 1, 1, sum(range(stride)), *range(stride)]
 
 
 GOOD = {
@@ -95,10 +110,12 @@ def test_two_swapped_names_reach_the_oracle_as_named() -> None:
 
 
 def test_nullable_pointer_accepts_none(runtime: KernelRuntime) -> None:
-    """A NULL ISV reaches the oracle as None: it launches, reads rc, writes nothing."""
-    ema, rc = runtime.bind(reward.COMPONENT_EMA), np.ones(14, np.float32)
-    ema(rc=rc, isv=None, n=2, ema_idx=0, alpha_idx=1)
-    assert ema.launches == 1 and rc.tolist() == [1.0] * 14
+    """A NULL ISV reaches the oracle as None: it launches, reads rc, writes only diag."""
+    diagnostics, rc = runtime.bind(reward.DIAGNOSTICS), np.ones(14, np.float32)
+    args = _diagnostics_args(2, 7, None, rc)
+    diagnostics(**args)
+    assert diagnostics.launches == 1 and rc.tolist() == [1.0] * 14
+    assert args["diag"][:4].tolist() == [2, 1, 1, 7]  # the flat row: count, reward, |reward|, sum
 
 
 def test_unregistered_declaration_is_refused(runtime: KernelRuntime) -> None:
@@ -150,7 +167,16 @@ def test_a_mislabelled_call_is_refused_at_bind_naming_the_argument_and_its_shape
 
 
 def test_the_declared_shapes_are_checked_on_a_real_kernel(runtime: KernelRuntime) -> None:
-    ema = runtime.bind(reward.COMPONENT_EMA)  # rc [n * RC_STRIDE], RC_STRIDE = 7 here
+    diagnostics = runtime.bind(reward.DIAGNOSTICS)  # rc [n * RC_STRIDE], RC_STRIDE = 7 here
     with pytest.raises(KernelCallError, match=r"rc has 14 elements, fewer than its shape "
                        r"n\*RC_STRIDE = 21 \(n=3, RC_STRIDE=7\)"):  # fmt: skip
-        ema(rc=np.ones(14, np.float32), isv=None, n=3, ema_idx=0, alpha_idx=1)
+        diagnostics(**_diagnostics_args(3, 7, None, np.ones(14, np.float32)))
+    # scratch for one block (46 sums at stride 7) where 513 envs take two of REWARD_ROWS = 512
+    args = _diagnostics_args(513, 7, None, np.ones(513 * 7, np.float32))
+    with pytest.raises(KernelCallError, match=r"partial has 46 elements, fewer than its shape "
+                       r".* = 92 \(n=513, REWARD_ROWS=512, RC_CORE=6, RC_STRIDE=7, "
+                       r"DECOMP_ROWS=3, DECOMP_LEAD=4\)"):  # fmt: skip
+        diagnostics(**args)
+    assert diagnostics.launches == 0
+    diagnostics(**args | {"partial": np.zeros(2 * block_sums(7), np.float32)})
+    assert diagnostics.launches == 1

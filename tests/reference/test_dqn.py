@@ -18,7 +18,9 @@ def test_adam_matches_the_textbook_update_with_clipping() -> None:
     for t in range(1, 4):
         g = gen.normal(0, 5, size=6).astype(np.float32)
         dqn.dqn_grad_norm(g, stats, counters, None, 6, -1)
-        dqn.dqn_adam(g, stats, counters, p, m, v, 6, 0.01, 0.9, 0.999, 1e-8, 2.0)
+        target = np.zeros(6, np.float32)
+        dqn.dqn_adam(g, stats, counters, p, m, v, target, 6, 0.01, 0.9, 0.999, 1e-8, 2.0, 0.0, 1)
+        assert target.tolist() == p.tolist()  # a hard sync every update, from the new p
         gc = g.astype(np.float64) * min(1.0, 2.0 / np.linalg.norm(g.astype(np.float64)))
         ref_m = 0.9 * ref_m + 0.1 * gc
         ref_v = 0.999 * ref_v + 0.001 * gc**2
@@ -32,9 +34,9 @@ def test_target_sync_hard_every_period_and_polyak() -> None:
     counters = np.zeros(4, np.uint64)
     for step in range(1, 6):
         counters[0] = step
-        dqn.dqn_target_sync(param * step, counters, target, 4, 0.0, 3)
+        dqn.target_sync(param * step, counters, target, 4, 0.0, 3)
         assert target[0] == (3.0 if 3 <= step < 6 else 0.0)
-    dqn.dqn_target_sync(param, counters, target, 4, 0.25, 3)
+    dqn.target_sync(param, counters, target, 4, 0.25, 3)
     assert target.tolist() == [0.25 + 0.75 * 3.0] * 4
 
 
@@ -42,13 +44,13 @@ def test_act_is_greedy_without_epsilon_and_follows_the_schedule() -> None:
     gen = np.random.default_rng(1)
     q = gen.normal(size=50 * 3).astype(np.float32)
     action, counters, isv = np.zeros(50, np.int32), np.zeros(4, np.uint64), np.zeros(2, np.float32)
-    dqn.dqn_act(q, action, counters, isv, 50, 3, 7, 0.0, 0.0, 10.0, 1)
+    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 0.0, 0.0, 10.0, 1)
     assert action.tolist() == q.reshape(50, 3).argmax(1).tolist() and int(counters[1]) == 1
     assert dqn.epsilon(0, 1.0, 0.1, 10.0) == np.float32(1.0)
     assert dqn.epsilon(5, 1.0, 0.1, 10.0) == pytest.approx(0.55)
     assert dqn.epsilon(50, 1.0, 0.1, 10.0) == np.float32(0.1)
     counters[1] = 5
-    dqn.dqn_act(q, action, counters, isv, 50, 3, 7, 1.0, 0.1, 10.0, 1)
+    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 1.0, 0.1, 10.0, 1)
     assert isv[1] == pytest.approx(0.55)
     base = 2 * (5 * 50 + np.arange(50, dtype=np.uint64))
     u1 = rng_uniform(7, Stream.ACT, base)
@@ -67,9 +69,11 @@ def test_aux_head_step_by_hand() -> None:
     # labeled rows 0 (y=1, p-y=-0.5) and 1 (y=0, p-y=0.25): g = ([-0.5, 0.5], -0.25) / 2
     np.testing.assert_allclose(w, [0.125, -0.125, 0.0625])
     assert isv[0] == pytest.approx((-np.log(0.5) - np.log(0.75)) / 2)
-    p = np.zeros(3, np.float32)
-    dqn.dqn_aux_predict(h, w, p, 3, 2)
+    p, action, counters = np.zeros(3, np.float32), np.zeros(3, np.int32), np.zeros(4, np.uint64)
+    q = np.array([0, 1, 0, 2, 0, 0, 0, 0, 3], np.float32)
+    dqn.dqn_act(q, h, w, action, counters, None, p, 3, 3, 2, 7, 0.0, 0.0, 10.0, -1)
     np.testing.assert_allclose(p, 1 / (1 + np.exp(-(h.reshape(3, 2) @ w[:2] + w[2]))), rtol=1e-6)
+    assert action.tolist() == [1, 0, 2]  # the actions of the same call, greedy at epsilon 0
 
 
 def test_gather_rows_and_invalid_index() -> None:

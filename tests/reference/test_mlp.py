@@ -128,7 +128,7 @@ def test_split_k_equals_one_pass() -> None:
     for splits in (1, 2, 3, 7, 40):  # 40: more splits than K / 32 chunks, the tail ones empty
         P, got = np.full(splits * M * N, np.nan), np.zeros(M * N)
         mlp_ref.mlp_gemm_partial(A, B, P, M, N, K, 1, 0, splits)
-        mlp_ref.mlp_sum_splits(P, got, M * N, splits)
+        mlp_ref.mlp_sum_splits(P, None, got, None, M * N, splits, K, 0)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"splits={splits}")
     assert mlp_ref.split_chunk(300, 3) == 128 and mlp_ref.split_chunk(512, 4) == 128
 
@@ -196,3 +196,22 @@ def test_backward_through_the_first_rows_of_a_longer_forward(dueling: bool) -> N
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="first_rows"):
         net.first_rows(alone, ROWS + 1)
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_forward_pair_is_two_forwards(dueling: bool) -> None:
+    """QNetwork.forward_pair through the pair ops equals two forwards, bit for bit."""
+    layout, plain = network(dueling)
+    ops = oracle_ops()
+    ops.gemm_rows = lambda stream=None, **a: mlp_ref.mlp_gemm_rows(**a)
+    ops.gemm_pair = lambda stream=None, **a: mlp_ref.mlp_gemm_pair(**a)
+    ops.gemm_rows_pair = lambda stream=None, **a: mlp_ref.mlp_gemm_rows_pair(**a)
+    paired = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64))
+    gen = np.random.default_rng(3)
+    thetas = [init_params(layout, s).astype(np.float64) for s in (1, 2)]
+    views = [layer_views(t, layout) for t in thetas]
+    x1, x2 = gen.normal(size=ROWS * H), gen.normal(size=(ROWS - 3) * H)
+    q1, q2 = paired.forward_pair(views[0], x1, paired.buffers(ROWS), views[1], x2,
+                                 paired.buffers(ROWS - 3))  # fmt: skip
+    np.testing.assert_array_equal(q1, plain.forward(views[0], x1, plain.buffers(ROWS)))
+    np.testing.assert_array_equal(q2, plain.forward(views[1], x2, plain.buffers(ROWS - 3)))

@@ -81,48 +81,33 @@ ADAM = STEM.kernel(
     Out("param", F32, "P"),
     Out("m", F32, "P"),
     Out("v", F32, "P"),
-    Scalar("P", I32),
-    *(Scalar(name, F32) for name in ("lr", "beta1", "beta2", "eps", "clip")),
-    launch=Grid1D(over="P", block=256),
-    doc="bias-corrected Adam with optional global-norm clipping",
-)
-
-TARGET_SYNC = STEM.kernel(
-    "dqn_target_sync",
-    In("param", F32, "P"),
-    In("counters", U64, "DQN_COUNTERS"),
     Out("target", F32, "P"),
     Scalar("P", I32),
-    Scalar("tau", F32),
+    *(Scalar(name, F32) for name in ("lr", "beta1", "beta2", "eps", "clip", "tau")),
     Scalar("period", I32),
     launch=Grid1D(over="P", block=256),
-    doc="Polyak (tau > 0) or a hard copy every `period` updates",
+    doc="bias-corrected Adam with optional global-norm clipping, then the target network's "
+    "Polyak (tau > 0) or hard (every `period` updates) sync",
 )
 
 ACT = STEM.kernel(
     "dqn_act",
     In("q", F32, "B*A"),
+    In("h", F32, "B*H", nullable=True),
+    In("aux_w", F32, "H+1", nullable=True),
     Out("action", I32, "B"),
     Out("counters", U64, "DQN_COUNTERS"),
     Out("isv", F32, nullable=True),
+    Out("p_up", F32, "B", nullable=True),
     Scalar("B", I32),
     Scalar("A", I32),
+    Scalar("H", I32),
     Scalar("seed", U64),
     *(Scalar(name, F32) for name in ("eps_start", "eps_end", "decay")),
     Scalar("eps_idx", I32),
     launch=Grid1D(over="B", block=256),
-    doc="epsilon-greedy actions with the schedule's epsilon on the device",
-)
-
-AUX_PREDICT = STEM.kernel(
-    "dqn_aux_predict",
-    In("h", F32, "B*H"),
-    In("w", F32, "H+1"),
-    Out("p_up", F32, "B"),
-    Scalar("B", I32),
-    Scalar("H", I32),
-    launch=Grid1D(over="B", block=256),
-    doc="p_up = sigmoid(w . h + b)",
+    doc="epsilon-greedy actions with the schedule's epsilon on the device; with p_up, the aux "
+    "head's p_up = sigmoid(aux_w . h + b) too",
 )
 
 AUX_TRAIN = STEM.kernel(

@@ -10,6 +10,7 @@ STEM = Stem("mlp")
 F32, I32 = np.float32, np.int32
 # output tiles of mlp_gemm (and mlp_gemm_partial), of mlp_gemm_64; threads of each gemm block
 TILE, WIDE_TILE, THREADS = MLP["MLP_TILE"], MLP["MLP_WIDE_TILE"], MLP["MLP_THREADS"]
+HUGE_TILE = MLP["MLP_HUGE_TILE"]  # of mlp_gemm_128
 
 
 def tiles(M: int, N: int, tile: int = TILE) -> int:
@@ -38,11 +39,38 @@ GEMM = STEM.kernel(
     doc="C = op(A) @ op(B) (+ bias) (ReLU) (* mask > 0)",
 )
 
+# (X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu): two forward products in one launch
+PAIR_ARGS = (
+    In("X1", F32, "M1*K"),
+    In("W1", F32, "N*K"),
+    In("bias1", F32, "N", nullable=True),
+    In("X2", F32, "M2*K"),
+    In("W2", F32, "N*K"),
+    In("bias2", F32, "N", nullable=True),
+    Out("Y1", F32, "M1*N"),
+    Out("Y2", F32, "M2*N"),
+    *(Scalar(name, I32) for name in ("M1", "M2", "N", "K", "relu")),
+)
+
+GEMM_PAIR = STEM.kernel(
+    "mlp_gemm_pair",
+    *PAIR_ARGS,
+    launch=Launch(block=THREADS, blocks=lambda v: tiles(v["M1"], v["N"]) + tiles(v["M2"], v["N"])),
+    doc="Y1 = X1 W1^T (+ bias1) and Y2 = X2 W2^T (+ bias2) (ReLU) in one launch, each as mlp_gemm",
+)
+
 GEMM_64 = STEM.kernel(
     "mlp_gemm_64",
     *GEMM_ARGS,
     launch=Launch(block=THREADS, blocks=lambda v: tiles(v["M"], v["N"], WIDE_TILE)),
     doc="mlp_gemm on 64 x 64 tiles (4 x 4 per thread), bit-identical to it",
+)
+
+GEMM_128 = STEM.kernel(
+    "mlp_gemm_128",
+    *GEMM_ARGS,
+    launch=Launch(block=THREADS, blocks=lambda v: tiles(v["M"], v["N"], HUGE_TILE)),
+    doc="mlp_gemm on 128 x 128 tiles (8 x 8 per thread), bit-identical to it",
 )
 
 ROWS_MAX_N, ROWS_PER_BLOCK = MLP["MLP_ROWS_MAX_N"], MLP["MLP_ROWS_WARPS"]
@@ -58,6 +86,16 @@ GEMM_ROWS = STEM.kernel(
     doc="Y = X W^T (+ bias) (ReLU) for N <= 8 outputs: a warp per row (the Q head)",
 )
 
+GEMM_ROWS_PAIR = STEM.kernel(
+    "mlp_gemm_rows_pair",
+    *PAIR_ARGS,
+    launch=Launch(
+        block=32 * ROWS_PER_BLOCK,
+        blocks=lambda v: -(-int(v["M1"]) // ROWS_PER_BLOCK) + -(-int(v["M2"]) // ROWS_PER_BLOCK),
+    ),
+    doc="two mlp_gemm_rows products (the Q heads of two networks) in one launch",
+)
+
 GEMM_PARTIAL = STEM.kernel(
     "mlp_gemm_partial",
     In("A", F32, "M*K"),
@@ -68,14 +106,21 @@ GEMM_PARTIAL = STEM.kernel(
     doc="P[s] = op(A)[:, chunk s of K] @ op(B)[chunk s of K, :] (split-K, no epilogue)",
 )
 
+BG_THREADS, BG_COLS = MLP["MLP_BG_COLS"] * MLP["MLP_BG_LANES"], MLP["MLP_BG_COLS"]
+
 SUM_SPLITS = STEM.kernel(
     "mlp_sum_splits",
     In("P", F32, "splits*MN"),
+    In("dY", F32, "M*N", nullable=True),
     Out("C", F32, "MN"),
-    Scalar("MN", I32),
-    Scalar("splits", I32),
-    launch=Grid1D(over="MN", block=256),
-    doc="C[i] = sum_s P[s, i], splits in order",
+    Out("db", F32, "N", nullable=True),
+    *(Scalar(name, I32) for name in ("MN", "splits", "M", "N")),
+    launch=Launch(
+        block=BG_THREADS,
+        blocks=lambda v: -(-int(v["MN"]) // BG_THREADS) + -(-int(v["N"]) // BG_COLS),
+    ),
+    doc="C[i] = sum_s P[s, i], splits in order; with N > 0 also the bias gradient "
+    "db[n] = sum_m dY[m, n] (as mlp_bias_grad adds it)",
 )
 
 BIAS_GRAD = STEM.kernel(
@@ -84,9 +129,7 @@ BIAS_GRAD = STEM.kernel(
     Out("db", F32, "N"),
     Scalar("M", I32),
     Scalar("N", I32),
-    launch=Launch(
-        block=MLP["MLP_BG_COLS"] * MLP["MLP_BG_LANES"], over="N", per_block=MLP["MLP_BG_COLS"]
-    ),
+    launch=Launch(block=BG_THREADS, over="N", per_block=BG_COLS),
     doc="db[n] = sum_m dY[m, n] (32 columns x 32 row lanes per block)",
 )
 

@@ -29,14 +29,17 @@ CONSTANTS: dict[str, dict[str, int]] = {
         "PER_STATUS_EMPTY_SAMPLE": 1,
     },
     "mlp": {
-        "MLP_BK": 32, "MLP_THREADS": 256, "MLP_TILE": 32, "MLP_WIDE_TILE": 64,
+        "MLP_BK": 32, "MLP_THREADS": 256, "MLP_TILE": 32, "MLP_WIDE_TILE": 64, "MLP_HUGE_TILE": 128,
         "MLP_ROWS_MAX_N": 8, "MLP_ROWS_WARPS": 8, "MLP_BG_COLS": 32, "MLP_BG_LANES": 32,
     },
     "perception": {
         "PERCEPTION_MAX_FEATURES": 32, "PERCEPTION_EXTRA_FEATURES": 7, "PERCEPTION_ENVS": 32,
         "PERCEPTION_THREADS": 256,
     },
-    "reward": {**REWARD_LAYOUT, "REWARD_BLOCK": 256, "DECOMP_ROWS": 3, "DECOMP_LEAD": 4},
+    "reward": {
+        **REWARD_LAYOUT, "REWARD_BLOCK": 256, "REWARD_ROWS": 512, "DECOMP_ROWS": 3,
+        "DECOMP_LEAD": 4,
+    },
     "experience": {**REWARD_LAYOUT, **ENV_ACTIONS},
 }  # fmt: skip
 

@@ -80,8 +80,10 @@ def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
     counters[ADAM_STEP] += np.uint64(1)
 
 
-def dqn_adam(grad, stats, counters, param, m, v, P, lr, beta1, beta2, eps, clip) -> None:
-    """One bias-corrected Adam step on param[:P] (step t = counters[0], already advanced)."""
+def dqn_adam(grad, stats, counters, param, m, v, target, P, lr, beta1, beta2, eps, clip, tau,
+             period) -> None:  # fmt: skip
+    """One bias-corrected Adam step on param[:P] (step t = counters[0], already advanced), then
+    the target network's sync from the new parameters (target_sync)."""
     P = int(P)
     norm = F32(stats[0])
     scale = F32(clip) / norm if clip > 0 and norm > clip else F32(1)
@@ -93,9 +95,10 @@ def dqn_adam(grad, stats, counters, param, m, v, P, lr, beta1, beta2, eps, clip)
     m_hat = m[:P] / (F32(1) - np.power(b1, t))
     v_hat = v[:P] / (F32(1) - np.power(b2, t))
     param[:P] -= F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
+    target_sync(param, counters, target, P, tau, period)
 
 
-def dqn_target_sync(param, counters, target, P, tau, period) -> None:
+def target_sync(param, counters, target, P, tau, period) -> None:
     """Polyak average (tau > 0) or a hard copy when Adam's step is a multiple of `period`."""
     P = int(P)
     if tau > 0:
@@ -110,8 +113,10 @@ def epsilon(step: int, eps_start: float, eps_end: float, decay: float) -> np.flo
     return F32(eps_end) + (F32(eps_start) - F32(eps_end)) * frac
 
 
-def dqn_act(q, action, counters, isv, B, A, seed, eps_start, eps_end, decay, eps_idx) -> None:
-    """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1]."""
+def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, eps_start, eps_end, decay,
+            eps_idx) -> None:  # fmt: skip
+    """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1];
+    with p_up, the aux head's prediction (aux_predict) too."""
     B, A = int(B), int(A)
     s = int(counters[ACT_STEP])
     eps = epsilon(s, eps_start, eps_end, decay)
@@ -124,9 +129,11 @@ def dqn_act(q, action, counters, isv, B, A, seed, eps_start, eps_end, decay, eps
     counters[ACT_STEP] = np.uint64(s + 1)
     if isv is not None and eps_idx >= 0:
         isv[eps_idx] = eps
+    if p_up is not None:
+        aux_predict(h, aux_w, p_up, B, H)
 
 
-def dqn_aux_predict(h, w, p_up, B, H) -> None:
+def aux_predict(h, w, p_up, B, H) -> None:
     """p_up = sigmoid(w[H] + h @ w[:H])."""
     B, H = int(B), int(H)
     z = h[: B * H].reshape(B, H).astype(np.float64) @ w[:H].astype(np.float64) + w[H]

@@ -28,6 +28,7 @@ def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
 
 
 mlp_gemm_64 = mlp_gemm  # the same product on larger tiles (same order of additions)
+mlp_gemm_128 = mlp_gemm
 
 
 def mlp_gemm_rows(X, W, bias, Y, M, N, K, relu) -> None:
@@ -53,13 +54,25 @@ def mlp_gemm_partial(A, B, P, M, N, K, trans_a, trans_b, splits) -> None:
         P[s * M * N : (s + 1) * M * N] = (a[:, lo:hi] @ b[lo:hi, :]).ravel()
 
 
-def mlp_sum_splits(P, C, MN, splits) -> None:
-    """C[i] = sum_s P[s, i], adding the splits in order."""
+def mlp_gemm_pair(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> None:
+    """Y1 = X1 W1^T (+ bias1), Y2 = X2 W2^T (+ bias2), ReLU if relu: two forward products."""
+    mlp_gemm(X1, W1, bias1, None, Y1, M1, N, K, 0, 1, relu)
+    mlp_gemm(X2, W2, bias2, None, Y2, M2, N, K, 0, 1, relu)
+
+
+mlp_gemm_rows_pair = mlp_gemm_pair  # the same products, a warp per row
+
+
+def mlp_sum_splits(P, dY, C, db, MN, splits, M, N) -> None:
+    """C[i] = sum_s P[s, i], adding the splits in order; with N > 0 the bias gradient of dY
+    [M, N] into db as well."""
     MN, splits = int(MN), int(splits)
     acc = P[:MN].copy()
     for s in range(1, splits):
         acc = acc + P[s * MN : (s + 1) * MN]
     C[:MN] = acc
+    if int(N) > 0:
+        mlp_bias_grad(dY, db, M, N)
 
 
 def mlp_bias_grad(dY, db, M, N) -> None:

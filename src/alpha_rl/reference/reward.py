@@ -2,7 +2,10 @@
 
 rc is the flat reward-component buffer, rc[b * rc_stride + c]; components 0..5 are the core
 components (pnl_close, mtm, cost, opp_cost, inventory, drawdown) and, at stride 7, c = 6 is
-aux_align, which the core diagnostics leave out on purpose.
+aux_align, which the core diagnostics leave out on purpose. The one kernel, reward_diagnostics,
+computes the four diagnostics below in one launch; its oracle runs them in turn, with float64
+means (the kernel adds in float32, by block, so the two agree to float32 rounding, not bit for
+bit).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from alpha_rl.reference.abi import REWARD
 # only a layout of more than RC_AUX_ALIGN components (stride 7) has
 RC_CORE, RC_AUX_ALIGN = REWARD["RC_CORE"], REWARD["RC_AUX_ALIGN"]
 DECOMP_ROWS, DECOMP_LEAD = REWARD["DECOMP_ROWS"], REWARD["DECOMP_LEAD"]
+ROWS = REWARD["REWARD_ROWS"]  # envs per block of reward_diagnostics
 
 
 def has_aux_align(rc_stride: int) -> bool:
@@ -25,6 +29,49 @@ def has_aux_align(rc_stride: int) -> bool:
 def decomp_cols(rc_stride: int) -> int:
     """Columns of one row of the reward decomposition (reward_decomp_diag)."""
     return DECOMP_LEAD + rc_stride
+
+
+def block_sums(rc_stride: int) -> int:
+    """The sums each block of reward_diagnostics leaves in `partial` (REWARD_SUMS): components
+    0..5, c6 at stride 7, |components 0..5|, then the decomposition table."""
+    return RC_CORE + rc_stride + DECOMP_ROWS * decomp_cols(rc_stride)
+
+
+def blocks(n: int) -> int:
+    """Blocks of a reward_diagnostics launch over n envs (at least one, which writes diag)."""
+    return max(1, -(-n // ROWS))
+
+
+def reward_diagnostics(
+    rc: np.ndarray,
+    reward: np.ndarray,
+    prev_dir: np.ndarray,
+    isv: np.ndarray | None,
+    diag: np.ndarray,
+    partial: np.ndarray,
+    done: np.ndarray,
+    n: int,
+    ema_idx: int,
+    aux_ema_idx: int,
+    abs_idx: int,
+    ratio_idx: int,
+    alpha_idx: int,
+    *,
+    rc_stride: int,
+) -> None:
+    """Step 5 in one call: the component EMAs, the aux-align EMA (stride 7), the magnitude EMAs
+    and ratios into the ISV (each group skipped when its slot index is < 0, the ratios also when
+    abs_idx is), and the decomposition table into diag (always). `partial` and `done` are the
+    kernel's scratch: the oracle leaves them alone."""
+    del partial, done
+    if ema_idx >= 0:
+        reward_component_ema(rc, isv, n, ema_idx, alpha_idx, rc_stride=rc_stride)
+    if aux_ema_idx >= 0:
+        reward_aux_align_ema(rc, isv, n, aux_ema_idx, alpha_idx, rc_stride=rc_stride)
+    if abs_idx >= 0:
+        ratio = ratio_idx if ratio_idx >= 0 else None
+        reward_mag_ratio(rc, isv, n, abs_idx, ratio, alpha_idx, rc_stride=rc_stride)
+    reward_decomp_diag(rc, reward, prev_dir, diag, n, rc_stride=rc_stride)
 
 
 def core_components(rc: np.ndarray, n: int, rc_stride: int) -> np.ndarray:
@@ -78,18 +125,20 @@ def reward_mag_ratio(
     isv: np.ndarray | None,
     n: int,
     abs_idx: int,
-    ratio_idx: int,
+    ratio_idx: int | None,
     alpha_idx: int,
     *,
     rc_stride: int,
 ) -> None:
     """abs EMA of |rc_c| (c < 6) into isv[abs_idx + c]; isv[ratio_idx + c] = that over the sum
-    of the other five (0 when the others sum to 0)."""
+    of the other five (0 when the others sum to 0; not written when ratio_idx is None)."""
     if isv is None or n <= 0:
         return
     mean_abs = np.abs(core_components(rc, n, rc_stride).astype(np.float64)).mean(axis=0)
     abs_ema = _ema(isv[abs_idx : abs_idx + RC_CORE], isv[alpha_idx], mean_abs)
     isv[abs_idx : abs_idx + RC_CORE] = abs_ema
+    if ratio_idx is None:
+        return
     values = abs_ema.astype(np.float64)
     others = values.sum() - values
     ratio = np.divide(values, others, out=np.zeros(RC_CORE), where=others > 0)
