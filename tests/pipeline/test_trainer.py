@@ -52,16 +52,38 @@ def test_step_launches_in_the_contract_order() -> None:
         order = record_launches(trainer.session.runtime)
         trainer.step()
     contract = [
-        "perception_observe", "dqn_act", "dqn_aux_predict", "experience_env_step",
-        "reward_component_ema", "reward_decomp_diag", "her_track", "per_push", "her_inject",
-        "her_record", "her_forward", "per_tree_reduce", "dqn_aux_train", "per_sample",
-        "dqn_gather", "dqn_td", "dqn_grad_norm", "dqn_adam", "dqn_target_sync", "per_update",
+        "perception_observe", "dqn_act", "experience_env_step", "reward_diagnostics",
+        "her_track", "per_push", "her_inject", "her_record", "her_forward", "per_tree_reduce",
+        "dqn_aux_train", "per_sample", "dqn_gather", "dqn_td", "dqn_grad_norm", "dqn_adam",
+        "per_update",
     ]  # fmt: skip
     positions = first_positions(order, contract)
     assert positions == sorted(positions), list(zip(contract, positions, strict=True))
     assert order.count("perception_observe") == 2  # h_t (1) and h_tp1 (4)
     second = order.index("perception_observe", 1)
-    assert order.index("experience_env_step") < second < order.index("reward_component_ema")
+    assert order.index("experience_env_step") < second < order.index("reward_diagnostics")
+
+
+def test_later_steps_take_h_t_from_the_last_h_tp1_and_a_restore_observes_afresh() -> None:
+    """After its first step a step copies the last h_tp1 into h_t instead of observing again:
+    bit for bit what perception gives; once the env's state is written from outside (a
+    checkpoint's restore), the next step observes it."""
+    with trainer_for(["agent.learn_start=0"]) as (trainer, _):
+        trainer.step()
+        order = record_launches(trainer.session.runtime)
+        before = trainer.backend.download(trainer.h_tp1)
+        trainer.step()
+        assert order.count("perception_observe") == 1  # h_tp1 only
+        np.testing.assert_array_equal(trainer.backend.download(trainer.h_t), before)
+        fresh = trainer.backend.zeros(trainer.h_t.size, np.float32)
+        trainer.env.perceive(fresh)  # what step 3 would observe
+        np.testing.assert_array_equal(trainer.backend.download(trainer.h_tp1),
+                                      trainer.backend.download(fresh))  # fmt: skip
+        state = {"t": trainer.t, "her_seen": {"backward": 0, "forward": 0}}
+        trainer.restore_host_state(state, with_replay=False)
+        order.clear()
+        trainer.step()
+        assert order.count("perception_observe") == 2
 
 
 def test_no_learner_update_before_learn_start() -> None:

@@ -1,4 +1,4 @@
-"""The small array interface both backends share: alloc, zeros, upload, download, fill."""
+"""The small array interface both backends share: alloc, zeros, upload, download, fill, copy."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from typing import Any
 import numpy as np
 
 DeviceArray = Any  # numpy.ndarray on the numpy backend, pycuda GPUArray on the cuda backend
+
+
+def check_same(dst: Any, src: Any) -> None:
+    """Refuse a copy between arrays of different sizes or dtypes (naming both)."""
+    if dst.size != src.size or dst.dtype != src.dtype:
+        raise ValueError(
+            f"copy: destination {dst.size} x {dst.dtype} and source {src.size} x {src.dtype} differ"
+        )
 
 
 class Backend(ABC):
@@ -40,6 +48,10 @@ class Backend(ABC):
     @abstractmethod
     def fill(self, arr: DeviceArray, value: float | int) -> None:
         """Set every element of a device array to `value`."""
+
+    @abstractmethod
+    def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:
+        """Copy device array `src` into `dst` (same size and dtype), queued on `stream`."""
 
     @abstractmethod
     def is_array(self, obj: object) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.backend.base import Backend
+from alpha_rl.backend.base import Backend, check_same
 from alpha_rl.errors import BackendError
 
 _open_backend: CudaBackend | None = None
@@ -104,6 +104,11 @@ class CudaBackend(Backend):
             self._drv.memset_d8(arr.gpudata, int(pattern[0]), arr.size)
         else:  # no 8-byte memset in the driver API: copy a host-filled array
             self._drv.memcpy_htod(arr.gpudata, np.full(arr.shape, value, dtype=arr.dtype))
+
+    def copy(self, dst: Any, src: Any, stream: Any = None) -> None:
+        check_same(dst, src)
+        if src.size:
+            self._drv.memcpy_dtod_async(dst.gpudata, src.gpudata, src.nbytes, stream)
 
     def is_array(self, obj: object) -> bool:
         return isinstance(obj, self._gpuarray.GPUArray)

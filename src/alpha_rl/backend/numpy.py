@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.backend.base import Backend
+from alpha_rl.backend.base import Backend, check_same
 
 
 class NumpyBackend(Backend):
@@ -32,6 +32,10 @@ class NumpyBackend(Backend):
 
     def fill(self, arr: np.ndarray, value: float | int) -> None:
         arr.fill(value)
+
+    def copy(self, dst: np.ndarray, src: np.ndarray, stream: Any = None) -> None:
+        check_same(dst, src)
+        np.copyto(dst, src)
 
     def is_array(self, obj: object) -> bool:
         return isinstance(obj, np.ndarray)

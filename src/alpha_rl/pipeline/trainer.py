@@ -65,6 +65,9 @@ class Trainer:
                 plan.her.closed_ring, B, her.lookahead,
             )  # fmt: skip
         self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
+        # whether h_tp1 holds the observation of the envs' current state (set by a step; cleared
+        # when the env state is written from outside, e.g. by a checkpoint's restore)
+        self.observed = False
         self.t = 0  # env steps done
         self.stream: Any = session.backend.new_stream()
         self.use_graph = plan.backend.graph and session.backend.name == "cuda"
@@ -83,7 +86,7 @@ class Trainer:
     # --- the step (DESIGN §9) ---
     def step(self) -> None:
         """One env step of every env, then the learner's updates; no device->host copy."""
-        if self.graph is None and self.use_graph and self.learning:
+        if self.graph is None and self.use_graph and self.learning and self.observed:
             self.graph = Graph(self.stream, self.launch_step)
         if self.graph is not None:
             self.graph.launch()
@@ -96,7 +99,10 @@ class Trainer:
         env, learner, replay, hs = self.env, self.learner, self.replay, self.hindsight
         a, s = env.arrays, self.stream
         # --- act ---
-        env.perceive(self.h_t, s)  # 1
+        if self.observed:  # 1: the last step's h_tp1 (nothing moves the envs between steps)
+            self.backend.copy(self.h_t, self.h_tp1, s)
+        else:
+            env.perceive(self.h_t, s)
         actions = learner.act(self.h_t, s)  # 2
         # --- env ---
         env.step(actions, learner.p_up, s)  # 3
@@ -115,6 +121,7 @@ class Trainer:
         if self.learning:
             for _ in range(self.plan.agent.updates_per_step):
                 learner.learn(replay, s)
+        self.observed = True
 
     @property
     def learning(self) -> bool:
@@ -222,5 +229,6 @@ class Trainer:
     def restore_host_state(self, state: dict[str, Any], with_replay: bool) -> None:
         """Set the host-side counters of a checkpoint (after its arrays were written back)."""
         self.t = int(state["t"])
+        self.observed = False  # the env's arrays were written: observe them afresh
         self._her_seen = {k: int(v) for k, v in state["her_seen"].items()}
         self.replay.mark_filled(with_replay and self.t > 0)
