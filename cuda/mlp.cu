@@ -209,13 +209,18 @@ __device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MLP_THREADS)
-mlp_gemm(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ bias,
-         const float* __restrict__ mask, float* __restrict__ C, int M, int N, int K, int trans_a,
-         int trans_b, int relu) {
-    mlp_gemm_tile<MlpSmall>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
-                            K);
-}
+// mlp_gemm (32 x 32 tiles), mlp_gemm_64 and mlp_gemm_128: the one product on a tile shape each
+#define MLP_GEMM_KERNEL(NAME, TILE)                                                                 \
+    extern "C" __global__ void __launch_bounds__(MLP_THREADS)                                      \
+    NAME(const float* __restrict__ A, const float* __restrict__ B,                                 \
+         const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,    \
+         int M, int N, int K, int trans_a, int trans_b, int relu) {                                \
+        mlp_gemm_tile<TILE>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,   \
+                            K);                                                                    \
+    }
+MLP_GEMM_KERNEL(mlp_gemm, MlpSmall)
+MLP_GEMM_KERNEL(mlp_gemm_64, MlpWide)
+MLP_GEMM_KERNEL(mlp_gemm_128, MlpHuge)
 
 // Two forward products (Y = X W^T + bias, ReLU if relu) of the same N and K in one launch: the
 // first tiles_1 blocks compute the first, the rest the second; each exactly as mlp_gemm would.
@@ -233,22 +238,6 @@ mlp_gemm_pair(const float* __restrict__ X1, const float* __restrict__ W1,
         mlp_gemm_tile<MlpSmall>(X2, W2, bias2, nullptr, Y2, M2, N, K, 0, 1, relu, tile - tiles_1,
                                 0, K);
     }
-}
-
-extern "C" __global__ void __launch_bounds__(MLP_THREADS)
-mlp_gemm_64(const float* __restrict__ A, const float* __restrict__ B,
-            const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
-            int M, int N, int K, int trans_a, int trans_b, int relu) {
-    mlp_gemm_tile<MlpWide>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
-                           K);
-}
-
-extern "C" __global__ void __launch_bounds__(MLP_THREADS)
-mlp_gemm_128(const float* __restrict__ A, const float* __restrict__ B,
-             const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,
-             int M, int N, int K, int trans_a, int trans_b, int relu) {
-    mlp_gemm_tile<MlpHuge>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,
-                           K);
 }
 
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
