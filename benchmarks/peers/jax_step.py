@@ -9,10 +9,13 @@ PER push of the B real rows, HER backward rows, the ring record of the closed tr
 rows judged over the whole ring, then one learning step (PER sample of BATCH rows, IS weights,
 double-DQN Huber loss, global-norm clipping to 10, Adam with torch's defaults, new priorities,
 a hard target sync every TARGET_PERIOD steps). A variable number of rows becomes a masked write:
-the rows that fire are compacted in order by a prefix sum, the others go to one dump row (replay
-row N, ring row RING) that keeps its initial values, so its priority stays 0 and it is never
-sampled. PER sampling draws BATCH i.i.d. uniforms (not stratified) and finds them in the prefix
-sum of the priorities, as torch.multinomial with replacement does.
+the rows that fire get their slots in order by a prefix sum, the others an index past the array,
+whose update XLA drops (`mode="drop"`: no write, and no conflicting writes to a dump row). Replay
+row N and ring row RING are blank rows that are never written: priority 0 (never sampled), never
+due. HER forward pushes at most B rows a step (the entries closed LOOKAHEAD steps ago; each entry
+comes due once), compacted from the ring by `jnp.nonzero(size=B)`, not the whole ring. PER
+sampling draws BATCH i.i.d. uniforms (not stratified) and finds them in the prefix sum of the
+priorities, as torch.multinomial with replacement does.
 
 Precision: float32 runs the matmuls in full float32 (jax.default_matmul_precision("float32"));
 tf32 leaves JAX's default, which on the GPU is TF32. Timing: one call runs 100 steps; after the
@@ -104,7 +107,7 @@ class Replay(NamedTuple):
     s_a: jax.Array  # int32 [N + 1]
     s_r: jax.Array  # float32 [N + 1]
     s_d: jax.Array  # float32 [N + 1]
-    prio: jax.Array  # float32 [N + 1] priority^alpha; row N is the dump row
+    prio: jax.Array  # float32 [N + 1] priority^alpha; row N is a blank row (priority 0)
     head: jax.Array  # int32 scalar: rows pushed (folded into [N, 2N) once full)
     max_p: jax.Array  # float32 scalar
 
@@ -211,17 +214,14 @@ def track(book: Book, env: Env) -> Env:
     return env._replace(peak=jnp.where(env.pos > 0, jnp.maximum(env.peak, m), short))
 
 
+OUT = 1 << 30  # an index past every array: a scatter with mode="drop" skips it
+
+
 def slots(fire: jax.Array, head: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
-    """Slots int32 [n]: the rows where fire, in order from head (mod size); the dump row `size`
-    for the others. Also the number of rows that fire."""
+    """Slots int32 [n]: the rows where fire, in order from head (mod size); OUT (dropped) for
+    the others. Also the number of rows that fire."""
     n = jnp.cumsum(fire.astype(i32))
-    return jnp.where(fire, (head + n - 1) % size, size), n[-1]
-
-
-def masked(fire: jax.Array, x: jax.Array | float, fill: int) -> jax.Array:
-    """x (rows along axis 0, or a scalar) where fire, else fill: the dump row keeps `fill`."""
-    x = jnp.asarray(x)
-    return jnp.where(fire.reshape(fire.shape + (1,) * (x.ndim - 1)), x, fill)
+    return jnp.where(fire, (head + n - 1) % size, OUT), n[-1]
 
 
 def push(rp: Replay, fire: jax.Array, h, h2, a, r, d, p) -> Replay:
@@ -229,7 +229,7 @@ def push(rp: Replay, fire: jax.Array, h, h2, a, r, d, p) -> Replay:
     N = rp.prio.shape[0] - 1
     idx, n = slots(fire, rp.head, N)
     cols = dict(s_h=h, s_h2=h2, s_a=a, s_r=r, s_d=d, prio=p)
-    new = {k: getattr(rp, k).at[idx].set(masked(fire, x, 0)) for k, x in cols.items()}
+    new = {k: getattr(rp, k).at[idx].set(x, mode="drop") for k, x in cols.items()}
     head = rp.head + n  # folded into [N, 2N) once the buffer is full: no int32 overflow
     return rp._replace(head=jnp.where(head >= 2 * N, head - N, head), **new)
 
@@ -246,14 +246,17 @@ def remember(book: Book, s: State, env: Env, h, h2, a, tr) -> tuple[Replay, Her,
     idx, n = slots(closing, her.r_head, RING)
     env_id = jnp.arange(closing.shape[0], dtype=i32)
     cols = dict(r_entry=s.env.entry, r_dir=s.env.pos, r_actual=tr["actual"], r_h=h, r_env=env_id)
-    new = {k: getattr(her, k).at[idx].set(masked(closing, x, 0)) for k, x in cols.items()}
-    r_step = her.r_step.at[idx].set(masked(closing, s.t, -1))  # the dump row stays -1: never due
+    new = {k: getattr(her, k).at[idx].set(x, mode="drop") for k, x in cols.items()}
+    r_step = her.r_step.at[idx].set(s.t, mode="drop")
     her = her._replace(r_step=r_step, r_head=(her.r_head + n) % RING, **new)
     # --- HER forward: every ring entry LOOKAHEAD steps after its close ---
     due = (her.r_step >= 0) & (s.t - her.r_step >= LOOKAHEAD)
     fwd = her.r_dir * (book.mid[env.cursor[her.r_env]] - her.r_entry) * LOT_MULT
     ffire = due & (fwd > 0) & (fwd > THRESHOLD * her.r_actual)
-    rp = push(rp, ffire, her.r_h, her.r_h, jnp.where(her.r_dir > 0, 1, 2), fwd, 1.0, boost)
+    # at most B entries come due a step: the B rows to push, blank row RING past the last one
+    (j,) = jnp.nonzero(ffire, size=closing.shape[0], fill_value=RING)
+    rp = push(rp, j < RING, her.r_h[j], her.r_h[j], jnp.where(her.r_dir[j] > 0, 1, 2), fwd[j],
+              1.0, boost)  # fmt: skip
     her = her._replace(r_step=jnp.where(due, -1, her.r_step))
     return rp, her, dict(closes=closing.sum(), back=fire.sum(), fwd=ffire.sum())
 
@@ -419,7 +422,7 @@ def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int
     assert int(want[".replay.head"]) == head, f"head {int(want['.replay.head'])}, not {head}"
     prio, rows = want[".replay.prio"], min(head, N)
     assert (prio[:N] > 0).sum() == rows, "a pushed row has no priority"
-    assert prio[N] == 0 and want[".her.r_step"][RING] == -1, "a dump row was written"
+    assert prio[N] == 0 and want[".her.r_step"][RING] == -1, "a blank row was written"
     t = int(want[".t"])  # pushes give at most 2 priorities a step: the rest are learned ones
     assert len(np.unique(prio[:rows])) > 2 * t, "priorities not rewritten from |td|"
     if h0 + steps * B + back + fwd <= N:  # nothing overwritten yet: every done row accounted for
