@@ -33,6 +33,18 @@ def no_problems(arch: str) -> list[str]:
     return []
 
 
+def test_copy_is_the_source_and_refuses_another_size_or_dtype() -> None:
+    be = NumpyBackend()
+    src, dst = be.upload(np.arange(6, dtype=np.float32)), be.zeros(6, np.float32)
+    be.copy(dst, src)
+    src[0] = 99.0  # a copy, not a view
+    assert be.download(dst).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match="destination 5 x float32 and source 6 x float32"):
+        be.copy(be.zeros(5, np.float32), src)
+    with pytest.raises(ValueError, match="destination 6 x int32 and source 6 x float32"):
+        be.copy(be.zeros(6, np.int32), src)
+
+
 def test_explicit_numpy_choice() -> None:
     backend, reason = open_backend("numpy", cubin_problems=no_problems)
     assert backend.name == "numpy" and reason == "backend=numpy"

@@ -135,3 +135,48 @@ def test_jobs_in_one_process_leave_no_cuda_context(tmp_path: Path, built_cubins:
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "no context left behind" in done.stdout
+
+
+OBSERVE = """
+import sys
+import numpy as np
+from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.session import open_session
+from tests.helpers import compose_train
+cfg, choices = compose_train(sys.argv[1:])
+plan = plan_run(cfg)
+market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
+with open_session(cfg, choices) as session:
+    trainer = Trainer(session, market.train, plan)
+    be = trainer.backend
+    fresh = be.zeros(trainer.h_t.size, np.float32)
+    for _ in range(3):  # the first step observes; the second is captured, the third replayed
+        trainer.step()
+        be.synchronize()
+        trainer.env.perceive(fresh)  # what the next step's h_t must be
+        want = be.download(fresh)
+        assert np.array_equal(be.download(trainer.h_tp1), want), "h_tp1 is not the observation"
+    assert trainer.graph is not None, "no graph captured"
+    trainer.step()  # replayed: its h_t is the copy of the last h_tp1
+    be.synchronize()
+    assert np.array_equal(be.download(trainer.h_t), want), "the graph's copy is not h_tp1"
+    trainer.restore_host_state({"t": trainer.t, "her_seen": {"backward": 0, "forward": 0}}, False)
+    assert trainer.graph is None and not trainer.observed, "a restore keeps the captured step"
+    trainer.close()
+print("h_t from the last h_tp1, in the graph too; a restore drops the graph")
+"""
+
+
+def test_the_graph_copies_h_tp1_into_h_t_and_a_restore_drops_it(
+    tmp_path: Path, built_cubins: Path
+) -> None:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    args = ["backend=cuda", "debug=tiny", "env.num_envs=256", "her.closed_ring=1024",
+            "agent.learn_start=0", f"backend.cubin_dir={built_cubins}"]  # fmt: skip
+    cmd = [sys.executable, "-c", textwrap.dedent(OBSERVE), *args]
+    root = Path(__file__).resolve().parents[2]  # `tests.helpers` imports from the repository
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "a restore drops the graph" in done.stdout

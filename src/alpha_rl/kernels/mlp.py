@@ -120,7 +120,7 @@ SUM_SPLITS = STEM.kernel(
         blocks=lambda v: -(-int(v["MN"]) // BG_THREADS) + -(-int(v["N"]) // BG_COLS),
     ),
     doc="C[i] = sum_s P[s, i], splits in order; with N > 0 also the bias gradient "
-    "db[n] = sum_m dY[m, n] (as mlp_bias_grad adds it)",
+    "db[n] = sum_m dY[m, n] (as mlp_bias_grad adds it); dY and db may be NULL only with N = 0",
 )
 
 BIAS_GRAD = STEM.kernel(

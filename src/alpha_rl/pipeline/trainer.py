@@ -230,5 +230,9 @@ class Trainer:
         """Set the host-side counters of a checkpoint (after its arrays were written back)."""
         self.t = int(state["t"])
         self.observed = False  # the env's arrays were written: observe them afresh
+        if self.graph is not None:  # a captured step would copy the h_tp1 of before the restore
+            self.backend.synchronize()
+            self.graph.close()
+            self.graph = None
         self._her_seen = {k: int(v) for k, v in state["her_seen"].items()}
         self.replay.mark_filled(with_replay and self.t > 0)
