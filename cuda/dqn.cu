@@ -217,6 +217,13 @@ extern "C" __global__ void dqn_act(const float* __restrict__ q, const float* __r
     }
 }
 
+// Column j of the block's lane sums (lane_sum[l * cols + j], l < lanes), the lanes in order.
+__device__ __forceinline__ float lanes_total(const float* lane_sum, int lanes, int cols, int j) {
+    float acc = 0.0f;
+    for (int l = 0; l < lanes; ++l) acc += lane_sum[l * cols + j];
+    return acc;
+}
+
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
 dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
               const float* __restrict__ fill_mid, const float* __restrict__ post_mid,
@@ -251,9 +258,7 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
     }
     __syncthreads();
     if (lane == 0) {
-        float acc = 0.0f;
-        for (int l = 0; l < lanes; ++l) acc += lane_sum[l * cols + j];
-        partial[static_cast<size_t>(blockIdx.x) * cols + j] = acc;
+        partial[static_cast<size_t>(blockIdx.x) * cols + j] = lanes_total(lane_sum, lanes, cols, j);
     }
     if (!last_block_done(counters + DQN_AUX_DONE)) return;
     // the last block: lane l adds blocks l, l + lanes, ... in order, then lane 0 the lanes in order
@@ -267,11 +272,7 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
         lane_sum[threadIdx.x] = acc;
     }
     __syncthreads();
-    if (lane == 0) {
-        float acc = 0.0f;
-        for (int l = 0; l < lanes; ++l) acc += lane_sum[l * cols + j];
-        total[j] = acc;
-    }
+    if (lane == 0) total[j] = lanes_total(lane_sum, lanes, cols, j);
     if (threadIdx.x == 0) counters[DQN_AUX_DONE] = 0ull;
     __syncthreads();
     const float count = total[H + 2];
