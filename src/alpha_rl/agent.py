@@ -107,7 +107,7 @@ class QNetwork:
         """The gemm for an [M, N] output over K (`gemm_kind`), where `ops` has it; else the
         next smaller tile's, down to the 32 x 32 one."""
         kinds = ("gemm_128", "gemm_64", "gemm")
-        for kind in kinds[kinds.index(gemm_kind(M, N, K)) :]:
+        for kind in kinds[kinds.index(gemm_kind(M, N, K)) : -1]:
             if hasattr(self.ops, kind):
                 return getattr(self.ops, kind)
         return self.ops.gemm
@@ -164,10 +164,15 @@ class QNetwork:
                 gemm(A=inp, B=W, bias=b, mask=None, C=bufs.h[i], M=rows, N=n_out, K=n_in,
                      trans_a=0, trans_b=1, relu=relu, stream=stream)  # fmt: skip
             inp = bufs.h[i]
+        return self._output(bufs, stream)
+
+    def _output(self, bufs: SimpleNamespace, stream: Any) -> Any:
+        """Q [rows, A] after the last layer of a forward into `bufs`: that layer's output, or
+        the dueling combination of it."""
+        last = bufs.h[len(self.layout.layers) - 1]
         if not self.layout.dueling:
-            return bufs.h[last]
-        self.ops.duel_f(VA=bufs.h[last], Q=bufs.q, M=bufs.rows, A=self.layout.actions,
-                        stream=stream)  # fmt: skip
+            return last
+        self.ops.duel_f(VA=last, Q=bufs.q, M=bufs.rows, A=self.layout.actions, stream=stream)
         return bufs.q
 
     def forward_pair(
@@ -193,11 +198,7 @@ class QNetwork:
                 stream=stream,
             )  # fmt: skip
             inp, inp2 = bufs.h[i], bufs2.h[i]
-        if not self.layout.dueling:
-            return bufs.h[last], bufs2.h[last]
-        for b in (bufs, bufs2):
-            self.ops.duel_f(VA=b.h[last], Q=b.q, M=b.rows, A=self.layout.actions, stream=stream)
-        return bufs.q, bufs2.q
+        return self._output(bufs, stream), self._output(bufs2, stream)
 
     def backward(
         self, params: list, x: Any, bufs: SimpleNamespace, dq: Any, grads: list, stream: Any = None
