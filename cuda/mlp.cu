@@ -14,7 +14,8 @@
 //   64 x 64 tiles (the acting forward over every env). Bit-identical to mlp_gemm.
 // mlp_gemm_128: the same on 128 x 128 tiles, 8 x 8 per thread in 2 x 2 pieces of 4 x 4 (see
 //   MlpTile), for products that fill the GPU with them (the acting forward over tens of thousands
-//   of envs). Bit-identical to mlp_gemm.
+//   of envs); K steps of 16 in two shared-memory stages filled by cp.async (mlp_tile_async), two
+//   blocks per SM. Bit-identical to mlp_gemm.
 // mlp_gemm_rows: Y[M, N] = X[M, K] W[N, K]^T (+ bias) (ReLU if relu) for N <= MLP_ROWS_MAX_N
 //   (the Q head): a warp per row, lane l multiplying k = l, l + 32, ... in order, then a
 //   butterfly of shuffles; output n is lane n's total (deterministic, not mlp_gemm's order).
@@ -75,9 +76,11 @@ __device__ __forceinline__ void load_frag(const float* p, float (&r)[T]) {
 // BN / PARTS columns apart, so that a warp's shared-memory reads of a k-row are contiguous
 // (conflict-free) rather than TN floats apart; which outputs a thread holds changes, the order in
 // which each output adds its products does not.
-template <int BM_, int BN_, int TM_, int TN_, int PARTS_ = 1>
+// ASYNC: the product runs through mlp_tile_async (cp.async stages) rather than mlp_tile.
+template <int BM_, int BN_, int TM_, int TN_, int PARTS_ = 1, bool ASYNC_ = false>
 struct MlpTile {
     static constexpr int BM = BM_, BN = BN_, TM = TM_, TN = TN_, PARTS = PARTS_;
+    static constexpr bool ASYNC = ASYNC_;
     static constexpr int COLS = BN / TN;  // threads along N
     static_assert((BM / TM) * (BN / TN) == MLP_THREADS, "one micro-tile per thread");
     static_assert(TM % PARTS == 0 && TN % PARTS == 0, "whole pieces");
@@ -97,7 +100,7 @@ struct MlpTile {
 #define MLP_HUGE_TILE 128  // output tile side of mlp_gemm_128
 using MlpSmall = MlpTile<MLP_TILE, MLP_TILE, 2, 2>;  // mlp_gemm, mlp_gemm_partial
 using MlpWide = MlpTile<MLP_WIDE_TILE, MLP_WIDE_TILE, 4, 4>;  // mlp_gemm_64
-using MlpHuge = MlpTile<MLP_HUGE_TILE, MLP_HUGE_TILE, 8, 8, 2>;  // mlp_gemm_128
+using MlpHuge = MlpTile<MLP_HUGE_TILE, MLP_HUGE_TILE, 8, 8, 2, true>;  // mlp_gemm_128
 
 // The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
 // The next K-step's elements are fetched into registers while the current one is multiplied
@@ -177,6 +180,92 @@ __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const floa
     }
 }
 
+// A 4-byte global -> shared copy that does not pass through registers (cp.async, sm_80+);
+// `valid` false stores 0 (src-size 0: nothing is read).
+__device__ __forceinline__ void copy_async_4(float* dst, const float* src, bool valid) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void copy_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+#define MLP_ASYNC_BK 16  // K step of mlp_tile_async (two stages of both tiles in 48 KB)
+
+// mlp_tile's product with two shared-memory stages filled by cp.async: the copy of K-step s + 1
+// runs while step s is multiplied, and no staging registers are held, so a 128 x 128 tile fits
+// two blocks per SM. The same k order, so the same result as mlp_tile to the last bit.
+template <class T>
+__device__ __forceinline__ void mlp_tile_async(const float* __restrict__ A,
+                                               const float* __restrict__ B, int M, int N, int K,
+                                               int trans_a, int trans_b, int m0, int n0,
+                                               int k_begin, int k_end,
+                                               float (&acc)[T::TM][T::TN]) {
+    constexpr int BK = MLP_ASYNC_BK;
+    constexpr int LA = T::BM * BK / MLP_THREADS, LB = T::BN * BK / MLP_THREADS;
+    __shared__ __align__(16) float As[2][BK][T::BM + 4];
+    __shared__ __align__(16) float Bs[2][BK][T::BN + 4];
+    const int tid = threadIdx.x;
+    // staged element i of this thread, consecutive threads on consecutive stored addresses
+    auto stage = [&](int buf, int k0) {
+#pragma unroll
+        for (int i = 0; i < LA; ++i) {
+            const int e = tid + i * MLP_THREADS;
+            const int kk = trans_a ? e / T::BM : e % BK, mm = trans_a ? e % T::BM : e / BK;
+            const int m = m0 + mm, k = k0 + kk;
+            const bool ok = m < M && k < k_end;
+            const size_t at = trans_a ? static_cast<size_t>(k) * M + m
+                                      : static_cast<size_t>(m) * K + k;
+            copy_async_4(&As[buf][kk][mm], ok ? A + at : A, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < LB; ++i) {
+            const int e = tid + i * MLP_THREADS;
+            const int kk = trans_b ? e % BK : e / T::BN, nn = trans_b ? e / BK : e % T::BN;
+            const int n = n0 + nn, k = k0 + kk;
+            const bool ok = n < N && k < k_end;
+            const size_t at = trans_b ? static_cast<size_t>(n) * K + k
+                                      : static_cast<size_t>(k) * N + n;
+            copy_async_4(&Bs[buf][kk][nn], ok ? B + at : B, ok);
+        }
+        copy_async_commit();
+    };
+    if (k_begin < k_end) stage(0, k_begin);
+    int buf = 0;
+    for (int k0 = k_begin; k0 < k_end; k0 += BK, buf ^= 1) {
+        if (k0 + BK < k_end) {
+            stage(buf ^ 1, k0 + BK);
+            copy_async_wait<1>();  // this step's stage has landed; the next may still fly
+        } else {
+            copy_async_wait<0>();
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float a[T::TM], b[T::TN];
+#pragma unroll
+            for (int part = 0; part < T::PARTS; ++part) {
+                float pa[T::PM], pb[T::PN];
+                load_frag<T::PM>(&As[buf][kk][T::row(tid, part * T::PM)], pa);
+                load_frag<T::PN>(&Bs[buf][kk][T::col(tid, part * T::PN)], pb);
+#pragma unroll
+                for (int i = 0; i < T::PM; ++i) a[part * T::PM + i] = pa[i];
+#pragma unroll
+                for (int j = 0; j < T::PN; ++j) b[part * T::PN + j] = pb[j];
+            }
+#pragma unroll
+            for (int i = 0; i < T::TM; ++i) {
+#pragma unroll
+                for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+            }
+        }
+        __syncthreads();  // every thread is done with buf before the next stage refills it
+    }
+}
+
 // One block's tile `tile` of C[M, N] = op(A)[:, k_begin:k_end] op(B)[k_begin:k_end, :] (+ bias)
 // (ReLU if relu) (* (mask > 0)); bias and mask may be NULL.
 template <class T>
@@ -191,7 +280,11 @@ __device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
     const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
     const int tid = threadIdx.x;
     float acc[T::TM][T::TN] = {};
-    mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
+    if constexpr (T::ASYNC) {
+        mlp_tile_async<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
+    } else {
+        mlp_tile<T>(A, B, M, N, K, trans_a, trans_b, m0, n0, k_begin, k_end, acc);
+    }
 #pragma unroll
     for (int i = 0; i < T::TM; ++i) {
         const int m = m0 + T::row(tid, i);
@@ -210,17 +303,19 @@ __device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
 }
 
 // mlp_gemm (32 x 32 tiles), mlp_gemm_64 and mlp_gemm_128: the one product on a tile shape each
-#define MLP_GEMM_KERNEL(NAME, TILE)                                                                 \
-    extern "C" __global__ void __launch_bounds__(MLP_THREADS)                                      \
+// (the launch bounds last: a minimum of blocks per SM caps the registers, and naming one at all
+// changes ptxas's allocation, so the others name none)
+#define MLP_GEMM_KERNEL(NAME, TILE, ...)                                                            \
+    extern "C" __global__ void __launch_bounds__(__VA_ARGS__)                                      \
     NAME(const float* __restrict__ A, const float* __restrict__ B,                                 \
          const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,    \
          int M, int N, int K, int trans_a, int trans_b, int relu) {                                \
         mlp_gemm_tile<TILE>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,   \
                             K);                                                                    \
     }
-MLP_GEMM_KERNEL(mlp_gemm, MlpSmall)
-MLP_GEMM_KERNEL(mlp_gemm_64, MlpWide)
-MLP_GEMM_KERNEL(mlp_gemm_128, MlpHuge)
+MLP_GEMM_KERNEL(mlp_gemm, MlpSmall, MLP_THREADS)
+MLP_GEMM_KERNEL(mlp_gemm_64, MlpWide, MLP_THREADS)
+MLP_GEMM_KERNEL(mlp_gemm_128, MlpHuge, MLP_THREADS, 2)  // two blocks per SM: 128 registers each
 
 // Two forward products (Y = X W^T + bias, ReLU if relu) of the same N and K in one launch: the
 // first tiles_1 blocks compute the first, the rest the second; each exactly as mlp_gemm would.

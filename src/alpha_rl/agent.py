@@ -30,17 +30,18 @@ from alpha_rl.reference.rng import Stream, rng_uniform
 F32, I32 = np.float32, np.int32
 ACTIONS = ENV_ACTIONS["ACTIONS"]  # FLAT, LONG, SHORT (cuda/env.cuh)
 SPLIT_ROWS, MAX_SPLITS = 128, 8  # split-K of the weight gradients: rows per split, most splits
-# products that fill WIDE_MIN_BLOCKS 64 x 64 tiles over K >= WIDE_MIN_K run on mlp_gemm_64, and
-# those that fill as many 128 x 128 tiles on mlp_gemm_128 (H200, benchmarks/gemm_shapes.py:
-# 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles; 4096 x 256 x 32 9.3 µs vs 7.8 µs:
-# with K = 32 the wide tile's longer set-up does not pay)
+# products that fill WIDE_MIN_BLOCKS 128 x 128 tiles run on mlp_gemm_128, whatever K (at K = 32
+# its cp.async stages match the 32 x 32 tile: 65536 x 256 x 32 ~91 vs 92.4 µs in the step), and
+# those that fill as many 64 x 64 tiles over K >= WIDE_MIN_K on mlp_gemm_64 (H200,
+# benchmarks/gemm_shapes.py: 4096 x 256 x 256 26.8 µs wide vs 41.2 µs on 32 x 32 tiles;
+# 4096 x 256 x 32 9.3 µs vs 7.8 µs: with K = 32 the 64 tile's longer set-up does not pay)
 WIDE_MIN_BLOCKS, WIDE_MIN_K = 128, 128
 
 
 def gemm_kind(M: int, N: int, K: int) -> str:
     """Which gemm runs an [M, N] output over K: "gemm_128", "gemm_64" or "gemm" (all three add
     in the same order, so the choice changes the speed, never the result)."""
-    if K >= WIDE_MIN_K and mlp.tiles(M, N, mlp.HUGE_TILE) >= WIDE_MIN_BLOCKS:
+    if mlp.tiles(M, N, mlp.HUGE_TILE) >= WIDE_MIN_BLOCKS:
         return "gemm_128"
     if K >= WIDE_MIN_K and mlp.tiles(M, N, mlp.WIDE_TILE) >= WIDE_MIN_BLOCKS:
         return "gemm_64"
