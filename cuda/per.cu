@@ -33,6 +33,7 @@
 //   LAST occurrence; max_leaf is raised to the largest new value.
 #include "common.cuh"
 #include "per_push.cuh"
+#include "reduce.cuh"
 #include "rng.cuh"
 
 #define PER_FANOUT 1024
@@ -184,7 +185,6 @@ per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
            const int* __restrict__ layout, int* __restrict__ indices, float* __restrict__ weights,
            float* __restrict__ probs, unsigned long long* __restrict__ state, float* __restrict__ isv,
            int M, int N, unsigned long long seed, float beta0, float anneal, int beta_idx) {
-    __shared__ bool is_last;
     __shared__ float s_min[PER_SAMPLE_BLOCK];
     const int lane = threadIdx.x & 31;
     const int i = blockIdx.x * (PER_SAMPLE_BLOCK / 32) + (threadIdx.x >> 5);
@@ -220,13 +220,7 @@ per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
             probs[i] = p;
         }
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        is_last = atomicAdd(state + PER_SAMPLE_DONE, 1ull) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!is_last) return;
+    if (!last_block_done(state + PER_SAMPLE_DONE)) return;
     const float beta = fminf(1.0f, ADD(beta0, MUL(SUB(1.0f, beta0),
                                                   DIV(static_cast<float>(epoch), anneal))));
     float pmin = 3.402823466e38f;
