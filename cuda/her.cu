@@ -3,16 +3,18 @@
 // Per-env state: mid ring [B * HER_RING] and count; entry_mid, peak_mid, dir of the open trade;
 // the snapshot of the trade that closed this step (snap_entry, snap_peak, snap_dir, snap_episode);
 // last_episode (the env's episode at the previous step). Forward ring of R closed trades (R a
-// power of two): f_entry, f_exit_step (i64), f_dir (0 = empty), f_actual, f_env, f_episode,
-// f_h [R * H]. counters [8] u64 (HER_*). ISV slots by index: threshold, priority boost, reward
-// scale, lookahead, per-step counts. lot_mult = lot * multiplier (USD per price unit).
+// power of two, R >= B): f_entry, f_exit_step (i64), f_dir (0 = empty), f_actual, f_env,
+// f_episode, f_h [R * H]; the trade of ring claim c (claims are numbered in close order by
+// ring_state's push counters) lives in slot c mod R. counters [8] u64 (HER_*). ISV slots by
+// index: threshold, priority boost, reward scale, lookahead, per-step counts. lot_mult = lot *
+// multiplier (USD per price unit).
 //
 // her_track (one thread per env, after the env step): a close snapshots (entry, peak, dir) and
 //   the episode the trade lived in; an open (a flip included) sets entry = peak = the fill-tick
 //   mid and dir = sign(position); while in a trade the post-step mid is appended to the ring and
 //   the peak moves in the trade's favour (max long, min short); flat: count = 0, dir = 0.
 //   The last block advances counters[HER_STEP] (the step number the other kernels read).
-// her_inject and her_forward copy the state rows they push with all the block's threads together
+// her_inject and her_forward copy the state rows they write with all the block's threads together
 // (consecutive threads on consecutive features), as per_push does.
 // her_inject (HER_BLOCK threads a block, one per env, after the real push): for a closed trade,
 //   peak_pnl = dir * (peak - entry) * lot_mult, actual = rc[b * S + 0]; when push_backward it
@@ -20,19 +22,25 @@
 //   state = next state = h_t[b], action = eff_action[b], reward = peak_pnl * reward_scale,
 //   done = 1, leaf = boost^alpha * max_leaf, synthetic = 1. The launch's count goes to
 //   isv[count_idx] and counters[HER_BACKWARD_TOTAL]. When record_forward, every closed trade
-//   also claims the next position of the forward ring, in env order: ring_claim[b] (-1 if none).
-// her_record (HER_BLOCK threads a block, one per env): a claim c is written into slot c mod R iff c >= ring head - R
-//   (of more than R closes in one step the last R are kept): entry mid, exit step = the current
-//   step, dir, actual PnL, env, episode, h_t[b].
-// her_forward (HER_BLOCK threads a block, one per ring slot): empty: skip; age = step - exit;
-//   age < lookahead: wait; age > 2 * lookahead or the env's episode changed: expire; otherwise
-//   forward_pnl = dir * (post_mid[env] - entry) * lot_mult fires iff > 0 and > threshold *
-//   actual, pushing state = next state = the stored h, action = LONG (dir > 0) or SHORT,
-//   reward = forward_pnl * reward_scale, done = 1, boosted leaf; expired or evaluated slots are
-//   cleared. The count goes to isv[count_idx] and counters[HER_FORWARD_TOTAL].
+//   also claims the next claim c of the forward ring, in env order, and is written into slot
+//   c mod R: entry mid, exit step = the current step, dir, actual PnL, env, episode, h_t[b]
+//   (R >= B, so one step's closes never overwrite each other).
+// her_forward (HER_BLOCK threads a block, at most W of them judging): the live claims are
+//   [lo, head) with head the ring's claim count and lo = max(counters[HER_RING_TAIL], head - R)
+//   (claims below the tail are judged; older ones are overwritten); it visits the first
+//   min(W, head - lo) of them in slot order (those whose slot wrapped past R - 1 first). An
+//   entry: empty: skip; age = step - exit; age < lookahead: wait; age > 2 * lookahead or the
+//   env's episode changed: expire; otherwise forward_pnl = dir * (post_mid[env] - entry) *
+//   lot_mult fires iff > 0 and > threshold * actual, pushing state = next state = the stored h,
+//   action = LONG (dir > 0) or SHORT, reward = forward_pnl * reward_scale, done = 1, boosted
+//   leaf; expired or evaluated entries are cleared. The tail moves to the first visited claim that
+//   waits (to lo + the visited count when none waits). Exit steps grow with the claims, so with
+//   W = B and a lookahead that does not change, every trade is judged on the step it comes due (a
+//   step closes at most B). The count goes to isv[count_idx] and counters[HER_FORWARD_TOTAL].
 #include "common.cuh"
 #include "env.cuh"
 #include "per_push.cuh"
+#include "reduce.cuh"
 
 #define HER_RING 512
 #define HER_BLOCK 256
@@ -42,6 +50,8 @@
 #define HER_TRACK_DONE 3
 #define HER_LAUNCH_TOTAL 4
 #define HER_RING_TOTAL 5
+#define HER_RING_TAIL 6     // forward ring claims below this are judged
+#define HER_RING_WAITING 7  // her_forward's scratch: W - the first waiting claim's offset (0: none)
 #define HER_COUNTERS 8  // u64 words of the counters array
 
 ALPHA_RL_EXPORT(HER_RING);
@@ -52,25 +62,29 @@ ALPHA_RL_EXPORT(HER_FORWARD_TOTAL);
 ALPHA_RL_EXPORT(HER_LAUNCH_TOTAL);
 ALPHA_RL_EXPORT(HER_TRACK_DONE);
 ALPHA_RL_EXPORT(HER_RING_TOTAL);
+ALPHA_RL_EXPORT(HER_RING_TAIL);
+ALPHA_RL_EXPORT(HER_RING_WAITING);
 ALPHA_RL_EXPORT(HER_COUNTERS);
 
 #define MUL __fmul_rn
 #define SUB __fsub_rn
 
-// The block's rows: row r (of `rows` starting at src) to row slot[r] of s_h_t (and of s_h_tp1
-// when not NULL), skipped where slot < 0; consecutive threads copy consecutive features of a row
-// (coalesced). Every thread of the block must call it, with its own row's slot.
-__device__ __forceinline__ void her_copy_rows(const float* __restrict__ src, int rows,
+// The block's rows: thread r's row src_row of src to row slot of s_h_t (and of s_h_tp1 when not
+// NULL), skipped where slot < 0; consecutive threads copy consecutive features of a row
+// (coalesced). Every thread of the block must call it, with its own row's source and slot.
+__device__ __forceinline__ void her_copy_rows(const float* __restrict__ src, long long src_row,
                                               long long slot, float* __restrict__ s_h_t,
                                               float* __restrict__ s_h_tp1, int H) {
-    __shared__ long long s_slot[HER_BLOCK];
+    __shared__ long long s_slot[HER_BLOCK], s_src[HER_BLOCK];
+    __syncthreads();  // a previous copy in this kernel may still be reading s_slot
     s_slot[threadIdx.x] = slot;
+    s_src[threadIdx.x] = src_row;
     __syncthreads();
-    for (int e = threadIdx.x; e < rows * H; e += HER_BLOCK) {
+    for (int e = threadIdx.x; e < HER_BLOCK * H; e += HER_BLOCK) {
         const int r = e / H, k = e - r * H;
         const long long dst_slot = s_slot[r];
         if (dst_slot < 0) continue;
-        const float v = src[static_cast<size_t>(r) * H + k];
+        const float v = src[static_cast<size_t>(s_src[r]) * H + k];
         const size_t dst = static_cast<size_t>(dst_slot) * H + k;
         s_h_t[dst] = v;
         if (s_h_tp1 != nullptr) s_h_tp1[dst] = v;
@@ -85,7 +99,6 @@ extern "C" __global__ void her_track(
     float* __restrict__ peak_mid, int* __restrict__ dir, float* __restrict__ snap_entry,
     float* __restrict__ snap_peak, int* __restrict__ snap_dir, int* __restrict__ snap_episode,
     int* __restrict__ last_episode, unsigned long long* __restrict__ counters, int B) {
-    __shared__ bool is_last;
     const int b = global_index_1d();
     if (b < B) {
         if (closed[b]) {
@@ -113,13 +126,7 @@ extern "C" __global__ void her_track(
         }
         last_episode[b] = episode[b];
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        is_last = atomicAdd(counters + HER_TRACK_DONE, 1ull) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (is_last && threadIdx.x == 0) {
+    if (last_block_done(counters + HER_TRACK_DONE) && threadIdx.x == 0) {
         counters[HER_STEP] += 1ull;
         counters[HER_TRACK_DONE] = 0ull;
     }
@@ -128,15 +135,17 @@ extern "C" __global__ void her_track(
 extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     const uint8_t* __restrict__ closed, const float* __restrict__ snap_entry,
     const float* __restrict__ snap_peak, const int* __restrict__ snap_dir,
-    const float* __restrict__ rc, const float* __restrict__ h_t,
-    const int* __restrict__ eff_action, const float* __restrict__ max_leaf,
-    float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
+    const int* __restrict__ snap_episode, const float* __restrict__ rc,
+    const float* __restrict__ h_t, const int* __restrict__ eff_action,
+    const float* __restrict__ max_leaf, float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
     int* __restrict__ s_action, float* __restrict__ s_reward, float* __restrict__ s_done,
     uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves,
     unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
-    long long* __restrict__ ring_claim, unsigned long long* __restrict__ ring_state,
-    unsigned long long* __restrict__ ring_lookback, unsigned long long* __restrict__ counters,
-    float* __restrict__ isv, int B, int H, int S, unsigned long long mask, float alpha,
+    unsigned long long* __restrict__ ring_state, unsigned long long* __restrict__ ring_lookback,
+    float* __restrict__ f_entry, long long* __restrict__ f_exit_step, int* __restrict__ f_dir,
+    float* __restrict__ f_actual, int* __restrict__ f_env, int* __restrict__ f_episode,
+    float* __restrict__ f_h, unsigned long long* __restrict__ counters,
+    float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, float alpha,
     float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
     int push_backward, int record_forward) {
     const int ticket = per_push_ticket(rstate);
@@ -152,20 +161,27 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     }
     const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,
                                           counters + HER_LAUNCH_TOTAL);
-    if (record_forward) {
-        const long long claim = per_push_claim(ring_state, ring_lookback, ticket, gridDim.x,
-                                               was_closed, ~0ull, counters + HER_RING_TOTAL);
-        if (row < B) ring_claim[row] = claim;
-    }
-    const int first = ticket * HER_BLOCK;
-    her_copy_rows(h_t + static_cast<size_t>(first) * H, min(HER_BLOCK, B - first), slot, s_h_t,
-                  s_h_tp1, H);
+    her_copy_rows(h_t, row, slot, s_h_t, s_h_tp1, H);
     if (slot >= 0) {
         s_action[slot] = eff_action[row];
         s_reward[slot] = MUL(peak_pnl, isv[scale_idx]);
         s_done[slot] = 1.0f;
         s_synthetic[slot] = 1;
         leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
+    }
+    if (record_forward) {
+        const long long claim = per_push_claim(ring_state, ring_lookback, ticket, gridDim.x,
+                                               was_closed, ~0ull, counters + HER_RING_TOTAL);
+        const long long s = claim >= 0 ? claim & static_cast<long long>(R - 1) : -1;
+        her_copy_rows(h_t, row, s, f_h, nullptr, H);
+        if (s >= 0) {
+            f_entry[s] = snap_entry[row];
+            f_exit_step[s] = static_cast<long long>(counters[HER_STEP]);
+            f_dir[s] = snap_dir[row];
+            f_actual[s] = rc[static_cast<size_t>(row) * S];
+            f_env[s] = row;
+            f_episode[s] = snap_episode[row];
+        }
     }
     if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
         const unsigned long long total = counters[HER_LAUNCH_TOTAL];
@@ -174,49 +190,35 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     }
 }
 
-extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_record(
-    const long long* __restrict__ ring_claim, const float* __restrict__ snap_entry,
-    const int* __restrict__ snap_dir, const int* __restrict__ snap_episode,
-    const float* __restrict__ rc, const float* __restrict__ h_t,
-    const unsigned long long* __restrict__ ring_state,
-    const unsigned long long* __restrict__ counters, float* __restrict__ f_entry,
-    long long* __restrict__ f_exit_step, int* __restrict__ f_dir, float* __restrict__ f_actual,
-    int* __restrict__ f_env, int* __restrict__ f_episode, float* __restrict__ f_h, int B, int H,
-    int S, int R) {
-    const int first = blockIdx.x * HER_BLOCK, b = first + static_cast<int>(threadIdx.x);
-    const long long claim = b < B ? ring_claim[b] : -1;
-    const long long head = static_cast<long long>(ring_state[PER_HEAD]);
-    const bool kept = claim >= 0 && claim >= head - R;
-    const int s = static_cast<int>(claim & static_cast<long long>(R - 1));
-    her_copy_rows(h_t + static_cast<size_t>(first) * H, min(HER_BLOCK, B - first), kept ? s : -1,
-                  f_h, nullptr, H);
-    if (!kept) return;
-    f_entry[s] = snap_entry[b];
-    f_exit_step[s] = static_cast<long long>(counters[HER_STEP]);
-    f_dir[s] = snap_dir[b];
-    f_actual[s] = rc[static_cast<size_t>(b) * S];
-    f_env[s] = b;
-    f_episode[s] = snap_episode[b];
-}
-
 extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     const float* __restrict__ f_entry, const long long* __restrict__ f_exit_step,
     const float* __restrict__ f_actual, const int* __restrict__ f_env,
     const int* __restrict__ f_episode, const float* __restrict__ f_h,
     const int* __restrict__ episode, const float* __restrict__ post_mid,
-    const float* __restrict__ max_leaf, int* __restrict__ f_dir,
-    float* __restrict__ s_h_t, float* __restrict__ s_h_tp1, int* __restrict__ s_action,
-    float* __restrict__ s_reward, float* __restrict__ s_done, uint8_t* __restrict__ s_synthetic,
-    float* __restrict__ leaves, unsigned long long* __restrict__ rstate,
-    unsigned long long* __restrict__ rlookback, unsigned long long* __restrict__ counters,
-    float* __restrict__ isv, int R, int H, unsigned long long mask, float alpha,
-    float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int lookahead_idx,
-    int count_idx) {
+    const float* __restrict__ max_leaf, const unsigned long long* __restrict__ ring_state,
+    int* __restrict__ f_dir, float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
+    int* __restrict__ s_action, float* __restrict__ s_reward, float* __restrict__ s_done,
+    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves,
+    unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
+    unsigned long long* __restrict__ counters, float* __restrict__ isv, int W, int R, int H,
+    unsigned long long mask, float alpha, float lot_mult, int threshold_idx, int boost_idx,
+    int scale_idx, int lookahead_idx, int count_idx) {
+    __shared__ unsigned long long s_waiting;
     const int ticket = per_push_ticket(rstate);
-    const int s = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
-    const int d = s < R ? f_dir[s] : 0;
+    const int i = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
+    // every block reads the tail before the last one moves it (it waits for all of them)
+    const long long head = static_cast<long long>(ring_state[PER_HEAD]);
+    const long long lo = max(static_cast<long long>(counters[HER_RING_TAIL]), head - R);
+    const long long visited = min(static_cast<long long>(W), head - lo);
+    const long long wrap_at = (lo / R + 1) * R;  // the first claim after lo in slot 0
+    const long long wrapped = max(0ll, lo + visited - wrap_at);
+    const long long claim = i < wrapped ? wrap_at + i : lo + i - wrapped;
+    const int s = static_cast<int>(claim & static_cast<long long>(R - 1));
+    const int d = i < visited ? f_dir[s] : 0;
     bool fires = false, clear = false;
     float forward_pnl = 0.0f;
+    if (threadIdx.x == 0) s_waiting = 0ull;
+    __syncthreads();
     if (d != 0) {
         const long long age = static_cast<long long>(counters[HER_STEP]) - f_exit_step[s];
         const long long lookahead = static_cast<long long>(isv[lookahead_idx]);
@@ -227,13 +229,18 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
                 forward_pnl = MUL(MUL(static_cast<float>(d), SUB(post_mid[env], f_entry[s])), lot_mult);
                 fires = forward_pnl > 0.0f && forward_pnl > MUL(isv[threshold_idx], f_actual[s]);
             }
+        } else {
+            atomicMax(&s_waiting, static_cast<unsigned long long>(W - (claim - lo)));
         }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && s_waiting != 0ull) {
+        atomicMax(counters + HER_RING_WAITING, s_waiting);
+        __threadfence();  // before this block's count is published by the claim below
     }
     const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,
                                           counters + HER_LAUNCH_TOTAL);
-    const int first = ticket * HER_BLOCK;
-    her_copy_rows(f_h + static_cast<size_t>(first) * H, min(HER_BLOCK, R - first), slot, s_h_t,
-                  s_h_tp1, H);
+    her_copy_rows(f_h, s, slot, s_h_t, s_h_tp1, H);
     if (slot >= 0) {
         s_action[slot] = d > 0 ? ACTION_LONG : ACTION_SHORT;
         s_reward[slot] = MUL(forward_pnl, isv[scale_idx]);
@@ -243,8 +250,11 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     }
     if (clear) f_dir[s] = 0;
     if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
+        // every other block has published its count, so its waiting claim is in by now
         const unsigned long long total = counters[HER_LAUNCH_TOTAL];
         counters[HER_FORWARD_TOTAL] += total;
         if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+        const long long waiting = static_cast<long long>(atomicExch(counters + HER_RING_WAITING, 0ull));
+        counters[HER_RING_TAIL] = static_cast<unsigned long long>(lo + min(W - waiting, visited));
     }
 }

@@ -37,8 +37,7 @@ def build(backend: Backend, book: Book, overrides: list[str], seed: int = 0):
     isv = DeviceIsv(layout_from_config(cfg, choices), backend)
     env = Environment(EnvConfig.from_cfg(cfg.env), book, runtime, isv, seed, int(cfg.reward.stride))
     rcfg = ReplayConfig(int(cfg.replay.capacity_log2), 0.6, 0.4, 1000, 1e-6, 32)
-    ring = int(cfg.her.get("closed_ring", 1) or 1)
-    replay = Replay(rcfg, env.obs_dim, runtime, seed, max(env.num_envs, ring), isv)
+    replay = Replay(rcfg, env.obs_dim, runtime, seed, env.num_envs, isv)
     return env, replay, hindsight_for(cfg, env, replay, runtime, isv), runtime, isv
 
 
@@ -102,9 +101,10 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
     kernel(closed=col("closed", np.uint8), snap_entry=col("entry", np.float32),
            snap_peak=col("peak", np.float32), snap_dir=col("dir", np.int32), rc=up(rc),
            h_t=up(h_t), eff_action=up(np.full(B, 2, np.int32)),
-           max_leaf=up(np.array([2.0], np.float32)), **arrays,
-           ring_claim=None, ring_state=None, ring_lookback=None,
-           B=B, H=H, S=7, mask=N - 1, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
+           snap_episode=col("dir", np.int32), max_leaf=up(np.array([2.0], np.float32)),
+           **arrays, ring_state=None, ring_lookback=None,
+           **dict.fromkeys(her.RING_ARRAYS),
+           B=B, H=H, S=7, R=0, mask=N - 1, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
            scale_idx=2, count_idx=3, push_backward=1, record_forward=0)  # fmt: skip
     return {k: backend.download(v) for k, v in arrays.items()}
 

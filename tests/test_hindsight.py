@@ -99,14 +99,19 @@ FORWARD_TABLE = [  # (age, episode, actual, current mid): lookahead 5, threshold
 ]
 
 
-def check_forward_table(backend: Backend) -> None:
+def run_forward(
+    backend: Backend, ring: dict, mids: np.ndarray, head: int, tail: int = 0, W: int = 8
+) -> dict[str, np.ndarray]:
+    """her_forward once at step 100 over `ring` (R = 8) with `head` claims made and the tail at
+    `tail`, W threads; lookahead 5, threshold 1.5, boost 1, reward scale 0.5, lot_mult 10."""
     from alpha_rl.kernels import her
     from alpha_rl.kernels.runtime import KernelRuntime
 
-    ring, mids = _ring(FORWARD_TABLE)
     up = backend.upload
     counters = np.zeros(8, np.uint64)
-    counters[oracle.STEP] = 100
+    counters[oracle.STEP], counters[oracle.RING_TAIL] = 100, tail
+    ring_state = np.zeros(8, np.uint64)
+    ring_state[0] = head
     isv = np.zeros(8, np.float32)
     isv[[0, 1, 2, 3]] = [1.5, 1.0, 0.5, 5.0]  # threshold, boost, scale, lookahead
     dev = {k: up(v) for k, v in ring.items()}
@@ -120,12 +125,18 @@ def check_forward_table(backend: Backend) -> None:
         **{k: dev[k] for k in ("f_entry", "f_exit_step", "f_actual", "f_env", "f_episode",
                                "f_h", "f_dir")},
         episode=up(np.zeros(len(mids), np.int32)), post_mid=up(mids),
-        max_leaf=up(np.array([1.0], np.float32)), **store,
-        R=8, H=2, mask=31, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1, scale_idx=2,
-        lookahead_idx=3, count_idx=4,
+        max_leaf=up(np.array([1.0], np.float32)), ring_state=up(ring_state), **store,
+        W=W, R=8, H=2, mask=31, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
+        scale_idx=2, lookahead_idx=3, count_idx=4,
     )  # fmt: skip
-    out = {k: backend.download(v) for k, v in {**dev, **store}.items()}
+    return {k: backend.download(v) for k, v in {**dev, **store}.items()}
+
+
+def check_forward_table(backend: Backend) -> None:
+    ring, mids = _ring(FORWARD_TABLE)
+    out = run_forward(backend, ring, mids, head=len(FORWARD_TABLE))
     assert out["f_dir"].tolist()[: len(FORWARD_TABLE)] == [1, 0, 0, 0, 0, 0, 0]
+    assert int(out["counters"][oracle.RING_TAIL]) == 0  # claim 0 still waits
     assert out["isv"][4] == 2 and int(out["counters"][oracle.FORWARD_TOTAL]) == 2
     assert out["s_action"][:3].tolist() == [1, 1, -1]  # hold LONG for the two that fired
     assert out["s_reward"][:2].tolist() == [
@@ -140,10 +151,36 @@ def test_forward_injects_after_lookahead() -> None:
     check_forward_table(NumpyBackend())
 
 
+def check_forward_visits_the_oldest_live_claims_in_slot_order(backend: Backend) -> None:
+    # claims 2 .. 9 live in slots 2 .. 7, 0, 1 (claim c in slot c mod 8), all due and paying;
+    # the tail is at claim 5 and W = 4: claims 5, 6, 7, 8 are visited, in slot order 0, 5, 6, 7
+    ring, mids = _ring([(5, 0, 1.0, 20.0 + k) for k in range(8)])
+    out = run_forward(backend, ring, mids, head=10, tail=5, W=4)
+    assert out["f_dir"].tolist() == [0, 1, 1, 1, 1, 0, 0, 0]  # slots 1-4 (claims 9, 2-4) stay
+    assert int(out["counters"][oracle.RING_TAIL]) == 9 and out["isv"][4] == 4
+    # the trades of slots 0, 5, 6, 7 in that order: reward (mid - 10) * 10 * 0.5
+    assert out["s_reward"][:4].tolist() == [50.0, 75.0, 80.0, 85.0]
+    assert out["s_h_t"][:8].tolist() == [0.0, 1.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    # the next step starts at claim 9 (slot 1); an older claim than head - R is overwritten
+    again = run_forward(backend, ring, mids, head=13, tail=2, W=8)
+    assert int(again["counters"][oracle.RING_TAIL]) == 13 and again["isv"][4] == 8
+
+
+def test_forward_visits_the_oldest_live_claims_in_slot_order() -> None:
+    check_forward_visits_the_oldest_live_claims_in_slot_order(NumpyBackend())
+
+
+def test_forward_ring_smaller_than_the_envs_is_refused() -> None:
+    match = r"her\.closed_ring=8 is smaller than env\.num_envs=9.*>= 16"
+    with pytest.raises(ConfigError, match=match):
+        build(NumpyBackend(), wave_book(), ["env.num_envs=9", "her.closed_ring=8"])
+
+
 def check_many_closes_in_one_step(backend: Backend, B: int = 5000) -> None:
     # a replay large enough for B synthetic rows, every one in its own slot
     env, replay, hs, _, _ = build(backend, wave_book(T=200), [f"env.num_envs={B}",
-                                  "her.threshold=0.0", "replay.capacity_log2=14"])  # fmt: skip
+                                  "her.threshold=0.0", "replay.capacity_log2=14",
+                                  "her.closed_ring=8192"])  # fmt: skip
     env.reset(np.full(B, 2))
     run_ = Stepper(env, replay, hs)
     run_.step(np.full(B, LONG))
@@ -193,7 +230,7 @@ def test_her_off_allocates_and_launches_nothing() -> None:
         sizes[variant], launches[variant] = CountingBackend.allocated, runtime.launch_counts()
         if hs is not None:
             her_bytes = sum(arr.nbytes for arr in hs.arrays.values())
-    her_kernels = {"her_track", "her_inject", "her_record", "her_forward"}
+    her_kernels = {"her_track", "her_inject", "her_forward"}
     assert not her_kernels & set(launches["'off'"]), launches["'off'"]
     assert {k: launches["'on'"][k] for k in her_kernels} == dict.fromkeys(her_kernels, 5)
     assert her_bytes > 0 and sizes["'off'"] == sizes["'on'"] - her_bytes

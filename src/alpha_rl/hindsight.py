@@ -2,7 +2,8 @@
 
 `Hindsight` owns the per-env trade tracking state and (with forward HER) the ring of closed
 trades, and launches the her_* kernels in the step order of DESIGN §9: `track` after the env step
-(6), `inject` after the real push (8), `forward` after it (9). Synthetic rows go through the
+(6), `inject` after the real push (8; it also records the closes in the ring), `forward` after it
+(9). Synthetic rows go through the
 replay's own push. `hindsight_for(cfg, ...)` returns None for `her='off'`: then nothing is
 allocated and nothing launched.
 
@@ -27,7 +28,7 @@ from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference import per
 from alpha_rl.replay import Replay
 
-F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
+F32, I32, U64 = np.float32, np.int32, np.uint64
 ENV_STATE = {
     "mid_ring": F32,
     "count": I32,
@@ -40,15 +41,7 @@ ENV_STATE = {
     "snap_episode": I32,
     "last_episode": I32,
 }
-RING_STATE = {
-    "f_entry": F32,
-    "f_exit_step": I64,
-    "f_dir": I32,
-    "f_actual": F32,
-    "f_env": I32,
-    "f_episode": I32,
-}
-KERNELS = (her.TRACK.name, her.INJECT.name, her.RECORD.name, her.FORWARD.name)
+KERNELS = (her.TRACK.name, her.INJECT.name, her.FORWARD.name)
 REPLAY_ARRAYS = (
     "s_h_t",
     "s_h_tp1",
@@ -117,9 +110,14 @@ class Hindsight:
     ) -> None:
         self.cfg, self.env, self.replay, self.runtime, self.isv = cfg, env, replay, runtime, isv
         B, H, R = env.num_envs, env.obs_dim, cfg.closed_ring
-        blocks_needed = -(-max(B, R) // her.BLOCK)
-        if len(replay.arrays["lookback"]) < blocks_needed or replay.max_push < B:
-            raise ConfigError(f"the replay must accept pushes of {max(B, R)} rows for HER")
+        if cfg.forward and R < B:
+            raise ConfigError(
+                f"her.closed_ring={R} is smaller than env.num_envs={B}: the forward ring must "
+                "hold one step's closes; raise her.closed_ring to a power of two >= "
+                f"{1 << (B - 1).bit_length()}"
+            )
+        if len(replay.arrays["lookback"]) < -(-B // her.BLOCK) or replay.max_push < B:
+            raise ConfigError(f"the replay must accept pushes of {B} rows for HER")
         be = runtime.backend
         # HER's device state, by name: what the checkpoint saves and a resume writes back
         self.arrays = {
@@ -127,9 +125,8 @@ class Hindsight:
         }
         self.arrays["counters"] = be.zeros(her.COUNTERS, U64)
         if cfg.forward:
-            self.arrays |= {k: be.zeros(R, dt) for k, dt in RING_STATE.items()}
-            self.arrays["f_h"] = be.zeros(R * H, F32)
-            self.arrays["ring_claim"] = be.zeros(B, I64)
+            sizes = {"R": R, "R*H": R * H}
+            self.arrays |= {k: be.zeros(sizes[n], dt) for k, (dt, n) in her.RING_ARRAYS.items()}
             self.arrays["ring_state"] = be.zeros(per.STATE_WORDS, U64)
             self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
         at = isv.layout.index_or_absent
@@ -144,7 +141,6 @@ class Hindsight:
         self.lot_mult = env.cfg.lot * env.cfg.multiplier
         bind = runtime.bind
         self._track, self._inject = bind(her.TRACK), bind(her.INJECT)
-        self._record = bind(her.RECORD) if cfg.forward else None
         self._forward = bind(her.FORWARD) if cfg.forward else None
 
     # --- the kernels, in step order ---
@@ -172,12 +168,11 @@ class Hindsight:
         B, H, S = env.num_envs, env.obs_dim, env.rc_stride
         return {
             her.TRACK.name: {"B": B},
-            her.INJECT.name: {"B": B, "H": H, "S": S, **common,
+            her.INJECT.name: {"B": B, "H": H, "S": S, "R": R, **common,
                               "count_idx": sl["backward_count"],
                               "push_backward": int(self.cfg.backward),
                               "record_forward": int(self.cfg.forward)},
-            her.RECORD.name: {"B": B, "H": H, "S": S, "R": R},
-            her.FORWARD.name: {"R": R, "H": H, **common, "lookahead_idx": sl["lookahead"],
+            her.FORWARD.name: {"W": B, "R": R, "H": H, **common, "lookahead_idx": sl["lookahead"],
                                "count_idx": sl["forward_count"]},
         }[decl.name]  # fmt: skip
 
@@ -189,13 +184,13 @@ class Hindsight:
         self._launch(self._track, None, stream)
 
     def inject(self, h_t: Any, stream: Any = None) -> None:
-        """Step 8: backward synthetic transitions for this step's closes; forward-ring claims."""
+        """Step 8: backward synthetic transitions for this step's closes; their forward-ring
+        entries."""
         self._launch(self._inject, h_t, stream)
 
     def forward(self, h_t: Any, stream: Any = None) -> None:
-        """Step 9: record this step's closes in the ring, then judge the ring's due trades."""
+        """Step 9: judge the ring's trades that come due."""
         if self.cfg.forward:
-            self._launch(self._record, h_t, stream)
             self._launch(self._forward, h_t, stream)
 
     def totals(self) -> dict[str, int]:
@@ -215,7 +210,7 @@ class Hindsight:
         return audit.mismatches
 
     def audit_inject_forward(self, h_t: Any) -> dict[str, int]:
-        """Inject (and record + forward) audited the same way; mismatching elements per kernel."""
+        """Inject (and forward) audited the same way; mismatching elements per kernel."""
         with self.runtime.auditing(KERNELS) as audit:
             self.inject(h_t)
             self.forward(h_t)

@@ -9,6 +9,7 @@ import pytest
 from tests.her_scenarios import Stepper, build, wave_book
 from tests.test_hindsight import (
     check_forward_table,
+    check_forward_visits_the_oldest_live_claims_in_slot_order,
     check_inject_table,
     check_many_closes_in_one_step,
     check_track_accumulates_peak,
@@ -27,6 +28,10 @@ def test_inject_fires_on_done_with_peak_gpu(cuda_backend) -> None:
 
 def test_forward_injects_after_lookahead_gpu(cuda_backend) -> None:
     check_forward_table(cuda_backend)
+
+
+def test_forward_visits_the_oldest_live_claims_in_slot_order_gpu(cuda_backend) -> None:
+    check_forward_visits_the_oldest_live_claims_in_slot_order(cuda_backend)
 
 
 def test_many_closes_in_one_step_gpu(cuda_backend) -> None:

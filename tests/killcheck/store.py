@@ -20,8 +20,8 @@ HER = {"off": (False, False, False), "backward": (True, True, False),
        "forward": (True, False, True), "on": (True, True, True)}  # fmt: skip
 AUDIT_KEYS = {
     "backward": ("her_track", "her_inject"),
-    "forward": ("her_track", "her_record", "her_forward"),
-    "on": ("her_track", "her_inject", "her_record", "her_forward"),
+    "forward": ("her_track", "her_inject", "her_forward"),
+    "on": ("her_track", "her_inject", "her_forward"),
 }
 
 

@@ -73,7 +73,7 @@ def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path
     # the check can tell them apart: active β pays c6 at the closes its aux head agrees with,
     # so the stored rewards differ. With 8 envs x 40 steps such a close is chance (whether one
     # happens depends on the trajectory): 64 envs, every row kept, give several (5 here)
-    wide = ["env.num_envs=64", "replay.capacity_log2=13"]
+    wide = ["env.num_envs=64", "replay.capacity_log2=13", "her.closed_ring=64"]
     runs = [job(tmp_path, [*wide, f"reward_variant={v}"], v)
             for v in ("stride7_sentinel", "stride7_active")]  # fmt: skip
     rewards = [np.load(checkpoint.latest(out.run_dir) / "state.npz")["replay.s_reward"]

@@ -53,7 +53,7 @@ def test_step_launches_in_the_contract_order() -> None:
         trainer.step()
     contract = [
         "perception_observe", "dqn_act", "experience_env_step", "reward_diagnostics",
-        "her_track", "per_push", "her_inject", "her_record", "her_forward", "per_tree_reduce",
+        "her_track", "per_push", "her_inject", "her_forward", "per_tree_reduce",
         "dqn_aux_train", "per_sample", "dqn_gather", "dqn_td", "dqn_grad_norm", "dqn_adam",
         "per_update",
     ]  # fmt: skip

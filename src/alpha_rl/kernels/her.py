@@ -46,23 +46,35 @@ TRACK = STEM.kernel(
     doc="per-env trade tracking: entry, peak in the trade's favour, mid ring, close snapshot",
 )
 
+# the forward ring's arrays: dtype and shape
+RING_ARRAYS = {"f_entry": (F32, "R"), "f_exit_step": (I64, "R"), "f_dir": (I32, "R"),
+               "f_actual": (F32, "R"), "f_env": (I32, "R"), "f_episode": (I32, "R"),
+               "f_h": (F32, "R*H")}  # fmt: skip
+
+
+def ring(kind, *names: str, nullable: bool = False) -> tuple:
+    """Arguments `kind` (In or Out) for the ring arrays `names` (all of them when none)."""
+    return tuple(kind(n, *RING_ARRAYS[n], nullable=nullable) for n in names or RING_ARRAYS)
+
+
 INJECT = STEM.kernel(
     "her_inject",
     In("closed", U8, "B"),
     In("snap_entry", F32, "B"),
     In("snap_peak", F32, "B"),
     In("snap_dir", I32, "B"),
+    In("snap_episode", I32, "B"),
     In("rc", F32, "B*S"),
     In("h_t", F32, "B*H"),
     In("eff_action", I32, "B"),
     In("max_leaf", F32, "1"),
     *replay_out("B"),
-    Out("ring_claim", I64, "B", nullable=True),
     Out("ring_state", U64, "PER_STATE_WORDS", nullable=True),
     Out("ring_lookback", U64, "(B+HER_BLOCK-1)//HER_BLOCK", nullable=True),
+    *ring(Out, nullable=True),
     Out("counters", U64, "HER_COUNTERS"),
     Out("isv", F32),
-    *(Scalar(name, I32) for name in ("B", "H", "S")),
+    *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
     Scalar("mask", U64),
     Scalar("alpha", F32),
     Scalar("lot_mult", F32),
@@ -79,46 +91,21 @@ INJECT = STEM.kernel(
     ),
     launch=Grid1D(over="B", block=BLOCK),
     doc="backward HER: a synthetic transition rewarding the peak of each closed trade that beat "
-    "threshold x its realised PnL; claims forward-ring positions for the closed trades",
-)
-
-RECORD = STEM.kernel(
-    "her_record",
-    In("ring_claim", I64, "B"),
-    In("snap_entry", F32, "B"),
-    In("snap_dir", I32, "B"),
-    In("snap_episode", I32, "B"),
-    In("rc", F32, "B*S"),
-    In("h_t", F32, "B*H"),
-    In("ring_state", U64, "PER_STATE_WORDS"),
-    In("counters", U64, "HER_COUNTERS"),
-    Out("f_entry", F32, "R"),
-    Out("f_exit_step", I64, "R"),
-    Out("f_dir", I32, "R"),
-    Out("f_actual", F32, "R"),
-    Out("f_env", I32, "R"),
-    Out("f_episode", I32, "R"),
-    Out("f_h", F32, "R*H"),
-    *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
-    launch=Grid1D(over="B", block=BLOCK),
-    doc="closed trades into the forward ring (the last R of a step when more closed)",
+    "threshold x its realised PnL; with forward HER, the closed trades into the forward ring",
 )
 
 FORWARD = STEM.kernel(
     "her_forward",
-    In("f_entry", F32, "R"),
-    In("f_exit_step", I64, "R"),
-    In("f_actual", F32, "R"),
-    In("f_env", I32, "R"),
-    In("f_episode", I32, "R"),
-    In("f_h", F32, "R*H"),
+    *ring(In, "f_entry", "f_exit_step", "f_actual", "f_env", "f_episode", "f_h"),
     In("episode", I32),
     In("post_mid", F32),
     In("max_leaf", F32, "1"),
+    In("ring_state", U64, "PER_STATE_WORDS"),
     Out("f_dir", I32, "R"),
-    *replay_out("R"),
+    *replay_out("W"),
     Out("counters", U64, "HER_COUNTERS"),
     Out("isv", F32),
+    Scalar("W", I32),
     Scalar("R", I32),
     Scalar("H", I32),
     Scalar("mask", U64),
@@ -128,7 +115,8 @@ FORWARD = STEM.kernel(
         Scalar(name, I32)
         for name in ("threshold_idx", "boost_idx", "scale_idx", "lookahead_idx", "count_idx")
     ),
-    launch=Grid1D(over="R", block=BLOCK),
-    doc="forward HER: after `lookahead` steps, a synthetic hold transition when holding on "
-    "would have paid more than threshold x the realised PnL",
+    launch=Grid1D(over="W", block=BLOCK),
+    doc="forward HER: the oldest (at most W) live trades of the ring, after `lookahead` steps a "
+    "synthetic hold transition when holding on would have paid more than threshold x the "
+    "realised PnL",
 )

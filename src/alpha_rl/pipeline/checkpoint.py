@@ -32,7 +32,8 @@ from alpha_rl.pipeline.trainer import Trainer
 
 log = logging.getLogger("alpha_rl")
 
-FORMAT = 1
+# 2: HER's counters carry the forward ring's tail (format 1 checkpoints lack it)
+FORMAT = 2
 DIR = "checkpoint"
 STATE, META = "state.npz", "meta.json"
 ON_ERROR = ("continue", "stop")
@@ -163,7 +164,10 @@ def _meta(where: Path) -> dict[str, Any]:
         raise CheckpointError(f"{path}: unreadable checkpoint metadata ({exc})") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         got = meta.get("format") if isinstance(meta, dict) else meta
-        raise CheckpointError(f"{path}: checkpoint format {got!r}, expected {FORMAT}")
+        raise CheckpointError(
+            f"{path}: checkpoint format {got!r}, expected {FORMAT} (a checkpoint of another "
+            "version of the step cannot be resumed bit for bit; start the run afresh)"
+        )
     for key in ("step", "with_replay", "host", "config"):
         if key not in meta:
             raise CheckpointError(f"{path}: checkpoint metadata lacks {key!r}")

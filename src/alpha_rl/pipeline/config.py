@@ -137,9 +137,8 @@ class Plan:
 
     @property
     def max_push(self) -> int:
-        """Rows of the largest push: B real transitions, or the forward ring's claims."""
-        ring = self.her.closed_ring if self.her is not None else 0
-        return max(self.env.num_envs, ring)
+        """Rows of the largest push: B real transitions (HER pushes at most B a launch too)."""
+        return self.env.num_envs
 
 
 def run_config(cfg: DictConfig) -> RunConfig:
@@ -283,7 +282,7 @@ def plan_run(cfg: DictConfig) -> Plan:
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
             f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "
-            f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs or "
-            "her.closed_ring); raise replay.capacity_log2"
+            f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs); raise "
+            "replay.capacity_log2"
         )
     return plan

@@ -19,7 +19,7 @@ CONSTANTS: dict[str, dict[str, int]] = {
     "her": {
         "HER_RING": 512, "HER_BLOCK": 256, "HER_STEP": 0, "HER_BACKWARD_TOTAL": 1,
         "HER_FORWARD_TOTAL": 2, "HER_TRACK_DONE": 3, "HER_LAUNCH_TOTAL": 4, "HER_RING_TOTAL": 5,
-        "HER_COUNTERS": 8, **ENV_ACTIONS,
+        "HER_RING_TAIL": 6, "HER_RING_WAITING": 7, "HER_COUNTERS": 8, **ENV_ACTIONS,
     },
     "per": {
         "PER_FANOUT": 1024, "PER_PUSH_BLOCK": 256, "PER_REDUCE_BLOCK": 256,

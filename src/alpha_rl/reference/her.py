@@ -19,8 +19,9 @@ STEP, BACKWARD_TOTAL, FORWARD_TOTAL = (
     HER["HER_BACKWARD_TOTAL"],
     HER["HER_FORWARD_TOTAL"],
 )
-# the kernels' scratch words: the last launch's totals
+# the kernels' scratch words: the last launch's totals; the forward ring's judged claims
 LAUNCH_TOTAL, RING_TOTAL = HER["HER_LAUNCH_TOTAL"], HER["HER_RING_TOTAL"]
+RING_TAIL = HER["HER_RING_TAIL"]
 ACTION_LONG, ACTION_SHORT = ENV_ACTIONS["ACTION_LONG"], ENV_ACTIONS["ACTION_SHORT"]
 
 
@@ -66,13 +67,15 @@ def _push_synthetic(fires, rows_src, h, H, action, reward, max_leaf, storage, ma
     return len(rows)
 
 
-def her_inject(closed, snap_entry, snap_peak, snap_dir, rc, h_t, eff_action, max_leaf,
-               s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback,
-               ring_claim, ring_state, ring_lookback, counters, isv,
-               B, H, S, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, count_idx,
+def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, eff_action,
+               max_leaf, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate,
+               rlookback, ring_state, ring_lookback, f_entry, f_exit_step, f_dir, f_actual, f_env,
+               f_episode, f_h, counters, isv,
+               B, H, S, R, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, count_idx,
                push_backward, record_forward) -> None:  # fmt: skip
-    """Backward HER on this step's closes; forward-ring claims for them (see module docstring)."""
-    B, H, S = int(B), int(H), int(S)
+    """Backward HER on this step's closes; with record_forward, the closes into the forward ring
+    (see module docstring)."""
+    B, H, S, R = int(B), int(H), int(S), int(R)
     was_closed = closed[:B] != 0
     d = snap_dir[:B].astype(F32)
     peak_pnl = (d * (snap_peak[:B] - snap_entry[:B])) * F32(lot_mult)
@@ -85,49 +88,57 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, rc, h_t, eff_action, max
                             peak_pnl * isv[scale_idx], max_leaf, storage, mask, alpha,
                             isv[boost_idx])  # fmt: skip
     if record_forward:
-        ring_claim[:B] = claim(was_closed, ring_state, ring_lookback, BLOCK)
+        claims = claim(was_closed, ring_state, ring_lookback, BLOCK)
         counters[RING_TOTAL] = np.uint64(int(was_closed.sum()))
+        rows = np.flatnonzero(claims >= 0)
+        s = claims[rows] & (R - 1)  # R >= B: distinct slots
+        f_entry[s], f_dir[s], f_episode[s] = snap_entry[rows], snap_dir[rows], snap_episode[rows]
+        f_exit_step[s] = int(counters[STEP])
+        f_actual[s] = rc[rows * S]
+        f_env[s] = rows
+        f_h.reshape(-1, H)[s] = h_t.reshape(-1, H)[rows]
     counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[BACKWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:
         isv[count_idx] = total
 
 
-def her_record(ring_claim, snap_entry, snap_dir, snap_episode, rc, h_t, ring_state, counters,
-               f_entry, f_exit_step, f_dir, f_actual, f_env, f_episode, f_h,
-               B, H, S, R) -> None:  # fmt: skip
-    """Write this step's claimed closes into the forward ring (the last R when more closed)."""
-    B, H, S, R = int(B), int(H), int(S), int(R)
-    c = ring_claim[:B]
-    keep = np.flatnonzero((c >= 0) & (c >= int(ring_state[0]) - R))
-    s = (c[keep] & (R - 1)).astype(np.int64)
-    f_entry[s], f_dir[s], f_episode[s] = snap_entry[keep], snap_dir[keep], snap_episode[keep]
-    f_exit_step[s] = int(counters[STEP])
-    f_actual[s] = rc[keep * S]
-    f_env[s] = keep
-    f_h.reshape(-1, H)[s] = h_t.reshape(-1, H)[keep]
+def visit_order(tail: int, head: int, W: int, R: int) -> tuple[int, int, np.ndarray]:
+    """her_forward's visit: lo, how many claims it visits, and the claim of each of its W
+    threads (those below the visited count in slot order)."""
+    lo = max(tail, head - R)
+    visited = min(W, head - lo)
+    wrap_at = (lo // R + 1) * R  # the first claim after lo in slot 0
+    wrapped = max(0, lo + visited - wrap_at)
+    i = np.arange(W)
+    return lo, visited, np.where(i < wrapped, wrap_at + i, lo + i - wrapped)
 
 
 def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, post_mid,
-                max_leaf, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves,
-                rstate, rlookback, counters, isv,
-                R, H, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, lookahead_idx,
-                count_idx) -> None:  # fmt: skip
-    """Judge the ring's trades `lookahead` steps after their close (see module docstring)."""
-    R, H = int(R), int(H)
-    d = f_dir[:R].copy()
-    age = int(counters[STEP]) - f_exit_step[:R]
+                max_leaf, ring_state, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done,
+                s_synthetic, leaves, rstate, rlookback, counters, isv,
+                W, R, H, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx,
+                lookahead_idx, count_idx) -> None:  # fmt: skip
+    """Judge the ring's oldest live trades `lookahead` steps after their close (see module
+    docstring)."""
+    W, R, H = int(W), int(R), int(H)
+    lo, visited, claims = visit_order(int(counters[RING_TAIL]), int(ring_state[0]), W, R)
+    slots = claims & (R - 1)
+    d = np.where(np.arange(W) < visited, f_dir[slots], 0)
+    age = int(counters[STEP]) - f_exit_step[slots]
     lookahead = int(isv[lookahead_idx])  # truncation, like the kernel's cast
     due = (d != 0) & (age >= lookahead)
-    env = np.where(d != 0, f_env[:R], 0)
-    live = due & (age <= 2 * lookahead) & (episode[env] == f_episode[:R])
-    forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[:R])) * F32(lot_mult)
-    fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[:R])
+    env = np.where(d != 0, f_env[slots], 0)
+    live = due & (age <= 2 * lookahead) & (episode[env] == f_episode[slots])
+    forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[slots])) * F32(lot_mult)
+    fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[slots])
     action = np.where(d > 0, ACTION_LONG, ACTION_SHORT).astype(np.int32)
     storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback)
-    total = _push_synthetic(fires, np.arange(R), f_h, H, action, forward_pnl * isv[scale_idx],
+    total = _push_synthetic(fires, slots, f_h, H, action, forward_pnl * isv[scale_idx],
                             max_leaf, storage, mask, alpha, isv[boost_idx])  # fmt: skip
-    f_dir[:R] = np.where(due, 0, d)
+    f_dir[slots[due]] = 0
+    waiting = claims[(d != 0) & ~due] - lo
+    counters[RING_TAIL] = np.uint64(lo + min(int(waiting.min(initial=W)), visited))
     counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[FORWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:
