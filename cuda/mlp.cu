@@ -102,6 +102,29 @@ using MlpSmall = MlpTile<MLP_TILE, MLP_TILE, 2, 2>;  // mlp_gemm, mlp_gemm_parti
 using MlpWide = MlpTile<MLP_WIDE_TILE, MLP_WIDE_TILE, 4, 4>;  // mlp_gemm_64
 using MlpHuge = MlpTile<MLP_HUGE_TILE, MLP_HUGE_TILE, 8, 8, 2, true>;  // mlp_gemm_128
 
+// One k of the tile product: the thread's micro-tile adds a[i] * b[j] from the k-rows As_k, Bs_k
+// of the staged tiles (fmaf, so each output adds its products in k order).
+template <class T>
+__device__ __forceinline__ void mlp_k_step(const float* As_k, const float* Bs_k, int tid,
+                                           float (&acc)[T::TM][T::TN]) {
+    float a[T::TM], b[T::TN];
+#pragma unroll
+    for (int part = 0; part < T::PARTS; ++part) {
+        float pa[T::PM], pb[T::PN];
+        load_frag<T::PM>(As_k + T::row(tid, part * T::PM), pa);
+        load_frag<T::PN>(Bs_k + T::col(tid, part * T::PN), pb);
+#pragma unroll
+        for (int i = 0; i < T::PM; ++i) a[part * T::PM + i] = pa[i];
+#pragma unroll
+        for (int j = 0; j < T::PN; ++j) b[part * T::PN + j] = pb[j];
+    }
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
 // The tile product over k in [k_begin, k_end) into acc (the thread's micro-tile at m0, n0).
 // The next K-step's elements are fetched into registers while the current one is multiplied
 // from shared memory. Every output adds its products in k order (fmaf), whatever the tile.
@@ -158,24 +181,7 @@ __device__ __forceinline__ void mlp_tile(const float* __restrict__ A, const floa
         __syncthreads();
         if (k0 + MLP_BK < k_end) fetch(k0 + MLP_BK);
 #pragma unroll
-        for (int kk = 0; kk < MLP_BK; ++kk) {
-            float a[T::TM], b[T::TN];
-#pragma unroll
-            for (int part = 0; part < T::PARTS; ++part) {
-                float pa[T::PM], pb[T::PN];
-                load_frag<T::PM>(&As[kk][T::row(tid, part * T::PM)], pa);
-                load_frag<T::PN>(&Bs[kk][T::col(tid, part * T::PN)], pb);
-#pragma unroll
-                for (int i = 0; i < T::PM; ++i) a[part * T::PM + i] = pa[i];
-#pragma unroll
-                for (int j = 0; j < T::PN; ++j) b[part * T::PN + j] = pb[j];
-            }
-#pragma unroll
-            for (int i = 0; i < T::TM; ++i) {
-#pragma unroll
-                for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-            }
-        }
+        for (int kk = 0; kk < MLP_BK; ++kk) mlp_k_step<T>(As[kk], Bs[kk], tid, acc);
         __syncthreads();
     }
 }
@@ -244,24 +250,7 @@ __device__ __forceinline__ void mlp_tile_async(const float* __restrict__ A,
         }
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float a[T::TM], b[T::TN];
-#pragma unroll
-            for (int part = 0; part < T::PARTS; ++part) {
-                float pa[T::PM], pb[T::PN];
-                load_frag<T::PM>(&As[buf][kk][T::row(tid, part * T::PM)], pa);
-                load_frag<T::PN>(&Bs[buf][kk][T::col(tid, part * T::PN)], pb);
-#pragma unroll
-                for (int i = 0; i < T::PM; ++i) a[part * T::PM + i] = pa[i];
-#pragma unroll
-                for (int j = 0; j < T::PN; ++j) b[part * T::PN + j] = pb[j];
-            }
-#pragma unroll
-            for (int i = 0; i < T::TM; ++i) {
-#pragma unroll
-                for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-            }
-        }
+        for (int kk = 0; kk < BK; ++kk) mlp_k_step<T>(As[buf][kk], Bs[buf][kk], tid, acc);
         __syncthreads();  // every thread is done with buf before the next stage refills it
     }
 }
