@@ -4,7 +4,7 @@ come from the package."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from alpha_rl.backend.graph import Graph, graphs_available
@@ -27,9 +27,10 @@ def time_events(drv, stream, run: Callable[[], None], reps: int = 200, repeats: 
 
 
 @contextmanager
-def reference_trainer(envs: int, warm: int) -> Iterator:
-    """A cuda Trainer at the reference config (scale=gpu) with `envs` envs, launching kernel by
-    kernel (no graph), after `warm` steps (the replay fills, learning starts)."""
+def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> Iterator:
+    """A cuda Trainer at the reference config (scale=gpu) with `envs` envs and any further Hydra
+    `overrides` (e.g. agent.n_step=3), launching kernel by kernel (no graph), after `warm` steps
+    (the replay fills, learning starts)."""
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
@@ -39,8 +40,8 @@ def reference_trainer(envs: int, warm: int) -> Iterator:
     from alpha_rl.session import open_session
 
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        overrides = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}"]
-        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+        chosen = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}", *overrides]
+        cfg = compose("train", overrides=chosen, return_hydra_config=True)
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:

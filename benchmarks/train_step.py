@@ -1,6 +1,6 @@
 """One full training step (DESIGN §9) at the reference config, eager and as a CUDA graph.
 
-    python3 benchmarks/train_step.py [--envs 4096 65536] [--json step.json]
+    python3 benchmarks/train_step.py [--envs 4096 65536] [--json step.json] [--set agent.n_step=3]
 
 Reference config: scale=gpu (B = 4096 envs, H = 32, hidden 256 x 256, batch 512, N = 2^20, HER on
 (backward + forward), stride 7, β sentinel), one learner update per step. The trainer runs 300
@@ -86,10 +86,10 @@ def launch_cost(drv, trainer: Trainer, launches: int) -> float:
         graph.close()
 
 
-def measure(envs: int) -> dict:
+def measure(envs: int, overrides: list[str]) -> dict:
     import pycuda.driver as drv
 
-    with reference_trainer(envs, WARM) as trainer:
+    with reference_trainer(envs, WARM, overrides) as trainer:
         eager = time_events(drv, trainer.stream, trainer.launch_step, reps=100)
         graph = Graph(trainer.stream, trainer.launch_step)
         try:
@@ -113,8 +113,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=[4096, 65536])
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="Hydra overrides on top of the reference config")  # fmt: skip
     args = parser.parse_args()
-    results = [measure(b) for b in args.envs]
+    results = [measure(b, args.set) for b in args.envs]
     for r in results:
         print(f"\nB = {r['envs']}: top kernels by device time per step")
         for name, (n, us) in list(r["kernels"].items())[:12]:

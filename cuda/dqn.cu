@@ -2,11 +2,12 @@
 // gradient norm, Adam, target sync, epsilon-greedy action selection, the aux direction head.
 //
 // dqn_gather: for i < M, k < H (one thread per element): x_t[i, k] = s_h_t[idx_i, k],
-//   x_tp1[i, k] = s_h_tp1[idx_i, k], and (k == 0) action, reward, done, synthetic of idx_i; a
-//   negative index gives zeros.
+//   x_tp1[i, k] = s_h_tp1[idx_i, k], and (k == 0) action, reward, done, synthetic (and, with
+//   s_discount, the discount) of idx_i; a negative index gives zeros.
 // dqn_td (one block of DQN_BLOCK threads, M <= DQN_MAX_BATCH): for each i,
-//   a* = argmax_a q_tp1[i, a] (first on ties), y = r + gamma * (1 - cut_on_done * done) *
-//   q_tp1_target[i, a*], delta_i = y - q_t[i, action_i], huber(d) = d^2 / 2 if |d| <= kappa
+//   a* = argmax_a q_tp1[i, a] (first on ties), y = r + g_i * (1 - cut_on_done * done) *
+//   q_tp1_target[i, a*] with g_i = discount[i] (n-step returns: gamma^k) or gamma when discount
+//   is NULL, delta_i = y - q_t[i, action_i], huber(d) = d^2 / 2 if |d| <= kappa
 //   else kappa * (|d| - kappa / 2); dq[i, a] = -(w_i / M) clip(delta_i, +-kappa) for
 //   a = action_i, 0 elsewhere (the gradient of sum_i w_i huber(delta_i) / M wrt q_t).
 //   Into the ISV (each slot skipped when its index is < 0; synthetic NULL = every row real):
@@ -65,10 +66,11 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
                                       const float* __restrict__ s_reward,
                                       const float* __restrict__ s_done,
                                       const uint8_t* __restrict__ s_synthetic,
+                                      const float* __restrict__ s_discount,
                                       float* __restrict__ x_t, float* __restrict__ x_tp1,
                                       int* __restrict__ action, float* __restrict__ reward,
                                       float* __restrict__ done, uint8_t* __restrict__ synthetic,
-                                      int M, int H) {
+                                      float* __restrict__ discount, int M, int H) {
     const int e = global_index_1d();
     if (e >= M * H) return;
     const int i = e / H, k = e - i * H;
@@ -81,6 +83,7 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
         reward[i] = slot >= 0 ? s_reward[slot] : 0.0f;
         done[i] = slot >= 0 ? s_done[slot] : 0.0f;
         synthetic[i] = slot >= 0 ? s_synthetic[slot] : 0;
+        if (discount != nullptr) discount[i] = slot >= 0 ? s_discount[slot] : 0.0f;
     }
 }
 
@@ -93,7 +96,7 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ q_tp1_target, const int* __restrict__ action,
        const float* __restrict__ reward, const float* __restrict__ done,
        const float* __restrict__ weight, const uint8_t* __restrict__ synthetic,
-       float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
+       const float* __restrict__ discount, float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
        float gamma, int cut_on_done, float kappa, int loss_idx, int real_idx, int synthetic_idx,
        int frac_idx) {
     enum { LOSS_REAL, WEIGHT_REAL, LOSS_SYN, WEIGHT_SYN, ROWS_SYN, SUMS };
@@ -104,7 +107,8 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
         int best = 0;
         for (int a = 1; a < A; ++a) best = row[a] > row[best] ? a : best;
         const float cont = cut_on_done ? 1.0f - done[i] : 1.0f;
-        const float y = reward[i] + gamma * cont * q_tp1_target[static_cast<size_t>(i) * A + best];
+        const float disc = discount != nullptr ? discount[i] : gamma;
+        const float y = reward[i] + disc * cont * q_tp1_target[static_cast<size_t>(i) * A + best];
         const int a_i = action[i];
         const float d = y - q_t[static_cast<size_t>(i) * A + a_i];
         const float ad = fabsf(d);

@@ -20,7 +20,8 @@
 //   peak_pnl = dir * (peak - entry) * lot_mult, actual = rc[b * S + 0]; when push_backward it
 //   fires iff peak_pnl > 0 and peak_pnl > threshold * actual and pushes (per_push.cuh) the row
 //   state = next state = h_t[b], action = eff_action[b], reward = peak_pnl * reward_scale,
-//   done = 1, leaf = boost^alpha * max_leaf, synthetic = 1. The launch's count goes to
+//   done = 1, leaf = boost^alpha * max_leaf, synthetic = 1, and (with a storage discount, n-step
+//   returns) discount = gamma: synthetic transitions are one step. The launch's count goes to
 //   isv[count_idx] and counters[HER_BACKWARD_TOTAL]. When record_forward, every closed trade
 //   also claims the next claim c of the forward ring, in env order, and is written into slot
 //   c mod R: entry mid, exit step = the current step, dir, actual PnL, env, episode, h_t[b]
@@ -139,14 +140,14 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     const float* __restrict__ h_t, const int* __restrict__ eff_action,
     const float* __restrict__ max_leaf, float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
     int* __restrict__ s_action, float* __restrict__ s_reward, float* __restrict__ s_done,
-    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves,
+    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves, float* __restrict__ s_discount,
     unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
     unsigned long long* __restrict__ ring_state, unsigned long long* __restrict__ ring_lookback,
     float* __restrict__ f_entry, long long* __restrict__ f_exit_step, int* __restrict__ f_dir,
     float* __restrict__ f_actual, int* __restrict__ f_env, int* __restrict__ f_episode,
     float* __restrict__ f_h, unsigned long long* __restrict__ counters,
     float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, float alpha,
-    float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
+    float gamma, float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
     int push_backward, int record_forward) {
     const int ticket = per_push_ticket(rstate);
     const int row = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
@@ -167,6 +168,7 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
         s_reward[slot] = MUL(peak_pnl, isv[scale_idx]);
         s_done[slot] = 1.0f;
         s_synthetic[slot] = 1;
+        if (s_discount != nullptr) s_discount[slot] = gamma;
         leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
     }
     if (record_forward) {
@@ -198,10 +200,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     const float* __restrict__ max_leaf, const unsigned long long* __restrict__ ring_state,
     int* __restrict__ f_dir, float* __restrict__ s_h_t, float* __restrict__ s_h_tp1,
     int* __restrict__ s_action, float* __restrict__ s_reward, float* __restrict__ s_done,
-    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves,
+    uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves, float* __restrict__ s_discount,
     unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
     unsigned long long* __restrict__ counters, float* __restrict__ isv, int W, int R, int H,
-    unsigned long long mask, float alpha, float lot_mult, int threshold_idx, int boost_idx,
+    unsigned long long mask, float alpha, float gamma, float lot_mult, int threshold_idx, int boost_idx,
     int scale_idx, int lookahead_idx, int count_idx) {
     __shared__ unsigned long long s_waiting;
     const int ticket = per_push_ticket(rstate);
@@ -246,6 +248,7 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
         s_reward[slot] = MUL(forward_pnl, isv[scale_idx]);
         s_done[slot] = 1.0f;
         s_synthetic[slot] = 1;
+        if (s_discount != nullptr) s_discount[slot] = gamma;
         leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
     }
     if (clear) f_dir[s] = 0;

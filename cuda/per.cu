@@ -2,6 +2,7 @@
 // sampling with importance weights, priority update. Capacity N is a power of two.
 //
 // Storage: h_t, h_tp1 [N*H] f32; action [N] i32; reward, done [N] f32; synthetic [N] u8;
+//   discount [N] f32 (NULL but with n-step returns: the bootstrap discount gamma^k of the slot);
 //   leaves [N] f32 = priority^alpha of each slot (0 for slots never written);
 //   tree: the internal levels of the sum tree, fan-out PER_FANOUT, concatenated; level l has
 //   ceil(size_{l-1} / PER_FANOUT) entries and the top level one (the total);
@@ -13,8 +14,8 @@
 // per_push (PER_PUSH_BLOCK threads a block, ceil(n / PER_PUSH_BLOCK) blocks; a block's rows are
 //   copied by all its threads together, consecutive threads on consecutive floats): row r < n is
 //   pushed iff flags is NULL or flags[r] != 0, into slot (head + pushed rows before r) mod N;
-//   its leaf is priority[r]^alpha, or max_leaf (1 when that is 0) when priority is NULL.
-//   slot_out[r] = the slot or -1 (when slot_out is not NULL).
+//   its leaf is priority[r]^alpha, or max_leaf (1 when that is 0) when priority is NULL; with a
+//   storage discount (not NULL) its discount is discount[r]. slot_out[r] = the slot or -1 (when slot_out is not NULL).
 // per_tree_reduce (one block of PER_REDUCE_BLOCK threads per output): out[j] = the sum (and the
 //   max) of in[j*F .. j*F+F) in a fixed order: thread t adds children t, t+256, t+512, t+768 to
 //   0 in turn, then a shared-memory tree halves 256 -> 1. Launched once per level.
@@ -67,10 +68,12 @@ extern "C" __global__ void __launch_bounds__(PER_PUSH_BLOCK)
 per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
          const float* __restrict__ h_tp1, const int* __restrict__ action,
          const float* __restrict__ reward, const float* __restrict__ done,
-         const float* __restrict__ priority, const float* __restrict__ max_leaf,
-         float* __restrict__ s_h_t, float* __restrict__ s_h_tp1, int* __restrict__ s_action,
-         float* __restrict__ s_reward, float* __restrict__ s_done, uint8_t* __restrict__ s_synthetic,
-         float* __restrict__ leaves, int* __restrict__ slot_out, unsigned long long* __restrict__ state,
+         const float* __restrict__ priority, const float* __restrict__ discount,
+         const float* __restrict__ max_leaf, float* __restrict__ s_h_t,
+         float* __restrict__ s_h_tp1, int* __restrict__ s_action, float* __restrict__ s_reward,
+         float* __restrict__ s_done, uint8_t* __restrict__ s_synthetic,
+         float* __restrict__ leaves, float* __restrict__ s_discount,
+         int* __restrict__ slot_out, unsigned long long* __restrict__ state,
          unsigned long long* __restrict__ lookback, int n, int H, unsigned long long mask,
          float alpha, int synthetic) {
     __shared__ long long s_slot[PER_PUSH_BLOCK];
@@ -97,6 +100,7 @@ per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
     s_reward[slot] = reward[row];
     s_done[slot] = done[row];
     s_synthetic[slot] = synthetic ? 1 : 0;
+    if (s_discount != nullptr) s_discount[slot] = discount[row];
     leaves[slot] = priority != nullptr ? powf(priority[row], alpha) : per_new_leaf(max_leaf, 1.0f, alpha);
 }
 

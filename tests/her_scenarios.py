@@ -93,7 +93,8 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
         "s_h_t": up(np.zeros(N * H, np.float32)), "s_h_tp1": up(np.zeros(N * H, np.float32)),
         "s_action": up(np.full(N, -1, np.int32)), "s_reward": up(np.zeros(N, np.float32)),
         "s_done": up(np.zeros(N, np.float32)), "s_synthetic": up(np.zeros(N, np.uint8)),
-        "leaves": up(np.zeros(N, np.float32)), "rstate": up(state),
+        "leaves": up(np.zeros(N, np.float32)), "s_discount": up(np.zeros(N, np.float32)),
+        "rstate": up(state),
         "rlookback": up(np.zeros(8, np.uint64)), "counters": up(np.zeros(8, np.uint64)),
         "isv": up(isv),
     }  # fmt: skip
@@ -104,8 +105,8 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
            snap_episode=col("dir", np.int32), max_leaf=up(np.array([2.0], np.float32)),
            **arrays, ring_state=None, ring_lookback=None,
            **dict.fromkeys(her.RING_ARRAYS),
-           B=B, H=H, S=7, R=0, mask=N - 1, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
-           scale_idx=2, count_idx=3, push_backward=1, record_forward=0)  # fmt: skip
+           B=B, H=H, S=7, R=0, mask=N - 1, alpha=0.6, gamma=0.9, lot_mult=10.0, threshold_idx=0,
+           boost_idx=1, scale_idx=2, count_idx=3, push_backward=1, record_forward=0)  # fmt: skip
     return {k: backend.download(v) for k, v in arrays.items()}
 
 

@@ -63,9 +63,11 @@ def check_inject_table(backend: Backend) -> None:
         assert out["s_action"][slot] == 2 and out["s_done"][slot] == 1.0
         assert out["s_reward"][slot] == pytest.approx(peak_pnl * 0.5)
         assert out["s_synthetic"][slot] == 1
+        assert out["s_discount"][slot] == np.float32(0.9)  # one step: gamma
         assert out["leaves"][slot] == pytest.approx(3.0**0.6 * 2.0, rel=1e-6)
     untouched = np.r_[0:10, 10 + len(fired) : 64]
     assert not out["s_synthetic"][untouched].any() and (out["s_action"][untouched] == -1).all()
+    assert not out["s_discount"][untouched].any()
 
 
 def test_inject_fires_on_done_with_peak() -> None:
@@ -118,7 +120,8 @@ def run_forward(
     store = {"s_h_t": up(np.zeros(64, np.float32)), "s_h_tp1": up(np.zeros(64, np.float32)),
              "s_action": up(np.full(32, -1, np.int32)), "s_reward": up(np.zeros(32, np.float32)),
              "s_done": up(np.zeros(32, np.float32)), "s_synthetic": up(np.zeros(32, np.uint8)),
-             "leaves": up(np.zeros(32, np.float32)), "rstate": up(np.zeros(8, np.uint64)),
+             "leaves": up(np.zeros(32, np.float32)), "s_discount": up(np.zeros(32, np.float32)),
+             "rstate": up(np.zeros(8, np.uint64)),
              "rlookback": up(np.zeros(4, np.uint64)), "counters": up(counters),
              "isv": up(isv)}  # fmt: skip
     KernelRuntime(backend, {}).bind(her.FORWARD)(
@@ -126,7 +129,7 @@ def run_forward(
                                "f_h", "f_dir")},
         episode=up(np.zeros(len(mids), np.int32)), post_mid=up(mids),
         max_leaf=up(np.array([1.0], np.float32)), ring_state=up(ring_state), **store,
-        W=W, R=8, H=2, mask=31, alpha=0.6, lot_mult=10.0, threshold_idx=0, boost_idx=1,
+        W=W, R=8, H=2, mask=31, alpha=0.6, gamma=0.9, lot_mult=10.0, threshold_idx=0, boost_idx=1,
         scale_idx=2, lookahead_idx=3, count_idx=4,
     )  # fmt: skip
     return {k: backend.download(v) for k, v in {**dev, **store}.items()}
@@ -145,6 +148,7 @@ def check_forward_table(backend: Backend) -> None:
     ]  # (20 - 10) * 10 * 0.5, (12 - 10) * 10 * 0.5
     assert out["s_h_t"][:4].tolist() == [2.0, 3.0, 12.0, 13.0]  # stored h of slots 1 and 6
     assert out["s_done"][:2].tolist() == [1.0, 1.0] and out["s_synthetic"][:3].tolist() == [1, 1, 0]
+    assert out["s_discount"][:3].tolist() == [np.float32(0.9), np.float32(0.9), 0.0]
 
 
 def test_forward_injects_after_lookahead() -> None:

@@ -254,6 +254,7 @@ class AgentConfig:
     aux_lr: float
     learn_start: int
     updates_per_step: int
+    n_step: int  # 1: one-step targets; n: n-step returns cut at a trade close (nstep.py)
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:
@@ -301,6 +302,7 @@ class AgentConfig:
             aux_lr=num("aux_lr", lambda v: v >= 0, ">= 0 (the aux head's SGD learning rate)"),
             learn_start=whole("learn_start", 0, "env steps"),
             updates_per_step=whole("updates_per_step", 1, "learner updates per env step"),
+            n_step=whole("n_step", 1, "env steps a transition's return spans; 1: one-step"),
         )
 
 
@@ -402,6 +404,8 @@ class Learner:
             reward=be.zeros(batch, F32),
             done=be.zeros(batch, F32),
             synthetic=be.zeros(batch, np.uint8),
+            # the transitions' own discounts (gamma^k) with n-step returns; else gamma for all
+            discount=be.zeros(batch, F32) if cfg.n_step > 1 else None,
             delta=be.zeros(batch, F32),
             dq=be.zeros(batch * ACTIONS, F32),
         )
@@ -444,7 +448,8 @@ class Learner:
             idx=idx, **{k: r[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
                                           "s_synthetic")},
             x_t=x_t, x_tp1=x_tp1, action=b.action, reward=b.reward, done=b.done,
-            synthetic=b.synthetic, M=M, H=H, stream=stream,
+            s_discount=r.get("s_discount"), synthetic=b.synthetic, discount=b.discount, M=M,
+            H=H, stream=stream,
         )  # fmt: skip
         q, q_tgt = self.net.forward_pair(
             self.views["theta"], b.x, self.bufs["online"], self.views["target"], x_tp1,
@@ -453,7 +458,8 @@ class Learner:
         q_t, q_tp1 = q[: M * ACTIONS], q[M * ACTIONS :]
         self.k.td(
             q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
-            done=b.done, weight=weights, synthetic=b.synthetic, delta=b.delta, dq=b.dq,
+            done=b.done, weight=weights, synthetic=b.synthetic, discount=b.discount,
+            delta=b.delta, dq=b.dq,
             isv=self._isv(), M=M, A=ACTIONS, gamma=c.gamma, cut_on_done=int(c.cut_on_done),
             kappa=c.huber_kappa, loss_idx=self.slots.loss_q, real_idx=self.slots.loss_q_real,
             synthetic_idx=self.slots.loss_q_synthetic,

@@ -42,17 +42,7 @@ ENV_STATE = {
     "last_episode": I32,
 }
 KERNELS = (her.TRACK.name, her.INJECT.name, her.FORWARD.name)
-REPLAY_ARRAYS = (
-    "s_h_t",
-    "s_h_tp1",
-    "s_action",
-    "s_reward",
-    "s_done",
-    "s_synthetic",
-    "leaves",
-    "state",
-    "lookback",
-)
+STORAGE = ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", "leaves")
 
 
 @dataclass(frozen=True)
@@ -107,8 +97,12 @@ class Hindsight:
         replay: Replay,
         runtime: KernelRuntime,
         isv: DeviceIsv,
+        gamma: float,
     ) -> None:
+        """`gamma`: the learner's discount, that of the synthetic (one-step) transitions where
+        the replay stores one per transition (n-step returns)."""
         self.cfg, self.env, self.replay, self.runtime, self.isv = cfg, env, replay, runtime, isv
+        self.gamma = gamma
         B, H, R = env.num_envs, env.obs_dim, cfg.closed_ring
         if cfg.forward and R < B:
             raise ConfigError(
@@ -155,14 +149,16 @@ class Hindsight:
             "max_leaf": self.replay.max_leaf,
             "rstate": rp["state"],
             "rlookback": rp["lookback"],
-            **{k: rp[k] for k in REPLAY_ARRAYS[:7]},
+            **{k: rp[k] for k in STORAGE},
+            "s_discount": rp.get("s_discount"),
         }
         return {arg.name: named.get(arg.name) for arg in decl.args if arg.is_pointer}
 
     def _scalars(self, decl) -> dict[str, Any]:
         """The scalar arguments of one HER kernel by name, the same for the device and oracle."""
         sl, env, rp, R = self.slots, self.env, self.replay.cfg, self.cfg.closed_ring
-        common = {"mask": rp.capacity - 1, "alpha": rp.alpha, "lot_mult": self.lot_mult,
+        common = {"mask": rp.capacity - 1, "alpha": rp.alpha, "gamma": self.gamma,
+                  "lot_mult": self.lot_mult,
                   "threshold_idx": sl["threshold"], "boost_idx": sl["boost"],
                   "scale_idx": sl["scale"]}  # fmt: skip
         B, H, S = env.num_envs, env.obs_dim, env.rc_stride
@@ -222,4 +218,6 @@ def hindsight_for(
 ) -> Hindsight | None:
     """The run's Hindsight, or None with her='off' (nothing allocated, nothing launched)."""
     her_cfg = HerConfig.from_cfg(cfg)
-    return None if her_cfg is None else Hindsight(her_cfg, env, replay, runtime, isv)
+    if her_cfg is None:
+        return None
+    return Hindsight(her_cfg, env, replay, runtime, isv, float(cfg.agent.gamma))

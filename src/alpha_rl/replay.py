@@ -97,7 +97,9 @@ class Replay:
         seed: int,
         max_push: int,
         isv: DeviceIsv | None = None,
+        discounts: bool = False,
     ) -> None:
+        """`discounts`: store each transition's bootstrap discount (n-step returns)."""
         self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
         self.isv = isv
         N, be = cfg.capacity, runtime.backend
@@ -127,6 +129,8 @@ class Replay:
             "weights": be.zeros(cfg.batch_size, F32),
             "probs": be.zeros(cfg.batch_size, F32),
         }
+        if discounts:
+            self.arrays["s_discount"] = be.zeros(N, F32)
         self.max_leaf = self.arrays["max_leaf"]
         self.tree_layout = be.upload(self.layout_host)  # constant: not part of the state
         self._levels = []  # (sums, maxima, entries) views of each internal level, bottom up
@@ -155,18 +159,24 @@ class Replay:
         *,
         flags: DeviceArray | None = None,
         priority: DeviceArray | None = None,
+        discount: DeviceArray | None = None,
         synthetic: bool = False,
         slot_out: DeviceArray | None = None,
         stream: Any = None,
     ) -> None:
-        """Push rows r < len(action) (those with flags[r] != 0, when flags are given)."""
+        """Push rows r < len(action) (those with flags[r] != 0, when flags are given); a replay
+        that stores discounts needs each row's `discount`."""
         n = int(action.shape[0])
         if n > self.max_push:
             raise ReplayError(f"push of {n} rows: this replay was sized for {self.max_push}")
+        if ("s_discount" in self.arrays) != (discount is not None):
+            raise ReplayError("a replay that stores discounts (n-step returns) takes a push with "
+                              "one per row, and only such a replay does")  # fmt: skip
         a, c = self.arrays, self.cfg
         self._push(
             flags=flags, h_t=h_t, h_tp1=h_tp1, action=action, reward=reward, done=done,
-            priority=priority, max_leaf=self.max_leaf, slot_out=slot_out,
+            priority=priority, discount=discount, max_leaf=self.max_leaf, slot_out=slot_out,
+            s_discount=a.get("s_discount"),
             **{k: a[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
                                  "s_synthetic", "leaves", "state", "lookback")},
             n=n, H=self.obs_dim, mask=c.capacity - 1, alpha=c.alpha, synthetic=int(synthetic),

@@ -34,6 +34,7 @@ def test_dqn_td_matches_reference(cuda_backend, M: int, synthetic: str) -> None:
             "action": gen.integers(0, 3, M).astype(np.int32), "reward": f(M, 2.0),
             "done": (gen.random(M) < 0.3).astype(np.float32),
             "weight": gen.uniform(0.1, 1, M).astype(np.float32), "synthetic": flags,
+            "discount": gen.uniform(0.5, 1, M).astype(np.float32) if synthetic == "mixed" else None,
             "delta": np.full(M, np.nan, np.float32), "dq": np.full(M * 3, np.nan, np.float32),
             "isv": np.full(6, -7.0, np.float32)}  # fmt: skip
     scalars = [M, 3, 0.99, 1, 1.0, 2, 3, 4, 5]  # l_q, real, synthetic, share into isv[2..5]
@@ -115,13 +116,15 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
               "s_reward": gen.normal(size=N).astype(np.float32),
               "s_done": gen.integers(0, 2, N).astype(np.float32),
               "s_synthetic": gen.integers(0, 2, N).astype(np.uint8),
+              "s_discount": gen.uniform(0.5, 1, N).astype(np.float32),
               "x_t": np.full(B * H, np.nan, np.float32),
               "x_tp1": np.full(B * H, np.nan, np.float32),
               "action": np.full(B, -9, np.int32), "reward": np.full(B, np.nan, np.float32),
               "done": np.full(B, np.nan, np.float32),
-              "synthetic": np.full(B, 9, np.uint8)}  # fmt: skip
+              "synthetic": np.full(B, 9, np.uint8),
+              "discount": np.full(B, np.nan, np.float32)}  # fmt: skip
     got, want = _both(cuda_backend, dqn.GATHER, ref.dqn_gather, gather, [B, H])
-    for name in ("x_t", "x_tp1", "action", "reward", "done", "synthetic"):
+    for name in ("x_t", "x_tp1", "action", "reward", "done", "synthetic", "discount"):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 

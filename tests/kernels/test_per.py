@@ -31,8 +31,10 @@ def _oracle(fn, decl, host: dict, scalars: list) -> dict:
 
 
 @pytest.mark.parametrize("n", [1, 31, 1024, 1025, 70000])
-@pytest.mark.parametrize("given_priority", [False, True])
-def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool) -> None:
+@pytest.mark.parametrize(("given_priority", "discounts"), [(False, False), (True, False),
+                                                           (False, True)])  # fmt: skip
+def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool,
+                                    discounts: bool) -> None:  # fmt: skip
     gen = np.random.default_rng(n)
     N = 1 << 17
     state = np.zeros(ref.STATE_WORDS, np.uint64)
@@ -46,6 +48,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool) 
         "reward": gen.normal(size=n).astype(np.float32),
         "done": (gen.random(n) < 0.1).astype(np.float32),
         "priority": gen.uniform(0.1, 5, size=n).astype(np.float32) if given_priority else None,
+        "discount": gen.uniform(0.9, 1, size=n).astype(np.float32) if discounts else None,
         "max_leaf": np.array([2.5], np.float32),
         "s_h_t": gen.normal(size=N * H).astype(np.float32),
         "s_h_tp1": gen.normal(size=N * H).astype(np.float32),
@@ -54,6 +57,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool) 
         "s_done": np.full(N, np.nan, np.float32),
         "s_synthetic": np.full(N, 7, np.uint8),
         "leaves": gen.random(N).astype(np.float32),
+        "s_discount": np.full(N, np.nan, np.float32) if discounts else None,
         "slot_out": np.full(n, -7, np.int32),
         "state": state,
         "lookback": np.full(-(-n // 256), (40 << 32) | 123, np.uint64),  # stale words
@@ -63,7 +67,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool) 
     want = _oracle(ref.per_push, per.PUSH, host, scalars)
     got = _run(cuda_backend, per.PUSH, host, scalars)
     for name in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", "slot_out",
-                 "state", "lookback"):  # fmt: skip
+                 "state", "lookback", *(("s_discount",) if discounts else ())):  # fmt: skip
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     if given_priority:  # powf against numpy's power
         np.testing.assert_allclose(got["leaves"], want["leaves"], rtol=2e-7)

@@ -64,6 +64,23 @@ def test_step_launches_in_the_contract_order() -> None:
     assert order.index("experience_env_step") < second < order.index("reward_diagnostics")
 
 
+def test_n_step_pushes_the_accumulated_transitions_instead_of_the_one_step_ones() -> None:
+    with trainer_for(["agent.learn_start=0", "agent.n_step=3"]) as (trainer, _):
+        order = record_launches(trainer.session.runtime)
+        trainer.step()
+        B = trainer.env.num_envs
+        staged = trainer.backend.download(trainer.nstep.staged["flags"])
+        head = int(trainer.replay.read_state()[0])
+    pos = {name: order.index(name) for name in ("perception_observe", "nstep_accumulate",
+                                                "per_push", "her_inject")}  # fmt: skip
+    assert pos["perception_observe"] < pos["nstep_accumulate"] < pos["per_push"]
+    assert pos["per_push"] < pos["her_inject"] and order.count("per_push") == 1
+    # the first step emits only where a trade closed or an episode began: fewer than B rows
+    assert staged.size == 3 * B and head - trainer.hindsight.totals()["backward"] < B
+    with trainer_for(["agent.learn_start=0"]) as (one_step, _):
+        assert one_step.nstep is None and "s_discount" not in one_step.replay.arrays
+
+
 def test_later_steps_take_h_t_from_the_last_h_tp1_and_a_restore_observes_afresh() -> None:
     """After its first step a step copies the last h_tp1 into h_t instead of observing again:
     bit for bit what perception gives; once the env's state is written from outside (a

@@ -77,6 +77,7 @@ INJECT = STEM.kernel(
     *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
     Scalar("mask", U64),
     Scalar("alpha", F32),
+    Scalar("gamma", F32),
     Scalar("lot_mult", F32),
     *(
         Scalar(name, I32)
@@ -110,6 +111,7 @@ FORWARD = STEM.kernel(
     Scalar("H", I32),
     Scalar("mask", U64),
     Scalar("alpha", F32),
+    Scalar("gamma", F32),
     Scalar("lot_mult", F32),
     *(
         Scalar(name, I32)

@@ -12,7 +12,8 @@ F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 FANOUT, PUSH_BLOCK, MAX_BATCH = ref.FANOUT, ref.PUSH_BLOCK, ref.MAX_BATCH  # = cuda/per.cu
 SAMPLES_PER_BLOCK = ref.SAMPLE_BLOCK // 32  # one warp per sample
 
-# the replay storage every transition writer fills (per_push, and the HER kernels)
+# the replay storage every transition writer fills (per_push, and the HER kernels); s_discount
+# (the bootstrap discount of each transition) exists only with n-step returns (agent.n_step > 1)
 STORAGE = (
     Out("s_h_t", F32, "(mask+1)*H"),
     Out("s_h_tp1", F32, "(mask+1)*H"),
@@ -21,6 +22,7 @@ STORAGE = (
     Out("s_done", F32, "mask+1"),
     Out("s_synthetic", U8, "mask+1"),
     Out("leaves", F32, "mask+1"),
+    Out("s_discount", F32, "mask+1", nullable=True),
 )
 
 PUSH = STEM.kernel(
@@ -32,6 +34,7 @@ PUSH = STEM.kernel(
     In("reward", F32, "n"),
     In("done", F32, "n"),
     In("priority", F32, "n", nullable=True),
+    In("discount", F32, "n", nullable=True),
     In("max_leaf", F32, "1"),
     *STORAGE,
     Out("slot_out", I32, "n", nullable=True),
@@ -43,7 +46,8 @@ PUSH = STEM.kernel(
     Scalar("alpha", F32),
     Scalar("synthetic", I32),
     launch=Grid1D(over="n", block=PUSH_BLOCK),
-    doc="push flagged rows in row order at the write head; new leaves = priority^alpha or max",
+    doc="push flagged rows in row order at the write head; new leaves = priority^alpha or max; "
+    "the rows' discounts into s_discount when the storage has one",
 )
 
 TREE_REDUCE = STEM.kernel(

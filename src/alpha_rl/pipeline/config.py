@@ -137,8 +137,9 @@ class Plan:
 
     @property
     def max_push(self) -> int:
-        """Rows of the largest push: B real transitions (HER pushes at most B a launch too)."""
-        return self.env.num_envs
+        """Rows of the largest push: B real transitions, or B x agent.n_step staged n-step ones
+        (HER pushes at most B a launch)."""
+        return self.env.num_envs * self.agent.n_step
 
 
 def run_config(cfg: DictConfig) -> RunConfig:
@@ -282,7 +283,7 @@ def plan_run(cfg: DictConfig) -> Plan:
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
             f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "
-            f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs); raise "
-            "replay.capacity_log2"
+            f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs x "
+            "agent.n_step); raise replay.capacity_log2"
         )
     return plan

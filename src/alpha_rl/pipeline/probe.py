@@ -117,6 +117,7 @@ class ProbeLoss:
         q_tgt = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
         self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
                 reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
+                discount=None,  # the probe's transitions are one step: gamma, whatever n_step
                 delta=self.delta, dq=self.dq, isv=self.out, M=n, A=ACTIONS, gamma=c.gamma,
                 cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, loss_idx=0, real_idx=-1,
                 synthetic_idx=-1, frac_idx=-1)  # fmt: skip

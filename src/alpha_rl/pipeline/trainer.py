@@ -2,8 +2,9 @@
 
 `Trainer.step()` launches the kernels of one env step in the contract's order and copies
 nothing to the host, on either backend; `Trainer.read_log_point()` is the throttled read of the
-ISV and the diagnostics (step 12). `audited_step()` is the same step with the env, PER-push and
-HER launches checked against their oracles on that step's real data (cuda backend).
+ISV and the diagnostics (step 12). `audited_step()` is the same step with the env, n-step,
+PER-push and HER launches checked against their oracles on that step's real data (cuda
+backend).
 
 With `backend.graph` on the cuda backend, the first step once learning has started is captured
 into a CUDA graph and every later step replays it: the same launches with the same arguments
@@ -25,9 +26,10 @@ from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
 from alpha_rl.hindsight import Hindsight
-from alpha_rl.kernels import experience, per
+from alpha_rl.kernels import experience, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.market.book import Book
+from alpha_rl.nstep import NStep
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import Replay
@@ -35,7 +37,7 @@ from alpha_rl.session import Session
 
 F32 = np.float32
 log = logging.getLogger("alpha_rl")
-AUDITED = (experience.ENV_STEP.name, per.PUSH.name, *HER_KERNELS)
+AUDITED = (experience.ENV_STEP.name, nstep.ACCUMULATE.name, per.PUSH.name, *HER_KERNELS)
 
 
 class Trainer:
@@ -47,10 +49,14 @@ class Trainer:
         self.rc_stride = int(session.cfg.reward.stride)
         self.env = Environment(plan.env, book, rt, isv, seed, self.rc_stride)
         B, H = self.env.num_envs, self.env.obs_dim
-        self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv)
+        n_step = plan.agent.n_step
+        self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv, discounts=n_step > 1)
+        self.nstep = NStep(n_step, plan.agent.gamma, self.env, rt) if n_step > 1 else None
         self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed)
         self.hindsight = (
-            Hindsight(plan.her, self.env, self.replay, rt, isv) if plan.her is not None else None
+            Hindsight(plan.her, self.env, self.replay, rt, isv, plan.agent.gamma)
+            if plan.her is not None
+            else None
         )
         her = session.cfg.her
         if (
@@ -111,7 +117,10 @@ class Trainer:
         # --- replay and hindsight ---
         if hs is not None:
             hs.track(s)  # 6
-        replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"], stream=s)  # 7
+        if self.nstep is not None:  # 7: the n-step transitions that end now
+            self.nstep.push(self.h_t, self.h_tp1, replay, s)
+        else:  # 7: this step's one-step transitions
+            replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"], stream=s)
         if hs is not None:
             hs.inject(self.h_t, s)  # 8
             hs.forward(self.h_t, s)  # 9
@@ -217,6 +226,7 @@ class Trainer:
         named structure (env, learner state, HER, and the replay when it is saved) and the ISV."""
         parts = {"env": self.env.arrays, "learner": self.learner.state.arrays(),
                  "her": self.hindsight.arrays if self.hindsight is not None else {},
+                 "nstep": self.nstep.arrays if self.nstep is not None else {},
                  "replay": self.replay.arrays if with_replay else {}}  # fmt: skip
         out = {f"{part}.{k}": v for part, arrays in parts.items() for k, v in arrays.items()}
         out["isv"] = self.session.isv.array

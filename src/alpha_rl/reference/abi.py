@@ -41,6 +41,7 @@ CONSTANTS: dict[str, dict[str, int]] = {
         "DECOMP_LEAD": 4,
     },
     "experience": {**REWARD_LAYOUT, **ENV_ACTIONS},
+    "nstep": {"NSTEP_BLOCK": 256},
 }  # fmt: skip
 
 DQN, HER, PER, MLP, PERCEPTION, REWARD = (

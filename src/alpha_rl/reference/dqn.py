@@ -15,8 +15,8 @@ ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = (
 )  # counters[]
 
 
-def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, x_t, x_tp1,
-               action, reward, done, synthetic, M, H) -> None:  # fmt: skip
+def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, s_discount, x_t,
+               x_tp1, action, reward, done, synthetic, discount, M, H) -> None:  # fmt: skip
     """Rows idx[i] of the replay storage (zeros for a negative index)."""
     M, H = int(M), int(H)
     i = idx[:M]
@@ -28,12 +28,15 @@ def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, x_t
     reward[:M] = np.where(ok, s_reward[safe], 0)
     done[:M] = np.where(ok, s_done[safe], 0)
     synthetic[:M] = np.where(ok, s_synthetic[safe], 0)
+    if discount is not None:
+        discount[:M] = np.where(ok, s_discount[safe], 0)
 
 
-def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, delta, dq, isv,
-           M, A, gamma, cut_on_done, kappa, loss_idx, real_idx, synthetic_idx,
+def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, discount, delta,
+           dq, isv, M, A, gamma, cut_on_done, kappa, loss_idx, real_idx, synthetic_idx,
            frac_idx) -> None:  # fmt: skip
-    """delta_i = r + gamma (1 - cut*done) Q_target(s', argmax Q(s')) - Q(s, a);
+    """delta_i = r + g_i (1 - cut*done) Q_target(s', argmax Q(s')) - Q(s, a), g_i = discount[i]
+    (None: gamma);
     dq = d(sum w * huber_kappa(delta) / M) / d q_t. Into the ISV: l_q = sum w huber / sum w over
     the batch (0 without weight), the same over its real and its synthetic rows (NaN when there
     are none; synthetic None: every row real) and the synthetic share of the rows."""
@@ -43,7 +46,8 @@ def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, de
     best = np.argmax(q_tp1[: M * A].reshape(M, A), axis=1)
     cont = (1 - done[:M]) if cut_on_done else np.ones(M, dt)
     target = q_tp1_target[: M * A].reshape(M, A)[np.arange(M), best]
-    y = reward[:M] + dt.type(gamma) * cont * target
+    g = dt.type(gamma) if discount is None else discount[:M]
+    y = reward[:M] + g * cont * target
     a = action[:M]
     d = y - qt[np.arange(M), a]
     k = dt.type(kappa)

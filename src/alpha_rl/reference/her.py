@@ -53,9 +53,12 @@ def her_track(opened, closed, pos, episode, fill_mid, post_mid, mid_ring, count,
     counters[STEP] += np.uint64(1)
 
 
-def _push_synthetic(fires, rows_src, h, H, action, reward, max_leaf, storage, mask, alpha, boost):
-    """Push the firing rows (states from h) as synthetic transitions; return how many."""
-    s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback = storage
+def _push_synthetic(
+    fires, rows_src, h, H, action, reward, max_leaf, storage, mask, alpha, boost, gamma
+):
+    """Push the firing rows (states from h) as synthetic one-step transitions; return how many."""
+    (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount, rstate,
+     rlookback) = storage  # fmt: skip
     slots = claim(fires, rstate, rlookback, BLOCK) & int(mask)
     rows = np.flatnonzero(fires)
     dst = slots[rows]
@@ -64,15 +67,17 @@ def _push_synthetic(fires, rows_src, h, H, action, reward, max_leaf, storage, ma
     s_action[dst], s_reward[dst] = action[rows], reward[rows]
     s_done[dst], s_synthetic[dst] = F32(1), 1
     leaves[dst] = boosted_leaf(max_leaf, boost, alpha)
+    if s_discount is not None:
+        s_discount[dst] = F32(gamma)
     return len(rows)
 
 
 def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, eff_action,
-               max_leaf, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate,
-               rlookback, ring_state, ring_lookback, f_entry, f_exit_step, f_dir, f_actual, f_env,
-               f_episode, f_h, counters, isv,
-               B, H, S, R, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx, count_idx,
-               push_backward, record_forward) -> None:  # fmt: skip
+               max_leaf, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves,
+               s_discount, rstate, rlookback, ring_state, ring_lookback, f_entry, f_exit_step,
+               f_dir, f_actual, f_env, f_episode, f_h, counters, isv,
+               B, H, S, R, mask, alpha, gamma, lot_mult, threshold_idx, boost_idx, scale_idx,
+               count_idx, push_backward, record_forward) -> None:  # fmt: skip
     """Backward HER on this step's closes; with record_forward, the closes into the forward ring
     (see module docstring)."""
     B, H, S, R = int(B), int(H), int(S), int(R)
@@ -83,10 +88,21 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
     fires = was_closed & (peak_pnl > 0) & (peak_pnl > isv[threshold_idx] * actual)
     if not push_backward:
         fires[:] = False
-    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback)
+    storage = (
+        s_h_t,
+        s_h_tp1,
+        s_action,
+        s_reward,
+        s_done,
+        s_synthetic,
+        leaves,
+        s_discount,
+        rstate,
+        rlookback,
+    )
     total = _push_synthetic(fires, np.arange(B), h_t, H, eff_action[:B],
                             peak_pnl * isv[scale_idx], max_leaf, storage, mask, alpha,
-                            isv[boost_idx])  # fmt: skip
+                            isv[boost_idx], gamma)  # fmt: skip
     if record_forward:
         claims = claim(was_closed, ring_state, ring_lookback, BLOCK)
         counters[RING_TOTAL] = np.uint64(int(was_closed.sum()))
@@ -116,8 +132,8 @@ def visit_order(tail: int, head: int, W: int, R: int) -> tuple[int, int, np.ndar
 
 def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, post_mid,
                 max_leaf, ring_state, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done,
-                s_synthetic, leaves, rstate, rlookback, counters, isv,
-                W, R, H, mask, alpha, lot_mult, threshold_idx, boost_idx, scale_idx,
+                s_synthetic, leaves, s_discount, rstate, rlookback, counters, isv,
+                W, R, H, mask, alpha, gamma, lot_mult, threshold_idx, boost_idx, scale_idx,
                 lookahead_idx, count_idx) -> None:  # fmt: skip
     """Judge the ring's oldest live trades `lookahead` steps after their close (see module
     docstring)."""
@@ -133,9 +149,20 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[slots])) * F32(lot_mult)
     fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[slots])
     action = np.where(d > 0, ACTION_LONG, ACTION_SHORT).astype(np.int32)
-    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, rstate, rlookback)
+    storage = (
+        s_h_t,
+        s_h_tp1,
+        s_action,
+        s_reward,
+        s_done,
+        s_synthetic,
+        leaves,
+        s_discount,
+        rstate,
+        rlookback,
+    )
     total = _push_synthetic(fires, slots, f_h, H, action, forward_pnl * isv[scale_idx],
-                            max_leaf, storage, mask, alpha, isv[boost_idx])  # fmt: skip
+                            max_leaf, storage, mask, alpha, isv[boost_idx], gamma)  # fmt: skip
     f_dir[slots[due]] = 0
     waiting = claims[(d != 0) & ~due] - lo
     counters[RING_TAIL] = np.uint64(lo + min(int(waiting.min(initial=W)), visited))

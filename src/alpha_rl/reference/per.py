@@ -74,9 +74,9 @@ def boosted_leaf(max_leaf: np.ndarray, boost: float, alpha: float) -> np.float32
 
 
 def per_push(
-    flags, h_t, h_tp1, action, reward, done, priority, max_leaf,
-    s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, slot_out, state, lookback,
-    n, H, mask, alpha, synthetic,
+    flags, h_t, h_tp1, action, reward, done, priority, discount, max_leaf,
+    s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount, slot_out, state,
+    lookback, n, H, mask, alpha, synthetic,
 ) -> None:  # fmt: skip
     """Push the flagged rows r < n at slots (head + flagged rows before r) & mask, in place."""
     n, H = int(n), int(H)
@@ -91,6 +91,8 @@ def per_push(
     write_rows(rows, dst, h_t, h_tp1, H, s_h_t, s_h_tp1)
     s_action[dst], s_reward[dst], s_done[dst] = action[rows], reward[rows], done[rows]
     s_synthetic[dst] = 1 if synthetic else 0
+    if s_discount is not None:
+        s_discount[dst] = discount[rows]
     if priority is None:
         leaves[dst] = new_leaf(max_leaf)
     else:

@@ -1,0 +1,119 @@
+"""n-step returns (agent.n_step): the accumulator's ledger by hand, its push, and runs with it
+(the same kernel on the cuda backend in tests/kernels/test_nstep.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from alpha_rl.backend.base import Backend
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import ConfigError
+from alpha_rl.kernels import nstep
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.pipeline import checkpoint
+from tests.pipeline.test_run import history, job, theta
+
+B, H, N, GAMMA = 2, 2, 3, 0.5
+# env 0 closes a trade at step 3; env 1 begins a new episode at step 4 (flat: done 0)
+REWARDS = np.array([[1, 2, 4, 8, 16, 32], [10, 20, 30, 40, 50, 60]], np.float32)
+DONE = np.zeros((2, 6), np.float32)
+DONE[0, 3] = 1
+EPISODE = np.zeros((2, 6), np.int32)
+EPISODE[1, 4:] = 1
+
+
+def h(t: int, b: int) -> list[float]:
+    return [100.0 * b + t, -(100.0 * b + t)]
+
+
+def action(t: int, b: int) -> int:
+    return (t + b) % 3
+
+
+def run_ledger(backend: Backend) -> list[dict[int, tuple]]:
+    """Steps 0..5 of the scripted envs; per step, row -> (h_t, h_tp1, action, R, done, discount)
+    of every flagged row."""
+    up, down = backend.upload, backend.download
+    state = {"ring_h": np.zeros(N * B * H, np.float32), "ring_action": np.zeros(N * B, np.int32),
+             "ring_reward": np.zeros(N * B, np.float32), "pos": np.zeros(B, np.int32),
+             "count": np.zeros(B, np.int32), "episode_seen": np.zeros(B, np.int32)}  # fmt: skip
+    staged = {"flags": np.zeros(B * N, np.uint8),
+              **{k: np.full(B * N * H, np.nan, np.float32) for k in ("out_h_t", "out_h_tp1")},
+              "out_action": np.full(B * N, -1, np.int32),
+              **{k: np.full(B * N, np.nan, np.float32)
+                 for k in ("out_reward", "out_done", "out_discount")}}  # fmt: skip
+    dev = {k: up(v) for k, v in {**state, **staged}.items()}
+    kernel = KernelRuntime(backend, {}).bind(nstep.ACCUMULATE)
+    steps = []
+    for t in range(6):
+        kernel(h_t=up(np.array([h(t, b) for b in range(B)], np.float32).ravel()),
+               h_tp1=up(np.array([h(t + 1, b) for b in range(B)], np.float32).ravel()),
+               eff_action=up(np.array([action(t, b) for b in range(B)], np.int32)),
+               reward=up(REWARDS[:, t].copy()), done=up(DONE[:, t].copy()),
+               episode=up(EPISODE[:, t].copy()), **dev, B=B, H=H, n=N, gamma=GAMMA)  # fmt: skip
+        out = {k: down(v) for k, v in dev.items()}
+        rows = {}
+        for row in np.flatnonzero(out["flags"]):
+            scalars = (float(out[k][row]) for k in ("out_reward", "out_done", "out_discount"))
+            rows[int(row)] = (out["out_h_t"].reshape(-1, H)[row].tolist(),
+                              out["out_h_tp1"].reshape(-1, H)[row].tolist(),
+                              int(out["out_action"][row]), *scalars)  # fmt: skip
+        steps.append(rows)
+    return steps
+
+
+# by hand, gamma 0.5, n 3: (state step s, end step t + 1, action of s, R, done, gamma^k)
+LEDGER = [
+    {},
+    {},
+    {0: (h(0, 0), h(3, 0), action(0, 0), 1 + 0.5 * 2 + 0.25 * 4, 0.0, 0.125),
+     3: (h(0, 1), h(3, 1), action(0, 1), 10 + 0.5 * 20 + 0.25 * 30, 0.0, 0.125)},
+    # env 0 closes: its three held steps, oldest first, cut at the close (done 1)
+    {0: (h(1, 0), h(4, 0), action(1, 0), 2 + 0.5 * 4 + 0.25 * 8, 1.0, 0.125),
+     1: (h(2, 0), h(4, 0), action(2, 0), 4 + 0.5 * 8, 1.0, 0.25),
+     2: (h(3, 0), h(4, 0), action(3, 0), 8, 1.0, 0.5),
+     3: (h(1, 1), h(4, 1), action(1, 1), 20 + 0.5 * 30 + 0.25 * 40, 0.0, 0.125)},
+    # env 0 starts afresh (nothing held); env 1's new episode flushes its three (done 0)
+    {3: (h(2, 1), h(5, 1), action(2, 1), 30 + 0.5 * 40 + 0.25 * 50, 0.0, 0.125),
+     4: (h(3, 1), h(5, 1), action(3, 1), 40 + 0.5 * 50, 0.0, 0.25),
+     5: (h(4, 1), h(5, 1), action(4, 1), 50, 0.0, 0.5)},
+    {},
+]  # fmt: skip
+
+
+def check_ledger(backend: Backend) -> None:
+    got = run_ledger(backend)
+    for t, (rows, want) in enumerate(zip(got, LEDGER, strict=True)):
+        assert rows == want, f"step {t}"
+
+
+def test_the_n_step_ledger_across_a_close_and_an_episode_end() -> None:
+    check_ledger(NumpyBackend())
+
+
+def test_n_step_runs_train_resume_bit_exact_and_store_their_discounts(tmp_path: Path) -> None:
+    over = ["agent.n_step=3", "replay.beta_anneal_updates=29", "agent.gamma=0.9"]
+    whole = job(tmp_path, over, "whole")
+    half = job(tmp_path, [*over, "steps=20"], "half")
+    resumed = job(tmp_path, [*over, f"resume={half.run_dir}"], "ignored")
+    assert whole.status == resumed.status == "FINISHED"
+    assert history(tmp_path, half.run_id, "loss/l_q") == history(tmp_path, whole.run_id, "loss/l_q")
+    np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))
+    with np.load(checkpoint.latest(whole.run_dir) / "state.npz", allow_pickle=False) as npz:
+        held = npz["nstep.count"]
+        discount, synthetic = npz["replay.s_discount"], npz["replay.s_synthetic"]
+        filled = npz["replay.leaves"] > 0
+    assert held.max() <= 2  # at most n - 1 steps wait between steps
+    g = np.float32(0.9)
+    powers = {g, np.float32(g * g), np.float32(np.float32(g * g) * g)}
+    assert set(discount[filled & (synthetic == 0)].tolist()) <= {float(x) for x in powers}
+    assert len(set(discount[filled & (synthetic == 0)].tolist())) == 3  # k = 1, 2 and 3 all occur
+    assert set(discount[filled & (synthetic == 1)].tolist()) <= {float(g)}  # HER: one step
+
+
+def test_n_step_below_one_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"agent\.n_step=0 must be a whole number >= 1"):
+        job(tmp_path, ["agent.n_step=0"])
