@@ -88,18 +88,8 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
     fires = was_closed & (peak_pnl > 0) & (peak_pnl > isv[threshold_idx] * actual)
     if not push_backward:
         fires[:] = False
-    storage = (
-        s_h_t,
-        s_h_tp1,
-        s_action,
-        s_reward,
-        s_done,
-        s_synthetic,
-        leaves,
-        s_discount,
-        rstate,
-        rlookback,
-    )
+    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount,
+               rstate, rlookback)  # fmt: skip
     total = _push_synthetic(fires, np.arange(B), h_t, H, eff_action[:B],
                             peak_pnl * isv[scale_idx], max_leaf, storage, mask, alpha,
                             isv[boost_idx], gamma)  # fmt: skip
@@ -149,18 +139,8 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[slots])) * F32(lot_mult)
     fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[slots])
     action = np.where(d > 0, ACTION_LONG, ACTION_SHORT).astype(np.int32)
-    storage = (
-        s_h_t,
-        s_h_tp1,
-        s_action,
-        s_reward,
-        s_done,
-        s_synthetic,
-        leaves,
-        s_discount,
-        rstate,
-        rlookback,
-    )
+    storage = (s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount,
+               rstate, rlookback)  # fmt: skip
     total = _push_synthetic(fires, slots, f_h, H, action, forward_pnl * isv[scale_idx],
                             max_leaf, storage, mask, alpha, isv[boost_idx], gamma)  # fmt: skip
     f_dir[slots[due]] = 0
