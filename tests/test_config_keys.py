@@ -52,7 +52,7 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         **{f"reward_variant_{v}": [f"reward_variant={v}"]
            for v in ("stride6", "stride7_active", "stride7_sentinel")},
         **{f"experiment_{e}": [f"experiment={e}"]
-           for e in ("her_ablation", "her_components", "reward_variants")},
+           for e in ("her_ablation", "her_components", "reward_variants", "learner_variants")},
         "experiment_her_walk_forward": ["experiment=her_walk_forward", "market.fold=0"],
     }  # fmt: skip
 

@@ -78,6 +78,18 @@ def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
     assert [u["why"].split(" run")[0] for u in report["unpaired"]] == ["beta=sentinel"]  # stride 6
 
 
+def test_learner_variants_judged_on_the_n_step_axis(tmp_path: Path) -> None:
+    sweep(tmp_path, "experiment=learner_variants", "seed=0")
+    done = check(tmp_path, "--axis", "agent.n_step")
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    assert "== agent.n_step=3 vs agent.n_step=1: 1 pairs" in done.stdout
+    report = report_of(tmp_path)
+    [three] = report["treatments"]
+    verdicts = {r["criterion"]: r["verdict"] for r in three["criteria"]}
+    assert verdicts["1 track"] == "NOT-APPLICABLE" and report["unpaired"] == []
+    assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
+
+
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=her_components", "seed=0")
     done = check(tmp_path, "min_steps_with_her=30", "require_audit=false")
