@@ -117,3 +117,41 @@ def test_n_step_runs_train_resume_bit_exact_and_store_their_discounts(tmp_path: 
 def test_n_step_below_one_is_refused_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"agent\.n_step=0 must be a whole number >= 1"):
         job(tmp_path, ["agent.n_step=0"])
+
+
+def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty() -> None:
+    """Env 0 holds a long to the data's end (the forced close: done 1), env 1 stays flat (the new
+    episode: done 0); n = 3, so each held 3 steps when the episode ended."""
+    from alpha_rl.nstep import NStep
+    from alpha_rl.replay import Replay, ReplayConfig
+    from tests.her_scenarios import LONG, build, wave_book
+
+    be = NumpyBackend()
+    book = wave_book(T=30)
+    env, _, _, runtime, isv = build(be, book, ["env.num_envs=2", "her='off'"])
+    replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, 32), env.obs_dim, runtime, 0, 6, isv,
+                    discounts=True)  # fmt: skip
+    acc = NStep(3, 0.9, env, runtime)
+    env.reset(np.array([book.T - 6, book.T - 6]))
+    h_t, h_tp1 = be.zeros(2 * env.obs_dim, np.float32), be.zeros(2 * env.obs_dim, np.float32)
+    flagged = []
+    for _ in range(5):  # ticks T-6 .. T-2: the fifth step is the episode's last
+        env.perceive(h_t)
+        env.step(be.upload(np.array([LONG, 0], np.int32)))
+        env.perceive(h_tp1)
+        acc.push(h_t, h_tp1, replay)
+        flagged.append(be.download(acc.staged["flags"]).reshape(2, 3).sum(axis=1).tolist())
+    assert flagged == [[0, 0], [0, 0], [1, 1], [1, 1], [3, 3]]
+    assert be.download(env.arrays["episode"]).tolist() == [1, 1]
+    assert be.download(acc.arrays["count"]).tolist() == [0, 0]  # the new episode starts empty
+    done = be.download(acc.staged["out_done"]).reshape(2, 3)
+    discount = be.download(acc.staged["out_discount"]).reshape(2, 3)
+    assert done.tolist() == [[1, 1, 1], [0, 0, 0]]
+    g = np.float32(0.9)
+    assert discount[0].tolist() == [np.float32(np.float32(g * g) * g), np.float32(g * g), g]
+    # every flushed row bootstraps from the new episode's first observation
+    np.testing.assert_array_equal(
+        be.download(acc.staged["out_h_tp1"]).reshape(2, 3, -1)[1],
+        np.tile(be.download(h_tp1).reshape(2, -1)[1], (3, 1)),
+    )
+    assert int(replay.read_state()[0]) == 2 + 2 + 6
