@@ -82,8 +82,8 @@ def test_gather_rows_and_invalid_index() -> None:
            np.zeros(2, np.float32), np.zeros(2, np.float32), np.full(2, 9, np.uint8)]  # fmt: skip
     synthetic = np.array([0, 0, 1, 0], np.uint8)
     dqn.dqn_gather(np.array([2, -1], np.int32), s, s + 100, np.arange(4, dtype=np.int32) * 10,
-                   np.arange(4, dtype=np.float32), np.ones(4, np.float32), synthetic, *out,
-                   2, 3)  # fmt: skip
+                   np.arange(4, dtype=np.float32), np.ones(4, np.float32), synthetic, None,
+                   *out, None, 2, 3)  # fmt: skip
     assert out[0].tolist() == [6, 7, 8, 0, 0, 0] and out[1].tolist()[:3] == [106, 107, 108]
     assert out[2].tolist() == [20, 0] and out[3].tolist() == [2, 0] and out[4].tolist() == [1, 0]
     assert out[5].tolist() == [1, 0]
@@ -98,8 +98,8 @@ def td_batch(M: int, synthetic: np.ndarray | None, seed: int = 0) -> tuple[list,
             (gen.random(M) < 0.3).astype(np.float32), gen.uniform(0.1, 1, M).astype(np.float32),
             synthetic]  # fmt: skip
     isv = np.full(4, -7.0, np.float32)
-    dqn.dqn_td(*args, np.zeros(M, np.float32), np.zeros(M * 3, np.float32), isv, M, 3, 0.99, 1,
-               1.0, 0, 1, 2, 3)  # fmt: skip
+    dqn.dqn_td(*args, None, np.zeros(M, np.float32), np.zeros(M * 3, np.float32), isv, M, 3,
+               0.99, 1, 1.0, 0, 1, 2, 3)  # fmt: skip
     return args, isv
 
 
