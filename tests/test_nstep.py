@@ -119,6 +119,13 @@ def test_n_step_below_one_is_refused_naming_the_key(tmp_path: Path) -> None:
         job(tmp_path, ["agent.n_step=0"])
 
 
+def test_learning_before_the_first_n_step_transition_is_refused(tmp_path: Path) -> None:
+    match = r"agent\.learn_start=0 is less than agent\.n_step - 1 = 2.*agent\.learn_start >= 2"
+    with pytest.raises(ConfigError, match=match):
+        job(tmp_path, ["agent.n_step=3", "agent.learn_start=0"])
+    assert job(tmp_path, ["agent.n_step=3", "agent.learn_start=2", "steps=12"]).status == "FINISHED"
+
+
 def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty() -> None:
     """Env 0 holds a long to the data's end (the forced close: done 1), env 1 stays flat (the new
     episode: done 0); n = 3, so each held 3 steps when the episode ended."""

@@ -278,6 +278,15 @@ class AgentConfig:
         beta1, beta2 = settings.numbers(agent, "agent.adam_betas", 2, lambda v: 0 <= v < 1,
                                         "in [0, 1)", where)  # fmt: skip
         start = num("epsilon.start", lambda v: 0 <= v <= 1, "in [0, 1]")
+        n_step = whole("n_step", 1, "env steps a transition's return spans; 1: one-step")
+        learn_start = whole("learn_start", 0, "env steps")
+        if learn_start < n_step - 1:
+            raise ConfigError(
+                f"agent.learn_start={learn_start} is less than agent.n_step - 1 = {n_step - 1}: "
+                "the first n-step transitions reach the replay after n - 1 steps, so the first "
+                f"update would sample an empty buffer; set agent.learn_start >= {n_step - 1} "
+                f"(see {where})"
+            )
         return cls(
             hidden=tuple(hidden),
             dueling=settings.flag(agent, "agent.dueling", where),
@@ -300,9 +309,9 @@ class AgentConfig:
             ),
             eps_decay_steps=num("epsilon.decay_steps", lambda v: v > 0, "> 0 (env steps)"),
             aux_lr=num("aux_lr", lambda v: v >= 0, ">= 0 (the aux head's SGD learning rate)"),
-            learn_start=whole("learn_start", 0, "env steps"),
+            learn_start=learn_start,
             updates_per_step=whole("updates_per_step", 1, "learner updates per env step"),
-            n_step=whole("n_step", 1, "env steps a transition's return spans; 1: one-step"),
+            n_step=n_step,
         )
 
 

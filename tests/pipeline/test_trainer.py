@@ -65,7 +65,7 @@ def test_step_launches_in_the_contract_order() -> None:
 
 
 def test_n_step_pushes_the_accumulated_transitions_instead_of_the_one_step_ones() -> None:
-    with trainer_for(["agent.learn_start=0", "agent.n_step=3"]) as (trainer, _):
+    with trainer_for(["agent.learn_start=2", "agent.n_step=3"]) as (trainer, _):
         order = record_launches(trainer.session.runtime)
         trainer.step()
         B = trainer.env.num_envs
