@@ -15,7 +15,9 @@
 // mlp_gemm_128: the same on 128 x 128 tiles, 8 x 8 per thread in 2 x 2 pieces of 4 x 4 (see
 //   MlpTile), for products that fill the GPU with them (the acting forward over tens of thousands
 //   of envs); K steps of 16 in two shared-memory stages filled by cp.async (mlp_tile_async), two
-//   blocks per SM. Bit-identical to mlp_gemm.
+//   blocks per SM. Bit-identical to mlp_gemm, but for the sign of a zero: when K % 32 == 16 it
+//   multiplies no padding zeros, so an output whose sum underflowed to -0 stays -0 (mlp_gemm's
+//   padding makes it +0), which shows only with a bias of -0.
 // mlp_gemm_rows: Y[M, N] = X[M, K] W[N, K]^T (+ bias) (ReLU if relu) for N <= MLP_ROWS_MAX_N
 //   (the Q head): a warp per row, lane l multiplying k = l, l + 32, ... in order, then a
 //   butterfly of shuffles; output n is lane n's total (deterministic, not mlp_gemm's order).
