@@ -13,7 +13,10 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import nstep
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.nstep import NStep, allocate
 from alpha_rl.pipeline import checkpoint
+from alpha_rl.replay import Replay, ReplayConfig
+from tests.her_scenarios import LONG, build, wave_book
 from tests.pipeline.test_run import history, job, theta
 
 B, H, N, GAMMA = 2, 2, 3, 0.5
@@ -37,15 +40,8 @@ def run_ledger(backend: Backend) -> list[dict[int, tuple]]:
     """Steps 0..5 of the scripted envs; per step, row -> (h_t, h_tp1, action, R, done, discount)
     of every flagged row."""
     up, down = backend.upload, backend.download
-    state = {"ring_h": np.zeros(N * B * H, np.float32), "ring_action": np.zeros(N * B, np.int32),
-             "ring_reward": np.zeros(N * B, np.float32), "pos": np.zeros(B, np.int32),
-             "count": np.zeros(B, np.int32), "episode_seen": np.zeros(B, np.int32)}  # fmt: skip
-    staged = {"flags": np.zeros(B * N, np.uint8),
-              **{k: np.full(B * N * H, np.nan, np.float32) for k in ("out_h_t", "out_h_tp1")},
-              "out_action": np.full(B * N, -1, np.int32),
-              **{k: np.full(B * N, np.nan, np.float32)
-                 for k in ("out_reward", "out_done", "out_discount")}}  # fmt: skip
-    dev = {k: up(v) for k, v in {**state, **staged}.items()}
+    state, staged = allocate(backend, B, H, N)
+    dev = {**state, **staged}
     kernel = KernelRuntime(backend, {}).bind(nstep.ACCUMULATE)
     steps = []
     for t in range(6):
@@ -129,9 +125,6 @@ def test_learning_before_the_first_n_step_transition_is_refused(tmp_path: Path) 
 def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty() -> None:
     """Env 0 holds a long to the data's end (the forced close: done 1), env 1 stays flat (the new
     episode: done 0); n = 3, so each held 3 steps when the episode ended."""
-    from alpha_rl.nstep import NStep
-    from alpha_rl.replay import Replay, ReplayConfig
-    from tests.her_scenarios import LONG, build, wave_book
 
     be = NumpyBackend()
     book = wave_book(T=30)

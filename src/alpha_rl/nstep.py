@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from alpha_rl.backend.base import Backend
 from alpha_rl.env import Environment
 from alpha_rl.kernels import nstep
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -24,31 +25,35 @@ from alpha_rl.replay import Replay
 F32, I32, U8 = np.float32, np.int32, np.uint8
 
 
+def allocate(be: Backend, B: int, H: int, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """nstep_accumulate's arrays for B envs of H features, zeroed: (the accumulator's state, by
+    name: what a checkpoint saves; the staged transitions, rewritten every step)."""
+    state = {
+        "ring_h": be.zeros(n * B * H, F32),
+        "ring_action": be.zeros(n * B, I32),
+        "ring_reward": be.zeros(n * B, F32),
+        "pos": be.zeros(B, I32),
+        "count": be.zeros(B, I32),
+        "episode_seen": be.zeros(B, I32),
+    }
+    staged = {
+        "flags": be.zeros(B * n, U8),
+        "out_h_t": be.zeros(B * n * H, F32),
+        "out_h_tp1": be.zeros(B * n * H, F32),
+        "out_action": be.zeros(B * n, I32),
+        "out_reward": be.zeros(B * n, F32),
+        "out_done": be.zeros(B * n, F32),
+        "out_discount": be.zeros(B * n, F32),
+    }
+    return state, staged
+
+
 class NStep:
     """The n-step accumulator of one run's envs, and its push into the replay."""
 
     def __init__(self, n: int, gamma: float, env: Environment, runtime: KernelRuntime) -> None:
         self.n, self.gamma, self.env, self.runtime = n, gamma, env, runtime
-        B, H, be = env.num_envs, env.obs_dim, runtime.backend
-        # the accumulator's device state, by name: what a checkpoint saves
-        self.arrays = {
-            "ring_h": be.zeros(n * B * H, F32),
-            "ring_action": be.zeros(n * B, I32),
-            "ring_reward": be.zeros(n * B, F32),
-            "pos": be.zeros(B, I32),
-            "count": be.zeros(B, I32),
-            "episode_seen": be.zeros(B, I32),
-        }
-        # this step's staged transitions (rewritten every step, not state)
-        self.staged = {
-            "flags": be.zeros(B * n, U8),
-            "out_h_t": be.zeros(B * n * H, F32),
-            "out_h_tp1": be.zeros(B * n * H, F32),
-            "out_action": be.zeros(B * n, I32),
-            "out_reward": be.zeros(B * n, F32),
-            "out_done": be.zeros(B * n, F32),
-            "out_discount": be.zeros(B * n, F32),
-        }
+        self.arrays, self.staged = allocate(runtime.backend, env.num_envs, env.obs_dim, n)
         self._accumulate = runtime.bind(nstep.ACCUMULATE)
 
     def push(self, h_t: Any, h_tp1: Any, replay: Replay, stream: Any = None) -> None:

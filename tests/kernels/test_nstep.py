@@ -8,6 +8,7 @@ import pytest
 
 from alpha_rl.kernels import nstep
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.nstep import allocate
 from tests.test_nstep import check_ledger
 
 pytestmark = pytest.mark.gpu
@@ -23,13 +24,8 @@ def test_nstep_accumulate_matches_reference_over_random_steps(cuda_backend, B, H
     up = cuda_backend.upload
     runtime = KernelRuntime(cuda_backend, {})
     kernel = runtime.bind(nstep.ACCUMULATE)
-    dev = {k: cuda_backend.zeros(size, dt) for k, size, dt in (
-        ("ring_h", n * B * H, np.float32), ("ring_action", n * B, np.int32),
-        ("ring_reward", n * B, np.float32), ("pos", B, np.int32), ("count", B, np.int32),
-        ("episode_seen", B, np.int32), ("flags", B * n, np.uint8),
-        ("out_h_t", B * n * H, np.float32), ("out_h_tp1", B * n * H, np.float32),
-        ("out_action", B * n, np.int32), ("out_reward", B * n, np.float32),
-        ("out_done", B * n, np.float32), ("out_discount", B * n, np.float32))}  # fmt: skip
+    state, staged = allocate(cuda_backend, B, H, n)
+    dev = {**state, **staged}
     episode = np.zeros(B, np.int32)
     emitted = 0
     with runtime.auditing([nstep.ACCUMULATE.name]) as audit:
