@@ -65,14 +65,20 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     assert keep.returncode in (0, 1) and "verdict: CANNOT-JUDGE" not in keep.stdout
 
 
+def judged_on_axis(tmp_path: Path, axis: str, header: str) -> tuple[dict, dict[str, str]]:
+    """The kill check on the sweep along `axis`, whose one treatment's table opens with `header`:
+    (the report, that treatment's verdict per criterion)."""
+    done = check(tmp_path, "--axis", axis)
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    assert header in done.stdout
+    report = report_of(tmp_path)
+    [treatment] = report["treatments"]
+    return report, {r["criterion"]: r["verdict"] for r in treatment["criteria"]}
+
+
 def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=reward_variants")
-    done = check(tmp_path, "--axis", "beta")
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
-    assert "== beta=active vs beta=sentinel: 1 pairs" in done.stdout
-    report = report_of(tmp_path)
-    [active] = report["treatments"]
-    verdicts = {r["criterion"]: r["verdict"] for r in active["criteria"]}
+    report, verdicts = judged_on_axis(tmp_path, "beta", "== beta=active vs beta=sentinel: 1 pairs")
     assert verdicts["1 track"] == "NOT-APPLICABLE"
     assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
     assert [u["why"].split(" run")[0] for u in report["unpaired"]] == ["beta=sentinel"]  # stride 6
@@ -80,12 +86,8 @@ def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
 
 def test_learner_variants_judged_on_the_n_step_axis(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=learner_variants", "seed=0")
-    done = check(tmp_path, "--axis", "agent.n_step")
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
-    assert "== agent.n_step=3 vs agent.n_step=1: 1 pairs" in done.stdout
-    report = report_of(tmp_path)
-    [three] = report["treatments"]
-    verdicts = {r["criterion"]: r["verdict"] for r in three["criteria"]}
+    header = "== agent.n_step=3 vs agent.n_step=1: 1 pairs"
+    report, verdicts = judged_on_axis(tmp_path, "agent.n_step", header)
     assert verdicts["1 track"] == "NOT-APPLICABLE" and report["unpaired"] == []
     assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
 
