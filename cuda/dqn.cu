@@ -10,13 +10,10 @@
 //   is NULL, delta_i = y - q_t[i, action_i], huber(d) = d^2 / 2 if |d| <= kappa
 //   else kappa * (|d| - kappa / 2); dq[i, a] = -(w_i / M) clip(delta_i, +-kappa) for
 //   a = action_i, 0 elsewhere (the gradient of sum_i w_i huber(delta_i) / M wrt q_t).
-//   Into the ISV (each slot skipped when its index is < 0; synthetic NULL = every row real):
-//   isv[loss_idx] = l_q = sum_i w_i huber_i / sum_i w_i (0 when the weights sum to 0);
-//   isv[real_idx], isv[synthetic_idx] = the same weighted mean over the real (synthetic == 0)
-//   and the synthetic rows alone, each over its own weight sum, NaN when the batch has no such
-//   row; isv[frac_idx] = synthetic rows / M. Every thread adds its rows in order into one pair
-//   of sums per source; a row's source decides which, so a batch of real rows only gives
-//   l_q == l_q_real bit for bit.
+//   Into the ISV (each slot skipped when its index is < 0; synthetic NULL = every row real), as
+//   td_loss.cuh says with loss_i = huber_i: isv[loss_idx] = l_q = sum_i w_i huber_i / sum_i
+//   w_i, isv[real_idx], isv[synthetic_idx] the same over the real and the synthetic rows alone,
+//   isv[frac_idx] = synthetic rows / M.
 // dqn_grad_norm (one block): norm = sqrt(sum g^2) into stats[0] and isv[norm_idx];
 //   counters[0] (Adam's step t) += 1.
 // dqn_adam (one thread per parameter): g' = g * min(1, clip / norm) when clip > 0;
@@ -37,10 +34,10 @@
 //   then the lanes in order), which applies w -= lr * g and writes l_aux to isv[loss_idx] (no
 //   labeled row: nothing changes). counters[3]: scratch.
 #include "common.cuh"
-#include <math_constants.h>
 
 #include "reduce.cuh"
 #include "rng.cuh"
+#include "td_loss.cuh"
 
 #define DQN_BLOCK 1024
 #define DQN_MAX_BATCH 4096
@@ -87,10 +84,6 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
     }
 }
 
-__device__ __forceinline__ void put_slot(float* isv, int idx, float value) {
-    if (isv != nullptr && idx >= 0) isv[idx] = value;
-}
-
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
 dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ q_tp1_target, const int* __restrict__ action,
@@ -99,9 +92,8 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ discount, float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
        float gamma, int cut_on_done, float kappa, int loss_idx, int real_idx, int synthetic_idx,
        int frac_idx) {
-    enum { LOSS_REAL, WEIGHT_REAL, LOSS_SYN, WEIGHT_SYN, ROWS_SYN, SUMS };
-    __shared__ float partial[SUMS][DQN_BLOCK];
-    float acc[SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    __shared__ float partial[TD_SUMS][DQN_BLOCK];
+    float acc[TD_SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = threadIdx.x; i < M; i += DQN_BLOCK) {
         const float* row = q_tp1 + static_cast<size_t>(i) * A;
         int best = 0;
@@ -113,28 +105,12 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
         const float d = y - q_t[static_cast<size_t>(i) * A + a_i];
         const float ad = fabsf(d);
         const float huber = ad <= kappa ? 0.5f * d * d : kappa * (ad - 0.5f * kappa);
-        if (synthetic != nullptr && synthetic[i] != 0) {
-            acc[LOSS_SYN] += weight[i] * huber;
-            acc[WEIGHT_SYN] += weight[i];
-            acc[ROWS_SYN] += 1.0f;
-        } else {
-            acc[LOSS_REAL] += weight[i] * huber;
-            acc[WEIGHT_REAL] += weight[i];
-        }
+        td_loss_add(acc, synthetic, i, weight[i], huber);
         delta[i] = d;
         const float g = -(weight[i] / static_cast<float>(M)) * fminf(fmaxf(d, -kappa), kappa);
         for (int a = 0; a < A; ++a) dq[static_cast<size_t>(i) * A + a] = a == a_i ? g : 0.0f;
     }
-    block_sum<SUMS, DQN_BLOCK>(acc, partial);
-    if (threadIdx.x != 0) return;
-    const float s_r = partial[LOSS_REAL][0], w_r = partial[WEIGHT_REAL][0];
-    const float s_s = partial[LOSS_SYN][0], w_s = partial[WEIGHT_SYN][0];
-    const float n_s = partial[ROWS_SYN][0], n_r = static_cast<float>(M) - n_s;
-    const float w = w_r + w_s;
-    put_slot(isv, loss_idx, w > 0.0f ? (s_r + s_s) / w : 0.0f);
-    put_slot(isv, real_idx, n_r > 0.0f && w_r > 0.0f ? s_r / w_r : CUDART_NAN_F);
-    put_slot(isv, synthetic_idx, n_s > 0.0f && w_s > 0.0f ? s_s / w_s : CUDART_NAN_F);
-    put_slot(isv, frac_idx, n_s / static_cast<float>(M));
+    td_loss_slots<DQN_BLOCK>(acc, partial, isv, M, loss_idx, real_idx, synthetic_idx, frac_idx);
 }
 
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)

@@ -21,6 +21,7 @@
 #define RNG_STREAM_ENV    5u
 #define RNG_STREAM_PARAMS 6u
 #define RNG_STREAM_PROBE  7u
+#define RNG_STREAM_NOISE  8u
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

@@ -37,6 +37,20 @@ def by_name(decl, *values) -> dict:
     return dict(zip(names, values, strict=True))
 
 
+def device_and_oracle(backend, decl, oracle, host: dict, scalars: list) -> tuple[dict, dict]:
+    """`decl` launched on `backend` and its `oracle` on copies of the same arrays (`host`, by
+    argument name; None for a NULL pointer) and `scalars`: (what the device wrote, what the
+    oracle wrote), each array by name."""
+    from alpha_rl.kernels.runtime import KernelRuntime
+
+    want = {k: None if v is None else v.copy() for k, v in host.items()}
+    oracle(*(want[a.name] for a in decl.args if a.is_pointer), *scalars)
+    dev = {k: None if v is None else backend.upload(v) for k, v in host.items()}
+    pointers = [dev[a.name] for a in decl.args if a.is_pointer]
+    KernelRuntime(backend, {}).bind(decl)(**by_name(decl, *pointers, *scalars))
+    return {k: None if v is None else backend.download(v) for k, v in dev.items()}, want
+
+
 def write_quotes(path: Path, bid: np.ndarray) -> Path:
     """An L1 quotes CSV at `path`: one row a minute from 2024-01-01, the ask a cent above `bid`,
     sizes 5 and 6 lots."""

@@ -106,3 +106,64 @@ def test_agent_config_is_checked() -> None:
     cfg, _ = compose_fixed(["agent.gamma=1.5"])
     with pytest.raises(ConfigError, match=r"agent\.gamma=1\.5 must be a number in \[0, 1\]"):
         AgentConfig.from_cfg(cfg.agent)
+
+
+# --- Rainbow's pieces (agent.noisy, agent.distributional; kernels in tests/reference) ---
+
+NOISY = [*BANDIT, "agent.noisy=true"]
+# atoms on -1, -0.9, ..., 1: the bandit's rewards 0 and 1 land on atoms, so the CE can reach ~0
+C51 = [*BANDIT, "agent.distributional=true", "agent.atoms=21", "agent.v_min=-1", "agent.v_max=1"]
+RAINBOW = [*C51, "agent.noisy=true", "agent.dueling=true"]
+
+
+@pytest.mark.parametrize("overrides", [NOISY, C51, RAINBOW], ids=["noisy", "c51", "rainbow"])
+def test_rainbow_pieces_learn_the_bandit_and_l_q_falls(overrides: list[str]) -> None:
+    learner, losses, greedy = train_bandit(NumpyBackend(), overrides)
+    assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() < 0.25 * losses[:20].mean(), (
+        losses[:20].mean(),
+        losses[-20:].mean(),
+    )
+    P = learner.layout.size
+    theta = learner.backend.download(learner.state.theta)
+    assert theta.size == (2 * P if learner.cfg.noisy else P)
+    if learner.cfg.noisy:  # Adam moved the scales too
+        from alpha_rl.agent import init_sigma
+
+        assert not np.array_equal(theta[P:], init_sigma(learner.layout, 0.5))
+
+
+def test_c51_l_q_starts_at_the_uniform_cross_entropy() -> None:
+    _, losses, _ = train_bandit(NumpyBackend(), C51, updates=1)
+    assert losses[0] == pytest.approx(np.log(21), rel=0.05)  # near-uniform logits at init
+
+
+def test_noisy_acting_is_greedy_on_fresh_noise_each_call() -> None:
+    be = NumpyBackend()
+    learner, _, isv = bandit_learner(be, NOISY)
+    h = be.upload(np.eye(CONTEXTS, dtype=np.float32)[np.arange(B) % CONTEXTS].ravel())
+    learner.act(h)
+    first = be.download(learner.noise.act).copy()
+    assert float(isv.values("epsilon")[0]) == 0.0  # no epsilon-greedy with noisy nets
+    learner.act(h)
+    second = be.download(learner.noise.act)
+    P = learner.layout.size
+    mu = be.download(learner.state.theta)[:P]
+    assert not np.array_equal(first, second) and not np.array_equal(first, mu)
+    # evaluation reads the means: q_values does not depend on the acting noise
+    np.testing.assert_array_equal(learner.q_values(h), learner.q_values(h))
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("agent.atoms=1", r"agent\.atoms=1 must be a whole number in \[2, 128\]"),
+        ("agent.v_max=-20", r"agent\.v_max=-20 must be a number > agent\.v_min=-10"),
+        ("agent.sigma0=-0.1", r"agent\.sigma0=-0\.1 must be a number >= 0"),
+        ("agent.noisy=1", r"agent\.noisy=1 must be true or false"),
+    ],
+)
+def test_rainbow_settings_are_checked(override: str, match: str) -> None:
+    cfg, _ = compose_fixed([override])
+    with pytest.raises(ConfigError, match=match):
+        AgentConfig.from_cfg(cfg.agent)

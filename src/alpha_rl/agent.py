@@ -22,7 +22,7 @@ from alpha_rl import settings
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv
-from alpha_rl.kernels import dqn, mlp
+from alpha_rl.kernels import c51, dqn, mlp, noisy
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.abi import ENV_ACTIONS
 from alpha_rl.reference.rng import Stream, rng_uniform
@@ -60,25 +60,34 @@ class Layer:
 
 @dataclass(frozen=True)
 class NetLayout:
-    """obs_dim -> hidden... -> out_dim (A, or A + 1 with the dueling head), ReLU between."""
+    """obs_dim -> hidden... -> out_dim, ReLU between. out_dim = atoms x A, or atoms x (A + 1)
+    with the dueling head; atom-major (C51: logits[row, atom, action]; atoms = 1: Q itself)."""
 
     layers: tuple[Layer, ...]
     actions: int
     dueling: bool
+    atoms: int = 1
 
     @classmethod
-    def build(cls, obs_dim: int, hidden: tuple[int, ...], actions: int, dueling: bool) -> NetLayout:
-        widths = (obs_dim, *hidden, actions + 1 if dueling else actions)
+    def build(
+        cls, obs_dim: int, hidden: tuple[int, ...], actions: int, dueling: bool, atoms: int = 1
+    ) -> NetLayout:
+        widths = (obs_dim, *hidden, atoms * (actions + 1 if dueling else actions))
         layers, offset = [], 0
         for n_in, n_out in itertools.pairwise(widths):
             layers.append(Layer(offset, offset + n_in * n_out, n_in, n_out))
             offset += n_in * n_out + n_out
-        return cls(tuple(layers), actions, dueling)
+        return cls(tuple(layers), actions, dueling, atoms)
 
     @property
     def size(self) -> int:
         last = self.layers[-1]
         return last.b + last.n_out
+
+    @property
+    def outputs(self) -> int:
+        """Values a row's forward gives: atoms x A (Q [A] when atoms = 1)."""
+        return self.atoms * self.actions
 
 
 def init_params(layout: NetLayout, seed: int) -> np.ndarray:
@@ -89,6 +98,30 @@ def init_params(layout: NetLayout, seed: int) -> np.ndarray:
         stop = layer.b + layer.n_out
         theta[layer.w : stop] = ((2 * u[layer.w : stop] - 1) / np.sqrt(layer.n_in)).astype(F32)
     return theta
+
+
+def init_sigma(layout: NetLayout, sigma0: float) -> np.ndarray:
+    """Noisy layers' initial scales: sigma0 / sqrt(n_in) for each layer's W and b (float32)."""
+    sigma = np.empty(layout.size, F32)
+    for layer in layout.layers:
+        sigma[layer.w : layer.b + layer.n_out] = F32(sigma0 / np.sqrt(layer.n_in))
+    return sigma
+
+
+def noise_units(layout: NetLayout) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each parameter's noise units (cuda/noisy.cu): unit_in [P] (-1 for a bias), unit_out [P],
+    and the number of units N (each layer's n_in inputs, then its n_out outputs)."""
+    unit_in = np.empty(layout.size, I32)
+    unit_out = np.empty(layout.size, I32)
+    first = 0
+    for ly in layout.layers:
+        outs = first + ly.n_in + np.arange(ly.n_out, dtype=I32)
+        unit_in[ly.w : ly.b] = np.tile(first + np.arange(ly.n_in, dtype=I32), ly.n_out)
+        unit_out[ly.w : ly.b] = np.repeat(outs, ly.n_in)
+        unit_in[ly.b : ly.b + ly.n_out] = -1
+        unit_out[ly.b : ly.b + ly.n_out] = outs
+        first += ly.n_in + ly.n_out
+    return unit_in, unit_out, first
 
 
 def layer_views(theta: Any, layout: NetLayout) -> list[tuple[Any, Any]]:
@@ -129,7 +162,7 @@ class QNetwork:
             rows=rows,
             h=[self.alloc(rows * w) for w in widths],
             d=[self.alloc(rows * w) for w in widths],
-            q=self.alloc(rows * self.layout.actions) if self.layout.dueling else None,
+            q=self.alloc(rows * self.layout.outputs) if self.layout.dueling else None,
             splits=splits,
             work=self.alloc(splits * biggest) if splits > 1 else None,
         )
@@ -146,13 +179,14 @@ class QNetwork:
             rows=rows,
             h=[h[: rows * w] for h, w in zip(bufs.h, widths, strict=True)],
             d=[d[: rows * w] for d, w in zip(bufs.d, widths, strict=True)],
-            q=None if bufs.q is None else bufs.q[: rows * self.layout.actions],
+            q=None if bufs.q is None else bufs.q[: rows * self.layout.outputs],
             splits=splits,
             work=bufs.work if splits > 1 else None,
         )
 
     def forward(self, params: list, x: Any, bufs: SimpleNamespace, stream: Any = None) -> Any:
-        """Q [rows, A] of inputs x [rows, obs_dim] (the returned buffer)."""
+        """Q [rows, A] (C51: logits [rows, atoms, A]) of inputs x [rows, obs_dim] (the returned
+        buffer)."""
         inp, last = x, len(self.layout.layers) - 1
         for i, (layer, (W, b)) in enumerate(zip(self.layout.layers, params, strict=True)):
             rows, n_out, n_in, relu = bufs.rows, layer.n_out, layer.n_in, int(i < last)
@@ -168,12 +202,13 @@ class QNetwork:
         return self._output(bufs, stream)
 
     def _output(self, bufs: SimpleNamespace, stream: Any) -> Any:
-        """Q [rows, A] after the last layer of a forward into `bufs`: that layer's output, or
-        the dueling combination of it."""
+        """Q [rows, A] (logits [rows, atoms, A]) after the last layer of a forward into `bufs`:
+        that layer's output, or the dueling combination of it (per atom)."""
         last = bufs.h[len(self.layout.layers) - 1]
         if not self.layout.dueling:
             return last
-        self.ops.duel_f(VA=last, Q=bufs.q, M=bufs.rows, A=self.layout.actions, stream=stream)
+        ly = self.layout
+        self.ops.duel_f(VA=last, Q=bufs.q, M=bufs.rows * ly.atoms, A=ly.actions, stream=stream)
         return bufs.q
 
     def forward_pair(
@@ -208,8 +243,8 @@ class QNetwork:
         last = len(self.layout.layers) - 1
         d = dq
         if self.layout.dueling:
-            self.ops.duel_b(dQ=dq, dVA=bufs.d[last], M=bufs.rows, A=self.layout.actions,
-                            stream=stream)  # fmt: skip
+            self.ops.duel_b(dQ=dq, dVA=bufs.d[last], M=bufs.rows * self.layout.atoms,
+                            A=self.layout.actions, stream=stream)  # fmt: skip
             d = bufs.d[last]
         for i in range(last, -1, -1):
             layer, (W, _), (gW, gb) = self.layout.layers[i], params[i], grads[i]
@@ -255,6 +290,12 @@ class AgentConfig:
     learn_start: int
     updates_per_step: int
     n_step: int  # 1: one-step targets; n: n-step returns cut at a trade close (nstep.py)
+    noisy: bool  # factorised Gaussian noisy layers instead of epsilon-greedy (cuda/noisy.cu)
+    sigma0: float  # noisy layers' initial sigma = sigma0 / sqrt(n_in)
+    distributional: bool  # the C51 head: a categorical return distribution (cuda/c51.cu)
+    atoms: int  # C51's atoms
+    v_min: float  # C51's support [v_min, v_max], reward units
+    v_max: float
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:
@@ -287,6 +328,11 @@ class AgentConfig:
                 f"update would sample an empty buffer; set agent.learn_start >= {n_step - 1} "
                 f"(see {where})"
             )
+        atoms = settings.integer(agent, "agent.atoms", lambda v: 2 <= v <= c51.MAX_ATOMS,
+                                 f"in [2, {c51.MAX_ATOMS}] (C51's atoms)", where)  # fmt: skip
+        v_min = num("v_min", np.isfinite, "(reward units)")
+        v_max = num("v_max", lambda v: v > v_min and np.isfinite(v),
+                    f"> agent.v_min={v_min:g} (reward units)")  # fmt: skip
         return cls(
             hidden=tuple(hidden),
             dueling=settings.flag(agent, "agent.dueling", where),
@@ -312,6 +358,12 @@ class AgentConfig:
             learn_start=learn_start,
             updates_per_step=whole("updates_per_step", 1, "learner updates per env step"),
             n_step=n_step,
+            noisy=settings.flag(agent, "agent.noisy", where),
+            sigma0=num("sigma0", lambda v: v >= 0, ">= 0 (the noisy layers' sigma x sqrt(n_in))"),
+            distributional=settings.flag(agent, "agent.distributional", where),
+            atoms=atoms,
+            v_min=v_min,
+            v_max=v_max,
         )
 
 
@@ -323,10 +375,10 @@ def _slot(isv: DeviceIsv | None, name: str) -> int:
 class LearnerState:
     """The learner's device arrays a resume needs: everything that persists between updates."""
 
-    theta: DeviceArray  # online network parameters [P]
-    target: DeviceArray  # target network parameters [P]
-    adam_m: DeviceArray  # Adam's first moments [P]
-    adam_v: DeviceArray  # Adam's second moments [P]
+    theta: DeviceArray  # online network parameters [P] (noisy: mu then sigma, [2P])
+    target: DeviceArray  # target network parameters, as theta
+    adam_m: DeviceArray  # Adam's first moments, as theta
+    adam_v: DeviceArray  # Adam's second moments, as theta
     counters: DeviceArray  # uint64 [DQN_COUNTERS]: Adam's step, the acting step, scratch
     stats: DeviceArray  # [1]: the last gradient norm (Adam's clipping reads it)
     aux_w: DeviceArray  # aux head weights and bias [H + 1]
@@ -358,18 +410,38 @@ class Learner:
             )
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed = runtime, isv, seed
-        self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling)
-        be, P = runtime.backend, self.layout.size
-        theta, H = init_params(self.layout, seed), obs_dim
+        atoms = cfg.atoms if cfg.distributional else 1
+        self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling, atoms)
+        be, P, H = runtime.backend, self.layout.size, obs_dim
+        theta = init_params(self.layout, seed)
+        if cfg.noisy:
+            theta = np.concatenate([theta, init_sigma(self.layout, cfg.sigma0)])
+        self.params = n = theta.size  # what Adam updates: P, or mu and sigma (2P)
         self.state = st = LearnerState(
-            theta=be.upload(theta), target=be.upload(theta), adam_m=be.zeros(P, F32),
-            adam_v=be.zeros(P, F32), counters=be.zeros(dqn.COUNTERS, np.uint64),
+            theta=be.upload(theta), target=be.upload(theta), adam_m=be.zeros(n, F32),
+            adam_v=be.zeros(n, F32), counters=be.zeros(dqn.COUNTERS, np.uint64),
             stats=be.zeros(1, F32), aux_w=be.zeros(H + 1, F32),
         )  # fmt: skip
-        self.grad = be.zeros(P, F32)
+        self.grad = be.zeros(n, F32)
+        # "theta" and "target": the nets' parameters (noisy: their means, which evaluation and
+        # the probe use); "act", "online" and "target_net": the weights acting and the update
+        # run on (noisy: composed afresh each call)
         self.views = {name: layer_views(array, self.layout)
                       for name, array in (("theta", st.theta), ("target", st.target),
                                           ("grad", self.grad))}  # fmt: skip
+        self.noise = None
+        if cfg.noisy:
+            unit_in, unit_out, units = noise_units(self.layout)
+            self.noise = SimpleNamespace(
+                unit_in=be.upload(unit_in), unit_out=be.upload(unit_out), units=units,
+                act=be.zeros(P, F32), learn=be.zeros(2 * P, F32), noise=be.zeros(P, F32),
+            )  # fmt: skip
+            self.views["act"] = layer_views(self.noise.act, self.layout)
+            self.views["online"] = layer_views(self.noise.learn, self.layout)
+            self.views["target_net"] = layer_views(self.noise.learn[P:], self.layout)
+        else:
+            self.views["act"] = self.views["online"] = self.views["theta"]
+            self.views["target_net"] = self.views["target"]
         bind = runtime.bind
         ops = SimpleNamespace(
             gemm=bind(mlp.GEMM),
@@ -396,9 +468,15 @@ class Learner:
                     "ACT",
                     "AUX_TRAIN",
                 )
-            }
+            },
+            compose=bind(noisy.COMPOSE),
+            noisy_grad=bind(noisy.GRAD),
+            c51_q=bind(c51.Q),
+            c51_project=bind(c51.PROJECT),
+            c51_loss=bind(c51.LOSS),
         )
         self.env_bufs = self.net.buffers(num_envs)
+        self.q_env = be.zeros(num_envs * ACTIONS, F32) if cfg.distributional else None
         # the online net runs h_t and h_tp1 as one forward of 2 x batch rows (x_t then x_tp1);
         # the backward pass goes through the first `batch` rows of it
         online = self.net.buffers(2 * batch)
@@ -416,7 +494,8 @@ class Learner:
             # the transitions' own discounts (gamma^k) with n-step returns; else gamma for all
             discount=be.zeros(batch, F32) if cfg.n_step > 1 else None,
             delta=be.zeros(batch, F32),
-            dq=be.zeros(batch * ACTIONS, F32),
+            dq=be.zeros(batch * self.layout.outputs, F32),
+            m=be.zeros(batch * atoms, F32) if cfg.distributional else None,
         )
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
@@ -431,14 +510,46 @@ class Learner:
     def _isv(self) -> DeviceArray | None:
         return self.isv.array if self.isv is not None else None
 
+    def expected_q(self, out: DeviceArray, q: DeviceArray | None, rows: int,
+                   stream: Any = None) -> DeviceArray:  # fmt: skip
+        """Q [rows, A] of a forward's output `out`: itself, or with C51 the expected value of
+        each action's distribution, written into `q` [rows * A]."""
+        if not self.cfg.distributional:
+            return out
+        c = self.cfg
+        self.k.c51_q(logits=out, q=q, M=rows, A=ACTIONS, Z=c.atoms, v_min=c.v_min,
+                     v_max=c.v_max, stream=stream)  # fmt: skip
+        return q
+
+    def q_buffer(self, rows: int) -> DeviceArray | None:
+        """A buffer for `expected_q` over `rows` rows (None: not needed)."""
+        return self.backend.zeros(rows * ACTIONS, F32) if self.cfg.distributional else None
+
+    def _compose(self, nets: int, word: int, role: int, stream: Any) -> None:
+        """The noisy weights of the online net (and with nets = 2 the target net) of this act
+        call or update (cuda/noisy.cu)."""
+        st, nz = self.state, self.noise
+        self.k.compose(
+            theta=st.theta, target=st.target if nets == 2 else None, unit_in=nz.unit_in,
+            unit_out=nz.unit_out, counters=st.counters,
+            weights=nz.learn if nets == 2 else nz.act, noise=nz.noise if nets == 2 else None,
+            P=self.layout.size, N=nz.units, nets=nets, seed=self.seed, word=word, role=role,
+            stream=stream,
+        )  # fmt: skip
+
     def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
-        """Epsilon-greedy actions [B] int32 for h [B * H]; also the aux head's p_up [B]."""
+        """Actions [B] int32 for h [B * H], epsilon-greedy (noisy: greedy on this call's noisy
+        weights); also the aux head's p_up [B]."""
         c, B, st = self.cfg, self.num_envs, self.state
-        q = self.net.forward(self.views["theta"], h, self.env_bufs, stream)
+        if c.noisy:
+            self._compose(1, dqn.ACT_STEP, noisy.ROLE_ACT, stream)
+        out = self.net.forward(self.views["act"], h, self.env_bufs, stream)
+        q = self.expected_q(out, self.q_env, B, stream)
+        eps_start, eps_end = (0.0, 0.0) if c.noisy else (c.eps_start, c.eps_end)
         self.k.act(
             q=q, h=h, aux_w=st.aux_w, action=self.actions, counters=st.counters, isv=self._isv(),
             p_up=self.p_up, B=B, A=ACTIONS, H=self.obs_dim, seed=self.seed,
-            eps_start=c.eps_start, eps_end=c.eps_end, decay=c.eps_decay_steps,
+            eps_start=eps_start, eps_end=eps_end, decay=c.eps_decay_steps,
             eps_idx=self.slots.epsilon, stream=stream,
         )  # fmt: skip
         return self.actions
@@ -460,32 +571,49 @@ class Learner:
             s_discount=r.get("s_discount"), synthetic=b.synthetic, discount=b.discount, M=M,
             H=H, stream=stream,
         )  # fmt: skip
+        if c.noisy:  # the update's own noise for both nets, before Adam's step advances
+            self._compose(2, dqn.ADAM_STEP, noisy.ROLE_ONLINE, stream)
         q, q_tgt = self.net.forward_pair(
-            self.views["theta"], b.x, self.bufs["online"], self.views["target"], x_tp1,
+            self.views["online"], b.x, self.bufs["online"], self.views["target_net"], x_tp1,
             self.bufs["target"], stream,
         )  # fmt: skip
-        q_t, q_tp1 = q[: M * ACTIONS], q[M * ACTIONS :]
-        self.k.td(
-            q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
-            done=b.done, weight=weights, synthetic=b.synthetic, discount=b.discount,
-            delta=b.delta, dq=b.dq,
-            isv=self._isv(), M=M, A=ACTIONS, gamma=c.gamma, cut_on_done=int(c.cut_on_done),
-            kappa=c.huber_kappa, loss_idx=self.slots.loss_q, real_idx=self.slots.loss_q_real,
-            synthetic_idx=self.slots.loss_q_synthetic,
-            frac_idx=self.slots.batch_synthetic_frac, stream=stream,
-        )  # fmt: skip
+        out = self.layout.outputs
+        q_t, q_tp1 = q[: M * out], q[M * out :]
+        slots = dict(loss_idx=self.slots.loss_q, real_idx=self.slots.loss_q_real,
+                     synthetic_idx=self.slots.loss_q_synthetic,
+                     frac_idx=self.slots.batch_synthetic_frac)  # fmt: skip
+        if c.distributional:
+            self.k.c51_project(
+                logits_tp1=q_tp1, logits_target=q_tgt, reward=b.reward, done=b.done,
+                discount=b.discount, m=b.m, M=M, A=ACTIONS, Z=c.atoms, gamma=c.gamma,
+                cut_on_done=int(c.cut_on_done), v_min=c.v_min, v_max=c.v_max, stream=stream,
+            )  # fmt: skip
+            self.k.c51_loss(
+                logits_t=q_t, action=b.action, m=b.m, weight=weights, synthetic=b.synthetic,
+                delta=b.delta, dlogits=b.dq, isv=self._isv(), M=M, A=ACTIONS, Z=c.atoms,
+                **slots, stream=stream,
+            )  # fmt: skip
+        else:
+            self.k.td(
+                q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
+                done=b.done, weight=weights, synthetic=b.synthetic, discount=b.discount,
+                delta=b.delta, dq=b.dq, isv=self._isv(), M=M, A=ACTIONS, gamma=c.gamma,
+                cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, **slots, stream=stream,
+            )  # fmt: skip
         self.net.backward(
-            self.views["theta"], x_t, self.bufs["t"], b.dq, self.views["grad"], stream
+            self.views["online"], x_t, self.bufs["t"], b.dq, self.views["grad"], stream
         )
+        if c.noisy:  # the sigma half of the gradient from the mu half
+            self.k.noisy_grad(noise=self.noise.noise, grad=self.grad, P=P, stream=stream)
         st = self.state
         self.k.grad_norm(grad=self.grad, stats=st.stats, counters=st.counters,
-                         isv=self._isv(), P=P, norm_idx=self.slots.grad_norm,
+                         isv=self._isv(), P=self.params, norm_idx=self.slots.grad_norm,
                          stream=stream)  # fmt: skip
         self.k.adam(
             grad=self.grad, stats=st.stats, counters=st.counters, param=st.theta,
-            m=st.adam_m, v=st.adam_v, target=st.target, P=P, lr=c.lr, beta1=c.adam_betas[0],
-            beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip, tau=c.target_tau,
-            period=c.target_period, stream=stream,
+            m=st.adam_m, v=st.adam_v, target=st.target, P=self.params, lr=c.lr,
+            beta1=c.adam_betas[0], beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip,
+            tau=c.target_tau, period=c.target_period, stream=stream,
         )  # fmt: skip
         replay.update(idx, b.delta, stream=stream)
 
@@ -510,26 +638,31 @@ class Learner:
         )
 
     def q_values(self, h: DeviceArray) -> np.ndarray:
-        """Online Q [B, A] of h [B * H] read to the host (evaluation and tests)."""
-        q = self.net.forward(self.views["theta"], h, self.env_bufs)
+        """Online Q [B, A] of h [B * H] read to the host (evaluation and tests; noisy: the
+        means' Q)."""
+        out = self.net.forward(self.views["theta"], h, self.env_bufs)
+        q = self.expected_q(out, self.q_env, self.num_envs)
         return self.backend.download(q).reshape(-1, ACTIONS)[: self.num_envs]
 
 
 class GreedyPolicy:
-    """argmax_a Q(h, a) of the learner's online network for `num_envs` rows (evaluation), with
-    buffers and counters of its own so the learner's epsilon schedule and RNG stay untouched."""
+    """argmax_a Q(h, a) of the learner's online network for `num_envs` rows (evaluation; noisy:
+    its means, without noise), with buffers and counters of its own so the learner's epsilon
+    schedule and RNG stay untouched."""
 
     def __init__(self, learner: Learner, num_envs: int) -> None:
         be = learner.backend
         self.learner, self.num_envs = learner, num_envs
         self.bufs = learner.net.buffers(num_envs)
+        self.q = learner.q_buffer(num_envs)
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
         self.counters = be.zeros(dqn.COUNTERS, np.uint64)
 
     def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
         """Greedy actions [B] int32 for h [B * H]; the aux head's p_up [B] in `p_up`."""
         lr, B = self.learner, self.num_envs
-        q = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
+        out = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
+        q = lr.expected_q(out, self.q, B, stream)
         lr.k.act(q=q, h=h, aux_w=lr.state.aux_w, action=self.actions, counters=self.counters,
                  isv=None, p_up=self.p_up, B=B, A=ACTIONS, H=lr.obs_dim, seed=lr.seed,
                  eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1, stream=stream)  # fmt: skip

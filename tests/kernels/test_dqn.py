@@ -6,21 +6,11 @@ import numpy as np
 import pytest
 
 from alpha_rl.kernels import dqn
-from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference import dqn as ref
-from tests.helpers import by_name
+from tests.helpers import device_and_oracle
 
 pytestmark = pytest.mark.gpu
 SIZES = (1, 33, 512, 1000)
-
-
-def _both(cuda_backend, decl, fn, host: dict, scalars: list) -> tuple[dict, dict]:
-    want = {k: None if v is None else v.copy() for k, v in host.items()}
-    fn(*(want[a.name] for a in decl.args if a.is_pointer), *scalars)
-    dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
-    pointers = [dev[a.name] for a in decl.args if a.is_pointer]
-    KernelRuntime(cuda_backend, {}).bind(decl)(**by_name(decl, *pointers, *scalars))
-    return {k: None if v is None else cuda_backend.download(v) for k, v in dev.items()}, want
 
 
 @pytest.mark.parametrize("M", SIZES)
@@ -38,7 +28,7 @@ def test_dqn_td_matches_reference(cuda_backend, M: int, synthetic: str) -> None:
             "delta": np.full(M, np.nan, np.float32), "dq": np.full(M * 3, np.nan, np.float32),
             "isv": np.full(6, -7.0, np.float32)}  # fmt: skip
     scalars = [M, 3, 0.99, 1, 1.0, 2, 3, 4, 5]  # l_q, real, synthetic, share into isv[2..5]
-    got, want = _both(cuda_backend, dqn.TD, ref.dqn_td, host, scalars)
+    got, want = device_and_oracle(cuda_backend, dqn.TD, ref.dqn_td, host, scalars)
     for name in ("delta", "dq", "isv"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
     isv = got["isv"]
@@ -55,7 +45,7 @@ def test_dqn_norm_adam_and_target_sync_match_reference(cuda_backend, P: int) -> 
     grad = gen.normal(0, 0.1, P).astype(np.float32)
     host = {"grad": grad, "stats": np.zeros(1, np.float32), "counters": np.zeros(4, np.uint64),
             "isv": np.zeros(2, np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.GRAD_NORM, ref.dqn_grad_norm, host, [P, 1])
+    got, want = device_and_oracle(cuda_backend, dqn.GRAD_NORM, ref.dqn_grad_norm, host, [P, 1])
     np.testing.assert_allclose(got["stats"], want["stats"], rtol=1e-5)
     assert got["counters"].tolist() == want["counters"].tolist() == [1, 0, 0, 0]
     adam = {"grad": grad, "stats": want["stats"], "counters": np.array([3, 0, 0, 0], np.uint64),
@@ -65,7 +55,7 @@ def test_dqn_norm_adam_and_target_sync_match_reference(cuda_backend, P: int) -> 
     for tau, step in ((0.0, 4), (0.0, 5), (0.01, 5)):  # Adam, then the target's sync from new p
         adam["counters"] = np.array([step, 0, 0, 0], np.uint64)
         adam["target"] = target = gen.normal(size=P).astype(np.float32)
-        got, want = _both(cuda_backend, dqn.ADAM, ref.dqn_adam, adam,
+        got, want = device_and_oracle(cuda_backend, dqn.ADAM, ref.dqn_adam, adam,
                           [P, 1e-3, 0.9, 0.999, 1e-8, 1.0, tau, 2])  # fmt: skip
         for name in ("param", "m", "v", "target"):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
@@ -81,7 +71,7 @@ def test_dqn_act_matches_reference(cuda_backend, B: int) -> None:
                 "action": np.full(B, -1, np.int32),
                 "counters": np.array([0, step, 0, 0], np.uint64),
                 "isv": np.zeros(2, np.float32), "p_up": None}  # fmt: skip
-        got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, host,
+        got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host,
                           [B, 3, 0, 11, 1.0, 0.1, 20.0, 1])  # fmt: skip
         for name in ("action", "counters", "isv"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at step {step}")
@@ -96,7 +86,9 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     pred = {"q": gen.normal(size=B * 3).astype(np.float32), "h": h, "aux_w": w,
             "action": np.full(B, -1, np.int32), "counters": np.zeros(4, np.uint64), "isv": None,
             "p_up": np.full(B, np.nan, np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 1.0, 0.1, 20.0, -1])
+    got, want = device_and_oracle(
+        cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 1.0, 0.1, 20.0, -1]
+    )
     np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["action"], want["action"])
     fill = gen.integers(0, 3, B).astype(np.float32)
@@ -104,7 +96,9 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
              "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,
              "partial": np.zeros(-(-B // dqn.AUX_ROWS) * (H + 3), np.float32),
              "counters": np.zeros(4, np.uint64), "isv": np.zeros(2, np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 0.1, 1])
+    got, want = device_and_oracle(
+        cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 0.1, 1]
+    )
     np.testing.assert_allclose(got["w"], want["w"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["isv"], want["isv"], rtol=1e-5, atol=1e-6)
     assert got["counters"].tolist() == [0, 0, 0, 0], "the done-counter is reset for the next call"
@@ -123,7 +117,7 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
               "done": np.full(B, np.nan, np.float32),
               "synthetic": np.full(B, 9, np.uint8),
               "discount": np.full(B, np.nan, np.float32)}  # fmt: skip
-    got, want = _both(cuda_backend, dqn.GATHER, ref.dqn_gather, gather, [B, H])
+    got, want = device_and_oracle(cuda_backend, dqn.GATHER, ref.dqn_gather, gather, [B, H])
     for name in ("x_t", "x_tp1", "action", "reward", "done", "synthetic", "discount"):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 

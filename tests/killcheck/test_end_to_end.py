@@ -84,12 +84,23 @@ def test_reward_variants_judged_on_the_beta_axis(tmp_path: Path) -> None:
     assert [u["why"].split(" run")[0] for u in report["unpaired"]] == ["beta=sentinel"]  # stride 6
 
 
-def test_learner_variants_judged_on_the_n_step_axis(tmp_path: Path) -> None:
+def test_learner_variants_judged_on_the_agent_axis(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=learner_variants", "seed=0")
-    header = "== agent.n_step=3 vs agent.n_step=1: 1 pairs"
-    report, verdicts = judged_on_axis(tmp_path, "agent.n_step", header)
-    assert verdicts["1 track"] == "NOT-APPLICABLE" and report["unpaired"] == []
-    assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
+    done = check(tmp_path, "--axis", "agent")
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    report = report_of(tmp_path)
+    labels = ["agent=dqn_c51", "agent=dqn_dueling", "agent=dqn_noisy", "agent=dqn_nstep3",
+              "agent=rainbow"]  # fmt: skip
+    assert [t["label"] for t in report["treatments"]] == labels and report["unpaired"] == []
+    assert len({t["pairs"][0]["baseline"] for t in report["treatments"]}) == 1  # one dqn run
+    for t in report["treatments"]:
+        assert len(t["pairs"]) == 1 and f"verdict {t['label']}: {t['verdict']}" in done.stdout
+        verdicts = {r["criterion"]: r["verdict"] for r in t["criteria"]}
+        assert verdicts["1 track"] == "NOT-APPLICABLE"
+        assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
+    # the same sweep along one key: n = 3 against n = 1 (the dqn_nstep3 and rainbow runs)
+    header = "== agent.n_step=3 vs agent.n_step=1:"
+    assert header in check(tmp_path, "--axis", "agent.n_step").stdout
 
 
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:

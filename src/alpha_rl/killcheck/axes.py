@@ -1,11 +1,13 @@
 """The variant axis a check judges: which config keys make up the variant, what value a run has
 on it, and which value is the baseline.
 
-Three axes are variant groups of the config: `her` (off | backward | forward | on, from the
+Four axes are variant groups of the config: `her` (off | backward | forward | on, from the
 her.enabled / backward / forward params; baseline off), `beta` (sentinel | active, beta.mode;
-baseline sentinel) and `reward` (stride6 | stride7, reward.stride; baseline stride6). Each owns the
-params under its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ
-between paired runs. Any other axis is one config key (`--axis agent.lr`): the key and the keys
+baseline sentinel), `reward` (stride6 | stride7, reward.stride; baseline stride6) and `agent` (the
+learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names them, from the
+agent.dueling / n_step / noisy / distributional params; baseline dqn). Each owns the params under
+its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ between paired
+runs. Any other axis is one config key (`--axis agent.lr`): the key and the keys
 under it; its baseline is the value of the default config (conf/train.yaml) unless given.
 """
 
@@ -36,6 +38,24 @@ def her_value(run: RunRecord) -> str | None:
         return "off"
     back, fwd = her_flag(run, "backward"), her_flag(run, "forward")
     return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
+
+
+def agent_value(run: RunRecord) -> str | None:
+    """The learner's variant from its agent.* params: dqn, rainbow (dueling, 3-step returns,
+    noisy nets and C51), or dqn_ followed by the pieces it adds (dqn_nstep3, dqn_dueling_c51);
+    None when the run has no such params."""
+    p = run.params
+    if "agent.n_step" not in p:
+        return None
+    flag = {k: p.get(f"agent.{k}", "").strip().lower() == "true"
+            for k in ("dueling", "noisy", "distributional")}  # fmt: skip
+    n = normalise(p["agent.n_step"])
+    if all(flag.values()) and n == 3:
+        return "rainbow"
+    pieces = [name for name, on in (("dueling", flag["dueling"]), (f"nstep{n}", n != 1),
+                                    ("noisy", flag["noisy"]), ("c51", flag["distributional"]))
+              if on]  # fmt: skip
+    return "_".join(["dqn", *pieces])
 
 
 def _param(key: str, prefix: str = "") -> Callable[[RunRecord], str | None]:
@@ -92,6 +112,7 @@ GROUP_AXES = {
     "her": (("her.", "isv.slots.her."), her_value, "off"),
     "beta": (("beta.", "isv.slots.beta."), _param("beta.mode"), "sentinel"),
     "reward": (("reward.", "isv.slots.reward."), _param("reward.stride", "stride"), "stride6"),
+    "agent": (("agent.", "isv.slots.agent."), agent_value, "dqn"),
 }
 
 
@@ -115,11 +136,12 @@ def default_value(key: str) -> str:
 
 
 def axis_for(name: str, baseline: str | None = None) -> Axis:
-    """The axis `name` (her, beta, reward or a config key), with its baseline value."""
+    """The axis `name` (her, beta, reward, agent or a config key), with its baseline value."""
     if name in GROUP_AXES:
         groups, value_of, default = GROUP_AXES[name]
         return Axis(name, groups, None, value_of, baseline if baseline is not None else default)
     if not name or name.startswith(".") or name.endswith("."):
-        raise AlphaRlError(f"--axis {name!r}: name her, beta, reward or a config key (agent.lr)")
+        raise AlphaRlError(f"--axis {name!r}: name her, beta, reward, agent or a config key "
+                           "(agent.lr)")  # fmt: skip
     chosen = baseline if baseline is not None else default_value(name)
     return Axis(name, (), name, _param(name), chosen)

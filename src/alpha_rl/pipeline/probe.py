@@ -11,7 +11,9 @@ whatever its HER, β or reward-layout variant (`digest` says which set a run use
 
 At each evaluation `ProbeLoss` runs the run's online net on h_t and h_tp1 and its target net on
 h_tp1, and the learner's own dqn_td kernel with unit weights: eval/l_q_probe is the unweighted
-mean Huber TD error against the run's double-DQN target; eval/q_probe_mean the mean over the
+mean Huber TD error against the run's double-DQN target, whatever the learner (noisy nets: their
+means, without noise; C51: each action's expected value), so the probe compares a Rainbow run
+with a DQN run on the same scale; eval/q_probe_mean the mean over the
 probe of max_a Q_online(h_t, a) (over-estimation is the other face of destabilisation).
 """
 
@@ -105,6 +107,7 @@ class ProbeLoss:
         self.action, self.reward = be.upload(probe.action), be.upload(probe.reward)
         self.done, self.weight = be.upload(probe.done), be.upload(np.ones(n, F32))
         self.online, self.target = learner.net.buffers(2 * n), learner.net.buffers(n)
+        self.q_online, self.q_target = learner.q_buffer(2 * n), learner.q_buffer(n)
         self.delta, self.dq = be.zeros(n, F32), be.zeros(n * ACTIONS, F32)
         self.out = be.zeros(1, F32)  # dqn_td's l_q slot
         self.td = learner.runtime.bind(dqn.TD)
@@ -112,9 +115,11 @@ class ProbeLoss:
     def run(self) -> dict[str, float]:
         """One evaluation of the current online and target nets on the probe."""
         lr, n, H, c = self.learner, self.size, self.learner.obs_dim, self.learner.cfg
-        q = lr.net.forward(lr.views["theta"], self.x, self.online)
+        out = lr.net.forward(lr.views["theta"], self.x, self.online)
+        q = lr.expected_q(out, self.q_online, 2 * n)
         q_t, q_tp1 = q[: n * ACTIONS], q[n * ACTIONS :]
-        q_tgt = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
+        out = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
+        q_tgt = lr.expected_q(out, self.q_target, n)
         self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
                 reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
                 discount=None,  # the probe's transitions are one step: gamma, whatever n_step

@@ -58,10 +58,18 @@ def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, di
     w = weight[:M]
     grad[np.arange(M), a] = -(w / dt.type(M)) * np.clip(d, -k, k)
     dq[: M * A] = grad.ravel()
+    td_loss_slots(isv, huber, w, synthetic, M, loss_idx, real_idx, synthetic_idx, frac_idx)
+
+
+def td_loss_slots(isv, loss, w, synthetic, M, loss_idx, real_idx, synthetic_idx,
+                  frac_idx) -> None:  # fmt: skip
+    """cuda/td_loss.cuh: l_q = sum w loss / sum w over the batch (0 without weight), the same over
+    its real and its synthetic rows (NaN when there are none; synthetic None: every row real)
+    and the synthetic share of the rows, into the ISV (a slot < 0 is skipped)."""
     if isv is None:
         return
     syn = np.zeros(M, bool) if synthetic is None else synthetic[:M] != 0
-    wl, w64 = w.astype(np.float64) * huber, w.astype(np.float64)
+    wl, w64 = w.astype(np.float64) * loss, w.astype(np.float64)
     s_r, w_r, s_s, w_s = wl[~syn].sum(), w64[~syn].sum(), wl[syn].sum(), w64[syn].sum()
     n_s = int(syn.sum())
     values = (

@@ -28,6 +28,7 @@ class Stream(enum.IntEnum):
     ENV = 5
     PARAMS = 6
     PROBE = 7
+    NOISE = 8
 
 
 def _mulhilo(m: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
