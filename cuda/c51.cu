@@ -15,17 +15,18 @@
 //   m[i Z + k] = sum_j p_j max(0, 1 - |b_j - k|), j in order (Bellemare's eq. 7: an atom that
 //   lands between two neighbours splits its mass between them, one that lands on an atom gives it
 //   all of its mass).
-// c51_loss (one block of C51_BLOCK threads, a warp per row, M <= DQN_MAX_BATCH): with a_i =
-//   action[i], log p_j = logits_t[i, j, a_i] - max - log sum exp(...), the cross-entropy
+// c51_loss (a warp per row, blocks of C51_BLOCK threads): with a_i = action[i], log p_j = logits_t[i, j, a_i] - max - log sum exp(...), the cross-entropy
 //   loss_i = -sum_j m_ij log p_j; delta[i] = loss_i (the replay's priority);
 //   dlogits[i, j, a] = (w_i / M) (p_j S_i - m_ij) for a = a_i (S_i = sum_j m_ij), 0 elsewhere
-//   (the gradient of sum_i w_i loss_i / M). Into the ISV: l_q and its real and synthetic parts
-//   with loss_i as in td_loss.cuh.
+//   (the gradient of sum_i w_i loss_i / M). The last block to finish (done[0] counts the blocks,
+//   reset to 0 by it) writes l_q and its real and synthetic parts into the ISV, with loss_i as in
+//   td_loss.cuh, its thread t adding rows t, t + C51_BLOCK, ... in order.
 #include "common.cuh"
 
+#include "reduce.cuh"
 #include "td_loss.cuh"
 
-#define C51_BLOCK 1024      // c51_loss: one block
+#define C51_BLOCK 256       // c51_loss: a warp per row; its last block adds the loss
 #define C51_MAX_ATOMS 128   // c51_project keeps a row's p and b in shared memory
 #define C51_PROJECT_BLOCK 256
 ALPHA_RL_EXPORT(C51_BLOCK);
@@ -133,12 +134,13 @@ extern "C" __global__ void __launch_bounds__(C51_BLOCK)
 c51_loss(const float* __restrict__ logits_t, const int* __restrict__ action,
          const float* __restrict__ m, const float* __restrict__ weight,
          const uint8_t* __restrict__ synthetic, float* __restrict__ delta,
-         float* __restrict__ dlogits, float* __restrict__ isv, int M, int A, int Z, int loss_idx,
-         int real_idx, int synthetic_idx, int frac_idx) {
-    __shared__ float partial[TD_SUMS][C51_BLOCK];
-    float acc[TD_SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+         float* __restrict__ dlogits, float* __restrict__ isv,
+         unsigned long long* __restrict__ done, int M, int A, int Z, int loss_idx, int real_idx,
+         int synthetic_idx, int frac_idx) {
+    constexpr int WARPS = C51_BLOCK / 32;
     const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-    for (int i = warp; i < M; i += C51_BLOCK / 32) {
+    const int i = static_cast<int>(blockIdx.x) * WARPS + warp;
+    if (i < M) {
         const int a_i = action[i];
         const float* row = logits_t + static_cast<size_t>(i) * Z * A;
         const float* target = m + static_cast<size_t>(i) * Z;
@@ -159,10 +161,13 @@ c51_loss(const float* __restrict__ logits_t, const int* __restrict__ action,
             const float p = expf(row[j * A + a_i] - mx - log_s);
             for (int a = 0; a < A; ++a) out[j * A + a] = a == a_i ? scale * (p * mass - target[j]) : 0.0f;
         }
-        if (lane == 0) {
-            delta[i] = ce;
-            td_loss_add(acc, synthetic, i, weight[i], ce);
-        }
+        if (lane == 0) delta[i] = ce;
     }
+    if (!last_block_done(done)) return;
+    // the last block: thread t adds rows t, t + C51_BLOCK, ... in order (as dqn_td does)
+    __shared__ float partial[TD_SUMS][C51_BLOCK];
+    float acc[TD_SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    for (int r = threadIdx.x; r < M; r += C51_BLOCK) td_loss_add(acc, synthetic, r, weight[r], __ldcg(delta + r));
+    if (threadIdx.x == 0) done[0] = 0ull;
     td_loss_slots<C51_BLOCK>(acc, partial, isv, M, loss_idx, real_idx, synthetic_idx, frac_idx);
 }

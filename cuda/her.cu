@@ -133,6 +133,28 @@ extern "C" __global__ void her_track(
     }
 }
 
+// A synthetic transition's scalar fields at replay slot `slot` (its rows are copied apart): one
+// step and terminal (done = 1, discount gamma), flagged synthetic, with its boosted leaf.
+__device__ __forceinline__ void her_write_synthetic(long long slot, int action, float reward,
+                                                    int* s_action, float* s_reward, float* s_done,
+                                                    uint8_t* s_synthetic, float* s_discount,
+                                                    float* leaves, float gamma, float leaf) {
+    s_action[slot] = action;
+    s_reward[slot] = reward;
+    s_done[slot] = 1.0f;
+    s_synthetic[slot] = 1;
+    if (s_discount != nullptr) s_discount[slot] = gamma;
+    leaves[slot] = leaf;
+}
+
+// The launch's injections (counted by the claims) into a direction's running total and the ISV.
+__device__ __forceinline__ void her_count_launch(unsigned long long* counters, int total_word,
+                                                 float* isv, int count_idx) {
+    const unsigned long long total = counters[HER_LAUNCH_TOTAL];
+    counters[total_word] += total;
+    if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+}
+
 extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     const uint8_t* __restrict__ closed, const float* __restrict__ snap_entry,
     const float* __restrict__ snap_peak, const int* __restrict__ snap_dir,
@@ -164,12 +186,9 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
                                           counters + HER_LAUNCH_TOTAL);
     her_copy_rows(h_t, row, slot, s_h_t, s_h_tp1, H);
     if (slot >= 0) {
-        s_action[slot] = eff_action[row];
-        s_reward[slot] = MUL(peak_pnl, isv[scale_idx]);
-        s_done[slot] = 1.0f;
-        s_synthetic[slot] = 1;
-        if (s_discount != nullptr) s_discount[slot] = gamma;
-        leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
+        her_write_synthetic(slot, eff_action[row], MUL(peak_pnl, isv[scale_idx]), s_action,
+                            s_reward, s_done, s_synthetic, s_discount, leaves, gamma,
+                            per_new_leaf(max_leaf, isv[boost_idx], alpha));
     }
     if (record_forward) {
         const long long claim = per_push_claim(ring_state, ring_lookback, ticket, gridDim.x,
@@ -186,9 +205,7 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
         }
     }
     if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
-        const unsigned long long total = counters[HER_LAUNCH_TOTAL];
-        counters[HER_BACKWARD_TOTAL] += total;
-        if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+        her_count_launch(counters, HER_BACKWARD_TOTAL, isv, count_idx);
     }
 }
 
@@ -244,19 +261,15 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
                                           counters + HER_LAUNCH_TOTAL);
     her_copy_rows(f_h, s, slot, s_h_t, s_h_tp1, H);
     if (slot >= 0) {
-        s_action[slot] = d > 0 ? ACTION_LONG : ACTION_SHORT;
-        s_reward[slot] = MUL(forward_pnl, isv[scale_idx]);
-        s_done[slot] = 1.0f;
-        s_synthetic[slot] = 1;
-        if (s_discount != nullptr) s_discount[slot] = gamma;
-        leaves[slot] = per_new_leaf(max_leaf, isv[boost_idx], alpha);
+        her_write_synthetic(slot, d > 0 ? ACTION_LONG : ACTION_SHORT,
+                            MUL(forward_pnl, isv[scale_idx]), s_action, s_reward, s_done,
+                            s_synthetic, s_discount, leaves, gamma,
+                            per_new_leaf(max_leaf, isv[boost_idx], alpha));
     }
     if (clear) f_dir[s] = 0;
     if (ticket == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) {
         // every other block has published its count, so its waiting claim is in by now
-        const unsigned long long total = counters[HER_LAUNCH_TOTAL];
-        counters[HER_FORWARD_TOTAL] += total;
-        if (count_idx >= 0) isv[count_idx] = static_cast<float>(total);
+        her_count_launch(counters, HER_FORWARD_TOTAL, isv, count_idx);
         const long long waiting = static_cast<long long>(atomicExch(counters + HER_RING_WAITING, 0ull));
         counters[HER_RING_TAIL] = static_cast<unsigned long long>(lo + min(W - waiting, visited));
     }

@@ -15,9 +15,8 @@
 // mlp_gemm_128: the same on 128 x 128 tiles, 8 x 8 per thread in 2 x 2 pieces of 4 x 4 (see
 //   MlpTile), for products that fill the GPU with them (the acting forward over tens of thousands
 //   of envs); K steps of 16 in two shared-memory stages filled by cp.async (mlp_tile_async), two
-//   blocks per SM. Bit-identical to mlp_gemm, but for the sign of a zero: when K % 32 == 16 it
-//   multiplies no padding zeros, so an output whose sum underflowed to -0 stays -0 (mlp_gemm's
-//   padding makes it +0), which shows only with a bias of -0.
+//   blocks per SM. Bit-identical to mlp_gemm (it multiplies the same padding zeros up to a
+//   multiple of MLP_BK, so even the sign of a zero sum agrees).
 // mlp_gemm_rows: Y[M, N] = X[M, K] W[N, K]^T (+ bias) (ReLU if relu) for N <= MLP_ROWS_MAX_N
 //   (the Q head): a warp per row, lane l multiplying k = l, l + 32, ... in order, then a
 //   butterfly of shuffles; output n is lane n's total (deterministic, not mlp_gemm's order).
@@ -205,7 +204,7 @@ __device__ __forceinline__ void copy_async_wait() {
 
 // mlp_tile's product with two shared-memory stages filled by cp.async: the copy of K-step s + 1
 // runs while step s is multiplied, and no staging registers are held, so a 128 x 128 tile fits
-// two blocks per SM. The same k order, so the same result as mlp_tile to the last bit.
+// two blocks per SM. The same k order and padding, so the same result as mlp_tile to the last bit.
 template <class T>
 __device__ __forceinline__ void mlp_tile_async(const float* __restrict__ A,
                                                const float* __restrict__ B, int M, int N, int K,
@@ -241,10 +240,14 @@ __device__ __forceinline__ void mlp_tile_async(const float* __restrict__ A,
         }
         copy_async_commit();
     };
-    if (k_begin < k_end) stage(0, k_begin);
+    // mlp_tile's padded bound (whole MLP_BK steps, zeros past k_end), so the same padding zeros
+    // are multiplied: the same result to the last bit, the sign of a zero included
+    static_assert(MLP_BK % BK == 0, "the async K step must divide MLP_BK");
+    const int k_stop = k_begin + (k_end - k_begin + MLP_BK - 1) / MLP_BK * MLP_BK;
+    if (k_begin < k_stop) stage(0, k_begin);
     int buf = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += BK, buf ^= 1) {
-        if (k0 + BK < k_end) {
+    for (int k0 = k_begin; k0 < k_stop; k0 += BK, buf ^= 1) {
+        if (k0 + BK < k_stop) {
             stage(buf ^ 1, k0 + BK);
             copy_async_wait<1>();  // this step's stage has landed; the next may still fly
         } else {

@@ -496,6 +496,7 @@ class Learner:
             delta=be.zeros(batch, F32),
             dq=be.zeros(batch * self.layout.outputs, F32),
             m=be.zeros(batch * atoms, F32) if cfg.distributional else None,
+            c51_done=be.zeros(1, np.uint64) if cfg.distributional else None,  # c51_loss scratch
         )
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
@@ -590,7 +591,8 @@ class Learner:
             )  # fmt: skip
             self.k.c51_loss(
                 logits_t=q_t, action=b.action, m=b.m, weight=weights, synthetic=b.synthetic,
-                delta=b.delta, dlogits=b.dq, isv=self._isv(), M=M, A=ACTIONS, Z=c.atoms,
+                delta=b.delta, dlogits=b.dq, isv=self._isv(), done=b.c51_done, M=M, A=ACTIONS,
+                Z=c.atoms,
                 **slots, stream=stream,
             )  # fmt: skip
         else:

@@ -62,6 +62,23 @@ def test_wide_tiles_are_bit_identical_to_mlp_gemm(cuda_backend, rows: int, decl)
             assert not np.isnan(wide).any()
             np.testing.assert_array_equal(wide, small)
             np.testing.assert_allclose(wide, want, rtol=1e-4, atol=1e-5 * np.sqrt(case[6]) * 4)
+    # K % 32 == 16: sums that underflow to -0, plus a bias of -0, keep the sign mlp_gemm gives
+    tiny = np.full(rows * 48, 1e-30, np.float32)
+    case = (
+        tiny,
+        np.full(4 * 48, -1e-30, np.float32),
+        np.full(4, -0.0, np.float32),
+        None,
+        rows,
+        4,
+        48,
+        0,
+        1,
+        0,
+    )
+    small, _ = _gemm(cuda_backend, *case)
+    wide, _ = _gemm(cuda_backend, *case, decl=decl)
+    assert np.all(small == 0) and np.array_equal(np.signbit(wide), np.signbit(small))
 
 
 @pytest.mark.parametrize("rows", [1, 9, 512, 4097])

@@ -64,12 +64,13 @@ def test_c51_kernels_match_reference(cuda_backend, M: int, Z: int) -> None:
                 "m": want["m"], "weight": gen.uniform(0.1, 1, M).astype(F32),
                 "synthetic": synthetic, "delta": np.full(M, np.nan, F32),
                 "dlogits": np.full(M * Z * A, np.nan, F32),
-                "isv": np.full(6, -7.0, F32)}  # fmt: skip
+                "isv": np.full(6, -7.0, F32), "done": np.zeros(1, np.uint64)}  # fmt: skip
         got_l, want_l = device_and_oracle(cuda_backend, c51.LOSS, c51_ref.c51_loss, loss,
                                           [M, A, Z, 2, 3, 4, 5])  # fmt: skip
         for name in ("delta", "dlogits", "isv"):
             np.testing.assert_allclose(got_l[name], want_l[name], err_msg=name, **TOL)
         assert got_l["isv"][0] == got_l["isv"][1] == -7.0  # slots not named stay as they were
+        assert got_l["done"][0] == 0, "the blocks' counter is reset for the next launch"
 
 
 @pytest.mark.parametrize(("reward", "scale", "p", "want"), HAND_CASES)

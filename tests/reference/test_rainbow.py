@@ -203,7 +203,7 @@ def c51_loss(x: dict, logits: np.ndarray, isv: np.ndarray | None = None):
     M = x["action"].size
     delta, dlogits = np.zeros(M), np.zeros(M * Z * A)
     c51_ref.c51_loss(logits, x["action"], x["m"], x["weight"], x["synthetic"], delta, dlogits,
-                     isv, M, A, Z, 0, 1, 2, 3)  # fmt: skip
+                     isv, np.zeros(1, np.uint64), M, A, Z, 0, 1, 2, 3)  # fmt: skip
     return delta, dlogits
 
 

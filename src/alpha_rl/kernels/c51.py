@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from alpha_rl.kernels.decl import In, Launch, OneBlock, Out, Scalar, Stem
+from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
 from alpha_rl.reference import c51 as ref
 
 STEM = Stem("c51")
 
-F32, I32, U8 = np.float32, np.int32, np.uint8
+F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 BLOCK, MAX_ATOMS, PROJECT_BLOCK = ref.BLOCK, ref.MAX_ATOMS, ref.PROJECT_BLOCK
 
 Q = STEM.kernel(
@@ -53,6 +53,7 @@ LOSS = STEM.kernel(
     Out("delta", F32, "M"),
     Out("dlogits", F32, "M*Z*A"),
     Out("isv", F32, nullable=True),
+    Out("done", U64, "1"),
     Scalar("M", I32),
     Scalar("A", I32),
     Scalar("Z", I32),
@@ -60,7 +61,7 @@ LOSS = STEM.kernel(
     Scalar("real_idx", I32),
     Scalar("synthetic_idx", I32),
     Scalar("frac_idx", I32),
-    launch=OneBlock(BLOCK),
+    launch=Launch(block=BLOCK, over="M", per_block=BLOCK // 32),
     doc="IS-weighted cross-entropy l_q of the taken action's distribution against the "
     "projected target, its gradient wrt the logits, the per-row loss as priority",
 )

@@ -43,7 +43,7 @@ CONSTANTS: dict[str, dict[str, int]] = {
     "experience": {**REWARD_LAYOUT, **ENV_ACTIONS},
     "nstep": {"NSTEP_BLOCK": 256},
     "noisy": {"NOISY_ROLE_ACT": 0, "NOISY_ROLE_ONLINE": 1, "NOISY_ROLES": 3},
-    "c51": {"C51_BLOCK": 1024, "C51_MAX_ATOMS": 128, "C51_PROJECT_BLOCK": 256},
+    "c51": {"C51_BLOCK": 256, "C51_MAX_ATOMS": 128, "C51_PROJECT_BLOCK": 256},
 }  # fmt: skip
 
 DQN, HER, PER, MLP, PERCEPTION, REWARD = (

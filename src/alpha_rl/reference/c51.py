@@ -81,10 +81,11 @@ def c51_project(logits_tp1, logits_target, reward, done, discount, m, M, A, Z, g
     m[: M * Z] = project(p, reward[:M], (g * cont).astype(dt), Z, v_min, v_max).ravel()
 
 
-def c51_loss(logits_t, action, m, weight, synthetic, delta, dlogits, isv, M, A, Z, loss_idx,
-             real_idx, synthetic_idx, frac_idx) -> None:  # fmt: skip
+def c51_loss(logits_t, action, m, weight, synthetic, delta, dlogits, isv, done, M, A, Z,
+             loss_idx, real_idx, synthetic_idx, frac_idx) -> None:  # fmt: skip
     """Cross-entropy of the taken action's distribution against m; its gradient wrt the logits
-    scaled by w_i / M; l_q and its parts as dqn_td's (td_loss_slots)."""
+    scaled by w_i / M; l_q and its parts as dqn_td's (td_loss_slots). `done` (the blocks'
+    counter) ends at 0."""
     M, A, Z = int(M), int(A), int(Z)
     dt = logits_t.dtype
     x = logits_t[: M * Z * A].reshape(M, Z, A)
@@ -101,3 +102,4 @@ def c51_loss(logits_t, action, m, weight, synthetic, delta, dlogits, isv, M, A, 
     dlogits[: M * Z * A] = grad.ravel()
     delta[:M] = ce
     td_loss_slots(isv, ce, w, synthetic, M, loss_idx, real_idx, synthetic_idx, frac_idx)
+    done[0] = 0
