@@ -1,8 +1,9 @@
 """`alpha-rl-kill-check`: MLflow runs of a variant study -> a keep / kill verdict per treatment,
 a table, a JSON report, a plot.
 
-Runs are paired along one axis (`--axis her` by default; beta, reward or any config key): each
-treatment value against the baseline value, run by run of the same config and seed. Exit status:
+Runs are paired along one axis (`--axis her` by default; beta, reward, agent or any config key):
+each treatment value against the baseline value, run by run of the same config and seed. Exit
+status:
 0 every treatment kept, 1 any killed (the table says which), 2 cannot judge (no pairs, runs too
 short, a required criterion not evaluated, or a store / experiment / run that cannot be read).
 """
@@ -55,7 +56,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--axis",
         default="her",
-        help="the variant axis: her (default), beta, reward or a config key",
+        help="the variant axis: her (default), beta, reward, agent or a config key",
     )
     p.add_argument("--baseline", help="the baseline value on the axis (her: off, beta: "
                    "sentinel, reward: stride6, a config key: its default)")  # fmt: skip
