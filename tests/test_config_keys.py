@@ -54,6 +54,8 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         **{f"experiment_{e}": [f"experiment={e}"]
            for e in ("her_ablation", "her_components", "reward_variants", "learner_variants")},
         "experiment_her_walk_forward": ["experiment=her_walk_forward", "market.fold=0"],
+        **{f"agent_{a}": [f"agent={a}"]
+           for a in ("rainbow", "dqn_dueling", "dqn_nstep3", "dqn_noisy", "dqn_c51")},
     }  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpha_rl.killcheck.axes import agent_value
+from alpha_rl.killcheck.axes import agent_value, axis_for
 from alpha_rl.tracking import RunRecord
 from tests.pipeline.test_run import history, job, theta
 
@@ -48,3 +48,10 @@ def test_rainbow_trains_and_resumes_bit_exact(tmp_path: Path) -> None:
 def test_the_agent_axis_names_the_learner_as_conf_agent_does(params: dict, value) -> None:
     run = RunRecord(run_id="r", name="r", status="FINISHED", params=params, tags={}, metrics={})
     assert agent_value(run) == value
+
+
+def test_the_agent_axis_owns_the_learners_pieces_only() -> None:
+    axis = axis_for("agent")
+    assert axis.baseline == "dqn"
+    assert all(axis.owns(k) for k in ("agent.noisy", "agent.n_step", "isv.slots.agent.loss_q"))
+    assert not axis.owns("agent.lr") and not axis.owns("agent.atoms")  # runs pair on these

@@ -10,7 +10,7 @@ import pytest
 from alpha_rl.agent import NetLayout, QNetwork, init_params, init_sigma, layer_views, noise_units
 from alpha_rl.reference import c51 as c51_ref
 from alpha_rl.reference import noisy as noisy_ref
-from tests.reference.test_mlp import oracle_ops
+from tests.reference.test_mlp import numeric_grad, oracle_ops
 
 H, ROWS, A = 4, 7, 3
 SEED = 11
@@ -19,16 +19,6 @@ SEED = 11
 def network(dueling: bool, atoms: int = 1) -> tuple[NetLayout, QNetwork]:
     layout = NetLayout.build(H, (5, 6), A, dueling, atoms)
     return layout, QNetwork(layout, oracle_ops(), lambda n: np.zeros(n, np.float64))
-
-
-def central_difference(f, theta: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    grad = np.zeros_like(theta)
-    for k in range(theta.size):
-        plus, minus = theta.copy(), theta.copy()
-        plus[k] += eps
-        minus[k] -= eps
-        grad[k] = (f(plus) - f(minus)) / (2 * eps)
-    return grad
 
 
 def compose(layout: NetLayout, theta: np.ndarray, step: int, role: int, nets: int = 1,
@@ -116,7 +106,7 @@ def test_noisy_mu_and_sigma_gradients_match_finite_differences(dueling: bool, at
     grad = np.zeros(2 * P)
     net.backward(layer_views(weights, layout), x, bufs, dq.copy(), layer_views(grad, layout))
     noisy_ref.noisy_grad(noise, grad, P)
-    num = central_difference(loss, theta)
+    num = numeric_grad(loss, theta)
     assert np.abs(grad - num).max() < 1e-7 * max(1.0, np.abs(num).max()), np.abs(grad - num).max()
     assert np.abs(num[P:]).max() > 1e-3, "the check must see real sigma gradients"
 
@@ -216,7 +206,7 @@ def test_c51_loss_gradient_matches_finite_differences() -> None:
         return float((x["weight"] * delta).sum() / M)
 
     _, grad = c51_loss(x, x["logits"])
-    num = central_difference(objective, x["logits"])
+    num = numeric_grad(objective, x["logits"])
     assert np.abs(grad - num).max() < 1e-8, np.abs(grad - num).max()
     rows = grad.reshape(M, Z, A)
     other = np.ones((M, A), bool)
@@ -257,5 +247,5 @@ def test_the_atom_major_dueling_head_matches_finite_differences() -> None:
     np.testing.assert_allclose(out, va[..., A:] + adv - adv.mean(axis=2, keepdims=True))
     grad = np.zeros(layout.size)
     net.backward(layer_views(theta, layout), x, bufs, dq.copy(), layer_views(grad, layout))
-    num = central_difference(loss, theta)
+    num = numeric_grad(loss, theta)
     assert np.abs(grad - num).max() < 1e-7 * max(1.0, np.abs(num).max()), np.abs(grad - num).max()

@@ -7,8 +7,10 @@ baseline sentinel), `reward` (stride6 | stride7, reward.stride; baseline stride6
 learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names them, from the
 agent.dueling / n_step / noisy / distributional params; baseline dqn). Each owns the params under
 its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ between paired
-runs. Any other axis is one config key (`--axis agent.lr`): the key and the keys
-under it; its baseline is the value of the default config (conf/train.yaml) unless given.
+runs; the agent axis only those four params (and the agent's slots), so runs that also differ in
+another agent key (agent.lr) pair only with their own. Any other axis is one config key
+(`--axis agent.lr`): the key and the keys under it; its baseline is the value of the default
+config (conf/train.yaml) unless given.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ def her_value(run: RunRecord) -> str | None:
         return "off"
     back, fwd = her_flag(run, "backward"), her_flag(run, "forward")
     return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
+
+
+# the learner's pieces: the agent axis owns these (a sweep may vary agent.lr across it too)
+AGENT_KEYS = ("agent.dueling", "agent.n_step", "agent.noisy", "agent.distributional")
 
 
 def agent_value(run: RunRecord) -> str | None:
@@ -112,7 +118,7 @@ GROUP_AXES = {
     "her": (("her.", "isv.slots.her."), her_value, "off"),
     "beta": (("beta.", "isv.slots.beta."), _param("beta.mode"), "sentinel"),
     "reward": (("reward.", "isv.slots.reward."), _param("reward.stride", "stride"), "stride6"),
-    "agent": (("agent.", "isv.slots.agent."), agent_value, "dqn"),
+    "agent": ((*AGENT_KEYS, "isv.slots.agent."), agent_value, "dqn"),
 }
 
 

@@ -59,7 +59,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="the variant axis: her (default), beta, reward, agent or a config key",
     )
     p.add_argument("--baseline", help="the baseline value on the axis (her: off, beta: "
-                   "sentinel, reward: stride6, a config key: its default)")  # fmt: skip
+                   "sentinel, reward: stride6, agent: dqn, a config key: its default)")  # fmt: skip
     p.add_argument(
         "--parent",
         action="append",

@@ -22,6 +22,8 @@ HELD_OUT_KEYS = ("eval/pnl", "eval/sharpe", "eval/capture_ratio")
 NOT_COMPARABLE = {
     "her": "HER's batches hold synthetic rows (peak or forward PnL, done = 1) at boosted "
     "priority, another regression problem",
+    "agent": "each learner's l_q is its own loss (C51: a cross-entropy; n-step: n-step targets) "
+    "over its own replay batches",
 }
 
 
