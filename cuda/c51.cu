@@ -9,7 +9,8 @@
 //
 // c51_q (a thread per (i, a)): q[i A + a] = Q(i, a), the atoms added in order.
 // c51_project (a warp per row i): a* = argmax_a Q_online(i, a) over logits_tp1 (first on ties:
-//   double-DQN selection by the online net), p_j = p_target(i, a*)_j over logits_target;
+//   double-DQN selection by the online net; each Q from the warp's lane sums, so where two
+//   actions' Q lie within an ulp or two a* may differ from c51_q's and the oracle's order), p_j = p_target(i, a*)_j over logits_target;
 //   Tz_j = clamp(r_i + g_i (1 - cut_on_done * done_i) z_j, v_min, v_max), g_i = discount[i] or
 //   gamma when discount is NULL; b_j = clamp((Tz_j - v_min) / dz, 0, Z - 1); the projected target
 //   m[i Z + k] = sum_j p_j max(0, 1 - |b_j - k|), j in order (Bellemare's eq. 7: an atom that
