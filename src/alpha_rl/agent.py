@@ -22,7 +22,7 @@ from alpha_rl import settings
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv
-from alpha_rl.kernels import c51, dqn, mlp, noisy
+from alpha_rl.kernels import aux, c51, dqn, mlp, noisy
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.reference.abi import ENV_ACTIONS
 from alpha_rl.reference.rng import Stream, rng_uniform
@@ -367,6 +367,28 @@ class AgentConfig:
         )
 
 
+@dataclass(frozen=True)
+class AlphaConfig:
+    """α (conf/alpha/on.yaml): the aux head's learned bias on the directional Q-values."""
+
+    lr: float  # w_α's Adam learning rate
+    bound: float  # |w_α[a]| <= bound
+    init: float  # the directional entries' initial value (FLAT's is 0)
+
+
+@dataclass(frozen=True)
+class AlphaState:
+    """w_α and its Adam moments and target copy, [A] each (checkpoint part `alpha`)."""
+
+    w: DeviceArray
+    target: DeviceArray
+    m: DeviceArray
+    v: DeviceArray
+
+    def arrays(self) -> dict[str, DeviceArray]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 def _slot(isv: DeviceIsv | None, name: str) -> int:
     return isv.layout.index_or_absent(name) if isv is not None else ABSENT
 
@@ -400,6 +422,7 @@ class Learner:
         runtime: KernelRuntime,
         isv: DeviceIsv | None,
         seed: int,
+        alpha: AlphaConfig | None = None,
     ) -> None:
         if batch > dqn.MAX_BATCH:
             raise ConfigError(f"replay.batch_size={batch} exceeds the learner's {dqn.MAX_BATCH}")
@@ -409,7 +432,7 @@ class Learner:
                 f"the aux head takes at most {dqn.BLOCK - 3}"
             )
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
-        self.runtime, self.isv, self.seed = runtime, isv, seed
+        self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         atoms = cfg.atoms if cfg.distributional else 1
         self.layout = NetLayout.build(obs_dim, cfg.hidden, ACTIONS, cfg.dueling, atoms)
         be, P, H = runtime.backend, self.layout.size, obs_dim
@@ -474,7 +497,14 @@ class Learner:
             c51_q=bind(c51.Q),
             c51_project=bind(c51.PROJECT),
             c51_loss=bind(c51.LOSS),
+            alpha_bias=bind(aux.ALPHA_BIAS),
+            alpha_update=bind(aux.ALPHA_UPDATE),
         )
+        self.alpha = None
+        if alpha is not None:  # w_α: FLAT's entry 0, the directional ones at init
+            w0 = np.array([0.0 if a == aux.FLAT else alpha.init for a in range(ACTIONS)], F32)
+            self.alpha = AlphaState(w=be.upload(w0), target=be.upload(w0),
+                                    m=be.zeros(ACTIONS, F32), v=be.zeros(ACTIONS, F32))  # fmt: skip
         self.env_bufs = self.net.buffers(num_envs)
         self.q_env = be.zeros(num_envs * ACTIONS, F32) if cfg.distributional else None
         # the online net runs h_t and h_tp1 as one forward of 2 x batch rows (x_t then x_tp1);
@@ -497,11 +527,13 @@ class Learner:
             dq=be.zeros(batch * self.layout.outputs, F32),
             m=be.zeros(batch * atoms, F32) if cfg.distributional else None,
             c51_done=be.zeros(1, np.uint64) if cfg.distributional else None,  # c51_loss scratch
+            aux=be.zeros(2 * batch, F32) if alpha is not None else None,  # aux of x_t, x_tp1
         )
         self.actions, self.p_up = be.zeros(num_envs, I32), be.zeros(num_envs, F32)
         self.aux_partial = be.zeros(-(-num_envs // dqn.AUX_ROWS) * (H + 3), F32)
         slots = ("loss_q", "loss_aux", "epsilon", "grad_norm", "loss_q_real",
-                 "loss_q_synthetic", "batch_synthetic_frac")  # fmt: skip
+                 "loss_q_synthetic", "batch_synthetic_frac", "w_alpha_long",
+                 "w_alpha_short")  # fmt: skip
         self.slots = SimpleNamespace(**{n: _slot(isv, n) for n in slots})
 
     @property
@@ -521,6 +553,16 @@ class Learner:
         self.k.c51_q(logits=out, q=q, M=rows, A=ACTIONS, Z=c.atoms, v_min=c.v_min,
                      v_max=c.v_max, stream=stream)  # fmt: skip
         return q
+
+    def alpha_bias(self, h: DeviceArray, q: DeviceArray, rows: int, target: bool = False,
+                   aux_out: DeviceArray | None = None, stream: Any = None) -> None:  # fmt: skip
+        """With α on, Q' = Q + w_α aux(h) in place over `rows` rows (the target net's w_α copy
+        when `target`); nothing when α is off."""
+        if self.alpha is None:
+            return
+        w = self.alpha.target if target else self.alpha.w
+        self.k.alpha_bias(h=h, aux_w=self.state.aux_w, w=w, q=q, aux_out=aux_out, M=rows,
+                          H=self.obs_dim, stream=stream)  # fmt: skip
 
     def q_buffer(self, rows: int) -> DeviceArray | None:
         """A buffer for `expected_q` over `rows` rows (None: not needed)."""
@@ -546,6 +588,7 @@ class Learner:
             self._compose(1, dqn.ACT_STEP, noisy.ROLE_ACT, stream)
         out = self.net.forward(self.views["act"], h, self.env_bufs, stream)
         q = self.expected_q(out, self.q_env, B, stream)
+        self.alpha_bias(h, q, B, stream=stream)
         eps_start, eps_end = (0.0, 0.0) if c.noisy else (c.eps_start, c.eps_end)
         self.k.act(
             q=q, h=h, aux_w=st.aux_w, action=self.actions, counters=st.counters, isv=self._isv(),
@@ -578,6 +621,8 @@ class Learner:
             self.views["online"], b.x, self.bufs["online"], self.views["target_net"], x_tp1,
             self.bufs["target"], stream,
         )  # fmt: skip
+        self.alpha_bias(b.x, q, 2 * M, aux_out=b.aux, stream=stream)
+        self.alpha_bias(x_tp1, q_tgt, M, target=True, stream=stream)
         out = self.layout.outputs
         q_t, q_tp1 = q[: M * out], q[M * out :]
         slots = dict(loss_idx=self.slots.loss_q, real_idx=self.slots.loss_q_real,
@@ -617,6 +662,15 @@ class Learner:
             beta1=c.adam_betas[0], beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip,
             tau=c.target_tau, period=c.target_period, stream=stream,
         )  # fmt: skip
+        if self.alpha is not None:  # w_α's own step, from the same dq (dQ'/dw_α = aux)
+            al, a = self.alpha, self.alpha_cfg
+            self.k.alpha_update(
+                dq=b.dq, aux=b.aux[:M], counters=st.counters, w=al.w, m=al.m, v=al.v,
+                target=al.target, isv=self._isv(), M=M, lr=a.lr, beta1=c.adam_betas[0],
+                beta2=c.adam_betas[1], eps=c.adam_eps, bound=a.bound, tau=c.target_tau,
+                period=c.target_period, long_idx=self.slots.w_alpha_long,
+                short_idx=self.slots.w_alpha_short, stream=stream,
+            )  # fmt: skip
         replay.update(idx, b.delta, stream=stream)
 
     def train_aux(
@@ -644,6 +698,7 @@ class Learner:
         means' Q)."""
         out = self.net.forward(self.views["theta"], h, self.env_bufs)
         q = self.expected_q(out, self.q_env, self.num_envs)
+        self.alpha_bias(h, q, self.num_envs)
         return self.backend.download(q).reshape(-1, ACTIONS)[: self.num_envs]
 
 
@@ -665,6 +720,7 @@ class GreedyPolicy:
         lr, B = self.learner, self.num_envs
         out = lr.net.forward(lr.views["theta"], h, self.bufs, stream)
         q = lr.expected_q(out, self.q, B, stream)
+        lr.alpha_bias(h, q, B, stream=stream)
         lr.k.act(q=q, h=h, aux_w=lr.state.aux_w, action=self.actions, counters=self.counters,
                  isv=None, p_up=self.p_up, B=B, A=ACTIONS, H=lr.obs_dim, seed=lr.seed,
                  eps_start=0.0, eps_end=0.0, decay=1.0, eps_idx=-1, stream=stream)  # fmt: skip

@@ -1,16 +1,17 @@
-"""The variant axis a check judges: which config keys make up the variant, what value a run has
-on it, and which value is the baseline.
+"""The variant axis a check judges: which config keys make up the variant, what value a run has on
+it, and which value is the baseline.
 
-Four axes are variant groups of the config: `her` (off | backward | forward | on, from the
-her.enabled / backward / forward params; baseline off), `beta` (sentinel | active, beta.mode;
-baseline sentinel), `reward` (stride6 | stride7, reward.stride; baseline stride6) and `agent` (the
-learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names them, from the
-agent.dueling / n_step / noisy / distributional params; baseline dqn). Each owns the params under
-its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ between paired
-runs; the agent axis only those four params (and the agent's slots), so runs that also differ in
-another agent key (agent.lr) pair only with their own. Any other axis is one config key
-(`--axis agent.lr`): the key and the keys under it; its baseline is the value of the default
-config (conf/train.yaml) unless given.
+Five axes are variant groups of the config: `her` (off | backward | forward | on, from the
+her.enabled / backward / forward params; baseline off), `beta` (sentinel | active |
+active_controller, beta.mode and beta.controller; baseline sentinel), `alpha` (off | on,
+alpha.mode; baseline off), `reward` (stride6 | stride7, reward.stride; baseline stride6) and
+`agent` (the learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names
+them, from the agent.dueling / n_step / noisy / distributional params; baseline dqn). Each owns
+the params under its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ
+between paired runs; the agent axis only those four params (and the agent's slots), so runs that
+also differ in another agent key (agent.lr) pair only with their own. Any other axis is one
+config key (`--axis agent.lr`): the key and the keys under it; its baseline is the value of the
+default config (conf/train.yaml) unless given.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def her_value(run: RunRecord) -> str | None:
         return "off"
     back, fwd = her_flag(run, "backward"), her_flag(run, "forward")
     return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
+
+
+def beta_value(run: RunRecord) -> str | None:
+    """sentinel | active | active_controller (beta=active with beta.controller=share)."""
+    mode = run.params.get("beta.mode")
+    if mode is None:
+        return None
+    return f"{mode}_controller" if run.params.get("beta.controller") == "share" else mode
 
 
 # the learner's pieces: the agent axis owns these (a sweep may vary agent.lr across it too)
@@ -116,7 +125,8 @@ class Axis:
 
 GROUP_AXES = {
     "her": (("her.", "isv.slots.her."), her_value, "off"),
-    "beta": (("beta.", "isv.slots.beta."), _param("beta.mode"), "sentinel"),
+    "beta": (("beta.", "isv.slots.beta."), beta_value, "sentinel"),
+    "alpha": (("alpha.", "isv.slots.alpha."), _param("alpha.mode"), "off"),
     "reward": (("reward.", "isv.slots.reward."), _param("reward.stride", "stride"), "stride6"),
     "agent": ((*AGENT_KEYS, "isv.slots.agent."), agent_value, "dqn"),
 }
@@ -142,12 +152,12 @@ def default_value(key: str) -> str:
 
 
 def axis_for(name: str, baseline: str | None = None) -> Axis:
-    """The axis `name` (her, beta, reward, agent or a config key), with its baseline value."""
+    """The axis `name` (her, beta, alpha, reward, agent or a config key), with its baseline."""
     if name in GROUP_AXES:
         groups, value_of, default = GROUP_AXES[name]
         return Axis(name, groups, None, value_of, baseline if baseline is not None else default)
     if not name or name.startswith(".") or name.endswith("."):
-        raise AlphaRlError(f"--axis {name!r}: name her, beta, reward, agent or a config key "
+        raise AlphaRlError(f"--axis {name!r}: name her, beta, alpha, reward, agent or a config key "
                            "(agent.lr)")  # fmt: skip
     chosen = baseline if baseline is not None else default_value(name)
     return Axis(name, (), name, _param(name), chosen)

@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
-from alpha_rl.agent import AgentConfig
+from alpha_rl.agent import AgentConfig, AlphaConfig
 from alpha_rl.backend.select import CHOICES as BACKENDS
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError
@@ -91,10 +91,15 @@ class RewardConfig:
 
 @dataclass(frozen=True)
 class BetaConfig:
-    """The β aux-align reward (conf/beta/*.yaml): `sentinel` pays nothing (scale 0)."""
+    """The β aux-align reward (conf/beta/*.yaml): `sentinel` pays nothing (scale 0); with the
+    controller `share`, w_aux_align follows c6's share of the reward (cuda/aux.cu)."""
 
     mode: str
     scale: float
+    controller: str  # none | share
+    gain: float = 0.0
+    target_share: float = 0.0
+    w_max: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class Plan:
     reward: RewardConfig
     beta: BetaConfig
     backend: BackendConfig
+    alpha: AlphaConfig | None = None  # None: alpha='off'
 
     @property
     def learner_updates(self) -> int:
@@ -241,7 +247,41 @@ def beta_config(cfg: DictConfig) -> BetaConfig:
         ok, what = (lambda v: v == 0), "= 0 with beta=sentinel (beta=active pays β)"
     else:
         ok, what = (lambda v: v > 0), "> 0 with beta=active (a fraction of the trade's PnL)"
-    return BetaConfig(mode, settings.number(cfg, "beta.scale", ok, what, where))
+    scale = settings.number(cfg, "beta.scale", ok, what, where)
+    controller = settings.choice(cfg, "beta.controller", ("none", "share"), where)
+    if controller == "none":
+        return BetaConfig(mode, scale, controller)
+    if mode != "active":
+        raise ConfigError(
+            "beta.controller=share steers the β reward's weight, so it needs beta=active "
+            f"(beta.mode={mode}); use beta=active_controller (see {where})"
+        )
+
+    def positive(key: str, ok: Callable[[float], bool], what: str) -> float:
+        return settings.number(cfg, key, ok, what, where)
+
+    return BetaConfig(
+        mode, scale, controller,
+        gain=positive("beta.gain", lambda v: v > 0, "> 0 (weight per step per unit of share)"),
+        target_share=positive("beta.target_share", lambda v: 0 < v < 1, "in (0, 1)"),
+        w_max=positive("beta.w_max", lambda v: v > 0, "> 0 (w_aux_align's ceiling)"),
+    )  # fmt: skip
+
+
+def alpha_config(cfg: DictConfig) -> AlphaConfig | None:
+    """α's settings (conf/alpha/on.yaml), None when alpha='off'."""
+    where = "conf/alpha/"
+    mode = settings.choice(cfg, "alpha.mode", ("off", "on"), where)
+    if mode == "off":
+        return None
+    bound = settings.number(cfg, "alpha.bound", lambda v: v > 0, "> 0 (reward units)", where)
+    return AlphaConfig(
+        lr=settings.number(cfg, "alpha.lr", lambda v: v >= 0, ">= 0 (w_α's Adam learning rate)",
+                           where),
+        bound=bound,
+        init=settings.number(cfg, "alpha.init", lambda v: abs(v) <= bound,
+                             f"in [-alpha.bound, alpha.bound] = [-{bound:g}, {bound:g}]", where),
+    )  # fmt: skip
 
 
 def backend_config(cfg: DictConfig) -> BackendConfig:
@@ -279,7 +319,13 @@ def plan_run(cfg: DictConfig) -> Plan:
         reward=reward_config(cfg),
         beta=beta_config(cfg),
         backend=backend_config(cfg),
+        alpha=alpha_config(cfg),
     )
+    if plan.alpha is not None and agent.distributional:
+        raise ConfigError(
+            "alpha='on' biases the Q-values, and agent.distributional=true learns distributions: "
+            "the two are not built together; use alpha='off' or agent.distributional=false"
+        )
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
             f"replay.capacity_log2={plan.replay.capacity_log2} holds {plan.replay.capacity} "

@@ -4,6 +4,8 @@ and the TD loss on the probe set (pipeline/probe.py).
 Every evaluation resets its `eval.num_envs` environments to the same seeded start ticks of the
 held-out book, so successive evaluations differ only by the network. There is no exploration, no
 HER and no replay; the env kernels read the run's ISV (reward weights) but nothing writes it.
+The greedy actions are the run's (with α: on Q + w_α aux) and the env pays c6 on the run's aux
+head, exactly as in training.
 The trade metrics come from closed trades only (PnL in USD); hindsight rewards never enter them.
 """
 
@@ -49,17 +51,25 @@ class Evaluator:
         return self.cfg.due(t, steps)
 
     def run(self) -> dict[str, float]:
-        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades and the probe's eval/l_q_probe
-        and eval/q_probe_mean of one evaluation."""
+        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades, eval/aux_accuracy (the share
+        of steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
+        where the mid moved) and the probe's eval/l_q_probe and eval/q_probe_mean of one
+        evaluation."""
         env, c = self.env, self.cfg
         env.reset()
         pnl, trades, realised, available = [], 0, 0.0, 0.0
-        done = 0
+        done, right, labeled = 0, 0, 0
+        be, a = self.policy.learner.backend, env.arrays
         while done < c.steps:
             for _ in range(min(c.sharpe_window, c.steps - done)):
                 env.perceive(self.h)
                 env.step(self.policy.act(self.h), self.policy.p_up)
                 done += 1
+                up = be.download(self.policy.p_up) > 0.5  # the aux head's call of this step
+                before, after = be.download(a["fill_mid"]), be.download(a["post_mid"])
+                moved = after != before
+                right += int(((after > before) == up)[moved].sum())
+                labeled += int(moved.sum())
             stats = env.harvest_trade_stats()
             pnl.append(stats.realised)
             trades += stats.trades
@@ -70,4 +80,5 @@ class Evaluator:
             "eval/sharpe": sharpe(np.asarray(pnl)),
             "eval/capture_ratio": realised / available if available > 0 else float("nan"),
             "eval/trades": float(trades),
+            "eval/aux_accuracy": right / labeled if labeled else float("nan"),
         } | self.probe.run()

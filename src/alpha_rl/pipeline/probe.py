@@ -12,9 +12,9 @@ whatever its HER, β or reward-layout variant (`digest` says which set a run use
 At each evaluation `ProbeLoss` runs the run's online net on h_t and h_tp1 and its target net on
 h_tp1, and the learner's own dqn_td kernel with unit weights: eval/l_q_probe is the unweighted
 mean Huber TD error against the run's double-DQN target, whatever the learner (noisy nets: their
-means, without noise; C51: each action's expected value), so the probe compares a Rainbow run
-with a DQN run on the same scale; eval/q_probe_mean the mean over the
-probe of max_a Q_online(h_t, a) (over-estimation is the other face of destabilisation).
+means, without noise; C51: each action's expected value; α: Q + w_α aux, as the run acts), so
+the probe compares a Rainbow run with a DQN run on the same scale; eval/q_probe_mean the mean
+over the probe of max_a Q_online(h_t, a) (over-estimation is the other face of destabilisation).
 """
 
 from __future__ import annotations
@@ -117,9 +117,11 @@ class ProbeLoss:
         lr, n, H, c = self.learner, self.size, self.learner.obs_dim, self.learner.cfg
         out = lr.net.forward(lr.views["theta"], self.x, self.online)
         q = lr.expected_q(out, self.q_online, 2 * n)
+        lr.alpha_bias(self.x, q, 2 * n)
         q_t, q_tp1 = q[: n * ACTIONS], q[n * ACTIONS :]
         out = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
         q_tgt = lr.expected_q(out, self.q_target, n)
+        lr.alpha_bias(self.x[n * H :], q_tgt, n, target=True)
         self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
                 reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
                 discount=None,  # the probe's transitions are one step: gamma, whatever n_step

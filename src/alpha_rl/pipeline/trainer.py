@@ -26,7 +26,7 @@ from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
 from alpha_rl.hindsight import Hindsight
-from alpha_rl.kernels import experience, nstep, per
+from alpha_rl.kernels import aux, experience, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep
@@ -52,7 +52,17 @@ class Trainer:
         n_step = plan.agent.n_step
         self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv, discounts=n_step > 1)
         self.nstep = NStep(n_step, plan.agent.gamma, self.env, rt) if n_step > 1 else None
-        self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed)
+        self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed,
+                               plan.alpha)  # fmt: skip
+        self.controller = None
+        if plan.beta.controller == "share":  # w_aux_align steered by c6's share (cuda/aux.cu)
+            at = isv.layout.index
+            self.controller = dict(
+                kernel=rt.bind(aux.CONTROLLER), aux_ema_idx=at("reward_aux_align_ema"),
+                abs_idx=at("reward_abs_ema"), core=RC_CORE, w_idx=at("w_aux_align"),
+                share_idx=at("aux_share"), gain=plan.beta.gain, target=plan.beta.target_share,
+                w_max=plan.beta.w_max,
+            )  # fmt: skip
         self.hindsight = (
             Hindsight(plan.her, self.env, self.replay, rt, isv, plan.agent.gamma)
             if plan.her is not None
@@ -114,6 +124,10 @@ class Trainer:
         env.step(actions, learner.p_up, s)  # 3
         env.perceive(self.h_tp1, s)  # 4
         env.reward_diagnostics(s)  # 5
+        if self.controller is not None:  # 5b: w_aux_align for the next step's c6
+            c = self.controller
+            c["kernel"](isv=self.session.isv.array, stream=s,
+                        **{k: v for k, v in c.items() if k != "kernel"})  # fmt: skip
         # --- replay and hindsight ---
         if hs is not None:
             hs.track(s)  # 6
@@ -169,6 +183,12 @@ class Trainer:
         m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(RC_CORE)}
         if has_aux_align(self.rc_stride):
             m["reward/aux_align_ema"] = slot("reward_aux_align_ema")
+            m["reward/w_aux_align"] = slot("w_aux_align")
+        if self.controller is not None:
+            m["reward/aux_share"] = slot("aux_share")
+        if self.learner.alpha is not None and self.t > self.plan.agent.learn_start:
+            m |= {"aux/w_alpha_long": slot("w_alpha_long"),
+                  "aux/w_alpha_short": slot("w_alpha_short")}  # fmt: skip
         stats = self.env.harvest_trade_stats()
         m |= {"trade/pnl": stats.realised, "trade/capture_ratio": stats.capture_ratio,
               "trade/count": float(stats.trades)}  # fmt: skip
@@ -178,7 +198,10 @@ class Trainer:
         m |= {"replay/size": float(size), "replay/synthetic_frac": float(synthetic.mean())}
         hindsight = self._hindsight_block(slot)
         m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
-        return m, {"hindsight": hindsight}
+        aux_keys = ("reward/w_aux_align", "reward/aux_share")
+        aux_block = {k.split("/")[1]: v for k, v in m.items()
+                     if k.startswith("aux/") or k in aux_keys}  # fmt: skip
+        return m, {"hindsight": hindsight, "aux": aux_block}
 
     def _hindsight_block(self, slot: Any) -> dict[str, Any]:
         hs = self.hindsight
@@ -227,6 +250,7 @@ class Trainer:
         parts = {"env": self.env.arrays, "learner": self.learner.state.arrays(),
                  "her": self.hindsight.arrays if self.hindsight is not None else {},
                  "nstep": self.nstep.arrays if self.nstep is not None else {},
+                 "alpha": self.learner.alpha.arrays() if self.learner.alpha is not None else {},
                  "replay": self.replay.arrays if with_replay else {}}  # fmt: skip
         out = {f"{part}.{k}": v for part, arrays in parts.items() for k, v in arrays.items()}
         out["isv"] = self.session.isv.array

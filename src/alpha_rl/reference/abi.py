@@ -43,6 +43,7 @@ CONSTANTS: dict[str, dict[str, int]] = {
     "experience": {**REWARD_LAYOUT, **ENV_ACTIONS},
     "nstep": {"NSTEP_BLOCK": 256},
     "noisy": {"NOISY_ROLE_ACT": 0, "NOISY_ROLE_ONLINE": 1, "NOISY_ROLES": 3},
+    "aux": {"AUX_BLOCK": 256, **ENV_ACTIONS},
     "c51": {"C51_BLOCK": 256, "C51_MAX_ATOMS": 128, "C51_PROJECT_BLOCK": 256},
 }  # fmt: skip
 

@@ -1,0 +1,99 @@
+// aux.cu — the aux-direction signal in the learner and the reward (DESIGN §7; the seed's Phase
+// 3b): α, a learned bias of the directional actions' Q-values on the aux head's prediction, and
+// the controller of w_aux_align, the weight of the β reward c6.
+//
+// aux_alpha_bias (a thread per row i < M): aux_i = 2 sigmoid(z) - 1, z = aux_w[H] + sum_k
+//   aux_w[k] h[i, k] (k in order), the aux head of dqn_act; q[i, a] += w[a] aux_i for each
+//   a < ACTIONS (in place: Q' = Q + w_α aux); aux_out[i] = aux_i (NULL: not kept).
+// aux_alpha_update (one block of AUX_BLOCK threads): the gradient of the learner's loss wrt w_α,
+//   g[a] = sum_i dq[i, a] aux[i] over i < M (dq: the loss's gradient wrt Q' of the batch's h_t
+//   rows; every thread adds its rows in order, then the block by halving), g[FLAT] unused: w[FLAT]
+//   stays as it was (0). For the directional actions, Adam with its own moments m, v and the
+//   network's step t = counters[0] (already advanced by dqn_grad_norm): m = b1 m + (1 - b1) g;
+//   v = b2 v + (1 - b2) g^2; w -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), then w =
+//   clamp(w, -bound, bound); then the target's sync as dqn_adam's (tau > 0: Polyak, else a copy
+//   when t % period == 0). isv[long_idx] = w[LONG], isv[short_idx] = w[SHORT] (each skipped when
+//   its index is < 0).
+// aux_controller (one thread): the share of the aux-align reward in the reward's magnitude,
+//   share = |isv[aux_ema_idx]| / (|isv[aux_ema_idx]| + sum_{c < core} isv[abs_idx + c]) (0 when
+//   that sum is 0), into isv[share_idx]; then w = clamp(isv[w_idx] + gain (target - share), 0,
+//   w_max) into isv[w_idx], the weight w_6 the env step pays c6 with.
+#include "common.cuh"
+
+#include "env.cuh"
+#include "reduce.cuh"
+
+#define AUX_BLOCK 256
+ALPHA_RL_EXPORT(AUX_BLOCK);
+
+#define MUL __fmul_rn
+#define ADD __fadd_rn
+
+__device__ __forceinline__ float aux_signal(const float* __restrict__ h,
+                                            const float* __restrict__ aux_w, int i, int H) {
+    float z = aux_w[H];
+    for (int k = 0; k < H; ++k) z += aux_w[k] * h[static_cast<size_t>(i) * H + k];
+    return 2.0f / (1.0f + expf(-z)) - 1.0f;
+}
+
+extern "C" __global__ void aux_alpha_bias(const float* __restrict__ h,
+                                          const float* __restrict__ aux_w,
+                                          const float* __restrict__ w, float* __restrict__ q,
+                                          float* __restrict__ aux_out, int M, int H) {
+    const int i = global_index_1d();
+    if (i >= M) return;
+    const float aux = aux_signal(h, aux_w, i, H);
+#pragma unroll
+    for (int a = 0; a < ACTIONS; ++a) {
+        float* qa = q + static_cast<size_t>(i) * ACTIONS + a;
+        *qa = ADD(*qa, MUL(w[a], aux));
+    }
+    if (aux_out != nullptr) aux_out[i] = aux;
+}
+
+extern "C" __global__ void __launch_bounds__(AUX_BLOCK)
+aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
+                 const unsigned long long* __restrict__ counters, float* __restrict__ w,
+                 float* __restrict__ m, float* __restrict__ v, float* __restrict__ target,
+                 float* __restrict__ isv, int M, float lr, float beta1, float beta2, float eps,
+                 float bound, float tau, int period, int long_idx, int short_idx) {
+    __shared__ float partial[ACTIONS][AUX_BLOCK];
+    float acc[ACTIONS] = {};
+    for (int i = threadIdx.x; i < M; i += AUX_BLOCK) {
+#pragma unroll
+        for (int a = 0; a < ACTIONS; ++a) acc[a] += dq[static_cast<size_t>(i) * ACTIONS + a] * aux[i];
+    }
+    block_sum<ACTIONS, AUX_BLOCK>(acc, partial);
+    const int a = static_cast<int>(threadIdx.x);
+    if (a >= ACTIONS || a == ACTION_FLAT) return;
+    const unsigned long long step = counters[0];
+    const float t = static_cast<float>(step), g = partial[a][0];
+    const float mk = beta1 * m[a] + (1.0f - beta1) * g;
+    const float vk = beta2 * v[a] + (1.0f - beta2) * g * g;
+    m[a] = mk;
+    v[a] = vk;
+    const float m_hat = mk / (1.0f - powf(beta1, t));
+    const float v_hat = vk / (1.0f - powf(beta2, t));
+    const float p = fminf(fmaxf(w[a] - lr * m_hat / (sqrtf(v_hat) + eps), -bound), bound);
+    w[a] = p;
+    if (tau > 0.0f) {
+        target[a] = tau * p + (1.0f - tau) * target[a];
+    } else if (step % static_cast<unsigned long long>(period) == 0ull) {
+        target[a] = p;
+    }
+    const int idx = a == ACTION_LONG ? long_idx : short_idx;
+    if (isv != nullptr && idx >= 0) isv[idx] = p;
+}
+
+extern "C" __global__ void aux_controller(float* __restrict__ isv, int aux_ema_idx, int abs_idx,
+                                          int core, int w_idx, int share_idx, float gain,
+                                          float target, float w_max) {
+    if (global_index_1d() != 0) return;
+    const float aux = fabsf(isv[aux_ema_idx]);
+    float total = aux;
+    for (int c = 0; c < core; ++c) total = ADD(total, isv[abs_idx + c]);
+    const float share = total > 0.0f ? __fdiv_rn(aux, total) : 0.0f;
+    isv[share_idx] = share;
+    const float w = ADD(isv[w_idx], MUL(gain, __fsub_rn(target, share)));
+    isv[w_idx] = fminf(fmaxf(w, 0.0f), w_max);
+}

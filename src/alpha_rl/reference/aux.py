@@ -1,0 +1,79 @@
+"""Oracle of cuda/aux.cu: α, the aux head's bias on the directional actions' Q-values, and the
+controller of w_aux_align (DESIGN §7).
+
+The contract is the kernel file's header. The bias and the controller are the same float32
+operations (no fused multiply-add); the aux signal's dot product and exp, and the gradient's sum,
+round apart from the device's, so they agree to a few parts in 10^6. Every function works in its
+inputs' dtype (float64 for gradient checks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alpha_rl.reference.abi import CONSTANTS, ENV_ACTIONS
+
+F32 = np.float32
+BLOCK = CONSTANTS["aux"]["AUX_BLOCK"]
+ACTIONS, FLAT = ENV_ACTIONS["ACTIONS"], ENV_ACTIONS["ACTION_FLAT"]
+LONG, SHORT = ENV_ACTIONS["ACTION_LONG"], ENV_ACTIONS["ACTION_SHORT"]
+
+
+def aux_signal(h, aux_w, M: int, H: int) -> np.ndarray:
+    """aux = 2 sigmoid(aux_w . h + b) - 1 per row, in h's dtype."""
+    x = h[: M * H].reshape(M, H)
+    z = x @ aux_w[:H].astype(x.dtype) + x.dtype.type(aux_w[H])
+    return (2 / (1 + np.exp(-z)) - 1).astype(x.dtype)
+
+
+def aux_alpha_bias(h, aux_w, w, q, aux_out, M, H) -> None:
+    """q[i, a] += w[a] aux_i in place; aux_out = aux (None: not kept)."""
+    M, H = int(M), int(H)
+    aux = aux_signal(h, aux_w, M, H)
+    qa = q[: M * ACTIONS].reshape(M, ACTIONS)
+    qa += w[:ACTIONS].astype(qa.dtype)[None, :] * aux[:, None]
+    if aux_out is not None:
+        aux_out[:M] = aux
+
+
+def alpha_grad(dq, aux, M: int) -> np.ndarray:
+    """g[a] = sum_i dq[i, a] aux_i (the loss's gradient wrt w_α)."""
+    return (dq[: M * ACTIONS].reshape(M, ACTIONS) * aux[:M, None]).sum(axis=0)
+
+
+def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta2, eps, bound,
+                     tau, period, long_idx, short_idx) -> None:  # fmt: skip
+    """Adam on w_α's directional entries (FLAT's stays), clamped to [-bound, bound], then the
+    target's sync; the two weights into the ISV."""
+    M = int(M)
+    g = alpha_grad(dq, aux, M).astype(F32)
+    step = int(counters[0])
+    t, b1, b2 = F32(step), F32(beta1), F32(beta2)
+    for a in (LONG, SHORT):
+        m[a] = b1 * m[a] + (F32(1) - b1) * g[a]
+        v[a] = b2 * v[a] + (F32(1) - b2) * g[a] * g[a]
+        m_hat = m[a] / (F32(1) - np.power(b1, t))
+        v_hat = v[a] / (F32(1) - np.power(b2, t))
+        w[a] = np.clip(w[a] - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps)), -F32(bound),
+                       F32(bound))  # fmt: skip
+        if tau > 0:
+            target[a] = F32(tau) * w[a] + (F32(1) - F32(tau)) * target[a]
+        elif step % int(period) == 0:
+            target[a] = w[a]
+        idx = long_idx if a == LONG else short_idx
+        if isv is not None and idx >= 0:
+            isv[idx] = w[a]
+
+
+def aux_controller(isv, aux_ema_idx, abs_idx, core, w_idx, share_idx, gain, target,
+                   w_max) -> None:  # fmt: skip
+    """share = |aux EMA| / (|aux EMA| + the `core` components' |c| EMAs); w <- clamp(w + gain
+    (target - share), 0, w_max)."""
+    aux = F32(abs(isv[aux_ema_idx]))
+    total = aux
+    for c in range(int(core)):
+        total = F32(total + isv[abs_idx + c])
+    share = F32(aux / total) if total > 0 else F32(0)
+    isv[share_idx] = share
+    w = F32(isv[w_idx] + F32(F32(gain) * F32(F32(target) - share)))
+    isv[w_idx] = min(max(w, F32(0)), F32(w_max))
