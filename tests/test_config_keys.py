@@ -52,8 +52,10 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         **{f"reward_variant_{v}": [f"reward_variant={v}"]
            for v in ("stride6", "stride7_active", "stride7_sentinel")},
         **{f"experiment_{e}": [f"experiment={e}"]
-           for e in ("her_ablation", "her_components", "reward_variants", "learner_variants")},
+           for e in ("her_ablation", "her_components", "reward_variants", "learner_variants",
+                     "aux_variants")},
         "experiment_her_walk_forward": ["experiment=her_walk_forward", "market.fold=0"],
+        "alpha_on_beta_controller": ["alpha='on'", "beta=active_controller"],
         **{f"agent_{a}": [f"agent={a}"]
            for a in ("rainbow", "dqn_dueling", "dqn_nstep3", "dqn_noisy", "dqn_c51")},
     }  # fmt: skip

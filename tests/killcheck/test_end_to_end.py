@@ -103,6 +103,23 @@ def test_learner_variants_judged_on_the_agent_axis(tmp_path: Path) -> None:
     assert header in check(tmp_path, "--axis", "agent.n_step").stdout
 
 
+def test_aux_variants_judged_on_the_beta_and_the_alpha_axes(tmp_path: Path) -> None:
+    sweep(tmp_path, "experiment=aux_variants", "seed=0")
+    done = check(tmp_path, "--axis", "beta")
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    report = report_of(tmp_path)
+    assert [t["label"] for t in report["treatments"]] == ["beta=active", "beta=active_controller"]
+    assert all(len(t["pairs"]) == 2 for t in report["treatments"])  # alpha off and on
+    assert report["unpaired"] == []
+    done = check(tmp_path, "--axis", "alpha")
+    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    report = report_of(tmp_path)
+    [treatment] = report["treatments"]
+    assert treatment["label"] == "alpha=on" and len(treatment["pairs"]) == 3  # per beta
+    verdicts = {r["criterion"]: r["verdict"] for r in treatment["criteria"]}
+    assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
+
+
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=her_components", "seed=0")
     done = check(tmp_path, "min_steps_with_her=30", "require_audit=false")

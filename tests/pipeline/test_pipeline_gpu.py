@@ -94,6 +94,19 @@ def test_graph_replay_equals_kernel_by_kernel_launches(
     np.testing.assert_array_equal(*theta)
 
 
+def test_alpha_on_at_lr_zero_trains_bit_for_bit_as_alpha_off_on_cuda(
+    tmp_path: Path, built_cubins: Path
+) -> None:
+    run(tmp_path, built_cubins, *SMALL, "hydra.run.dir=off")
+    run(tmp_path, built_cubins, *SMALL, "alpha='on'", "alpha.lr=0", "alpha.init=0",
+        "hydra.run.dir=on")  # fmt: skip
+    l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
+    assert len(l_q("on")) == 12 and l_q("on") == l_q("off")
+    theta = [np.load(checkpoint.latest(tmp_path / d) / "state.npz")["learner.theta"]
+             for d in ("off", "on")]  # fmt: skip
+    np.testing.assert_array_equal(*theta)
+
+
 def test_stride6_and_stride7_sentinel_train_identically_on_cuda(
     tmp_path: Path, built_cubins: Path
 ) -> None:

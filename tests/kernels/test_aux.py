@@ -1,0 +1,48 @@
+"""aux_* kernels on the GPU against their oracles (the aux signal's dot product and exp round
+apart from NumPy's, so to a few parts in 10^6; the controller exactly)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from alpha_rl.kernels import aux
+from alpha_rl.reference import aux as ref
+from tests.helpers import device_and_oracle
+
+pytestmark = pytest.mark.gpu
+F32 = np.float32
+TOL = dict(rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize(("M", "H"), [(1, 5), (33, 32), (1024, 32), (4097, 39)])
+def test_aux_alpha_bias_and_update_match_reference(cuda_backend, M: int, H: int) -> None:
+    gen = np.random.default_rng(M)
+    bias = {"h": gen.normal(size=M * H).astype(F32),
+            "aux_w": gen.normal(0, 0.3, H + 1).astype(F32),
+            "w": np.array([0.0, 0.4, -0.3], F32), "q": gen.normal(size=M * 3).astype(F32),
+            "aux_out": np.full(M, np.nan, F32)}  # fmt: skip
+    got, want = device_and_oracle(cuda_backend, aux.ALPHA_BIAS, ref.aux_alpha_bias, bias, [M, H])
+    for name in ("q", "aux_out"):
+        np.testing.assert_allclose(got[name], want[name], err_msg=name, **TOL)
+    for step, tau in ((1, 0.0), (4, 0.0), (5, 0.01)):
+        update = {"dq": gen.normal(0, 0.1, M * 3).astype(F32), "aux": want["aux_out"],
+                  "counters": np.array([step, 0, 0, 0], np.uint64),
+                  "w": np.array([0.0, 0.2, -0.1], F32), "m": gen.normal(0, 0.01, 3).astype(F32),
+                  "v": gen.uniform(0, 0.01, 3).astype(F32), "target": np.zeros(3, F32),
+                  "isv": np.full(4, np.nan, F32)}  # fmt: skip
+        scalars = [M, 1e-2, 0.9, 0.999, 1e-8, 0.25, tau, 2, 1, 3]
+        got_u, want_u = device_and_oracle(cuda_backend, aux.ALPHA_UPDATE, ref.aux_alpha_update,
+                                          update, scalars)  # fmt: skip
+        for name in ("w", "m", "v", "target", "isv"):
+            np.testing.assert_allclose(got_u[name], want_u[name], err_msg=name, **TOL)
+        assert got_u["w"][0] == 0.0 and np.all(np.abs(got_u["w"]) <= 0.25)
+
+
+def test_aux_controller_matches_reference_exactly(cuda_backend) -> None:
+    gen = np.random.default_rng(7)
+    for _ in range(20):
+        isv = gen.uniform(0, 2, 16).astype(F32)
+        got, want = device_and_oracle(cuda_backend, aux.CONTROLLER, ref.aux_controller,
+                                      {"isv": isv}, [0, 2, 6, 10, 11, 0.3, 0.1, 1.5])  # fmt: skip
+        np.testing.assert_array_equal(got["isv"], want["isv"])
