@@ -41,8 +41,9 @@ def test_alpha_learns_and_resumes_bit_exact(tmp_path: Path) -> None:
     assert w[-1] != 0.0 and all(abs(v) <= 1.0 for v in w)
     with np.load(checkpoint.latest(whole.run_dir) / "state.npz", allow_pickle=False) as npz:
         assert npz["alpha.w"][0] == 0.0 and npz["alpha.w"][1] == np.float32(w[-1])
-    accuracy = [v for _, v in history(tmp_path, whole.run_id, "eval/aux_accuracy")]
-    assert accuracy and all(0.0 <= v <= 1.0 for v in accuracy)
+    for key in ("eval/aux_accuracy", "aux/accuracy"):
+        accuracy = [v for _, v in history(tmp_path, whole.run_id, key)]
+        assert accuracy and all(0.0 <= v <= 1.0 for v in accuracy), key
 
 
 def test_the_controller_steers_w_aux_align(tmp_path: Path) -> None:

@@ -186,6 +186,9 @@ class Trainer:
             m["reward/w_aux_align"] = slot("w_aux_align")
         if self.controller is not None:
             m["reward/aux_share"] = slot("aux_share")
+        accuracy = self._aux_accuracy()
+        if accuracy is not None:
+            m["aux/accuracy"] = accuracy
         if self.learner.alpha is not None and self.t > self.plan.agent.learn_start:
             m |= {"aux/w_alpha_long": slot("w_alpha_long"),
                   "aux/w_alpha_short": slot("w_alpha_short")}  # fmt: skip
@@ -202,6 +205,17 @@ class Trainer:
         aux_block = {k.split("/")[1]: v for k, v in m.items()
                      if k.startswith("aux/") or k in aux_keys}  # fmt: skip
         return m, {"hindsight": hindsight, "aux": aux_block}
+
+    def _aux_accuracy(self) -> float | None:
+        """The share of envs whose next mid move the aux head called right on the last step
+        (p_up > 0.5 for up), over those whose mid moved; None when none moved or no step ran."""
+        if self.t == 0:
+            return None
+        be, a = self.backend, self.env.arrays
+        up = be.download(self.learner.p_up) > 0.5
+        before, after = be.download(a["fill_mid"]), be.download(a["post_mid"])
+        moved = after != before
+        return float(((after > before) == up)[moved].mean()) if moved.any() else None
 
     def _hindsight_block(self, slot: Any) -> dict[str, Any]:
         hs = self.hindsight
