@@ -79,12 +79,17 @@ def test_l_q_by_source_on_cuda(tmp_path: Path, built_cubins: Path) -> None:
     assert len(digests) == 2 and digests["on"] == digests["off"]
 
 
-@pytest.mark.parametrize("agent", ["dqn", "rainbow"])
+@pytest.mark.parametrize(
+    "variant",
+    [[], ["agent=rainbow"], ["alpha='on'", "beta=active_controller"]],
+    ids=["dqn", "rainbow", "alpha_controller"],
+)
 def test_graph_replay_equals_kernel_by_kernel_launches(
-    tmp_path: Path, built_cubins: Path, agent: str
+    tmp_path: Path, built_cubins: Path, variant: list[str]
 ) -> None:
-    # rainbow: the noise of each act call and update is drawn from counters on the device
-    over = [*SMALL, f"agent={agent}"]
+    # rainbow: the noise of each act call and update is drawn from counters on the device;
+    # alpha and the controller: w_α and w_aux_align live on the device too
+    over = [*SMALL, *variant]
     run(tmp_path, built_cubins, *over, "backend.graph=false", "hydra.run.dir=eager")
     run(tmp_path, built_cubins, *over, "backend.graph=true", "hydra.run.dir=graph")
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
