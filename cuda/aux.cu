@@ -11,13 +11,15 @@
 //   stays as it was (0). For the directional actions, Adam with its own moments m, v and the
 //   network's step t = counters[0] (already advanced by dqn_grad_norm): m = b1 m + (1 - b1) g;
 //   v = b2 v + (1 - b2) g^2; w -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), then w =
-//   clamp(w, -bound, bound); then the target's sync as dqn_adam's (tau > 0: Polyak, else a copy
+//   clamp(w, -bound, bound) (a NaN or inf is kept, for the run's finiteness check); then the target's sync as dqn_adam's (tau > 0: Polyak, else a copy
 //   when t % period == 0). isv[long_idx] = w[LONG], isv[short_idx] = w[SHORT] (each skipped when
 //   its index is < 0).
-// aux_controller (one thread): the share of the aux-align reward in the reward's magnitude,
-//   share = |isv[aux_ema_idx]| / (|isv[aux_ema_idx]| + sum_{c < core} isv[abs_idx + c]) (0 when
-//   that sum is 0), into isv[share_idx]; then w = clamp(isv[w_idx] + gain (target - share), 0,
-//   w_max) into isv[w_idx], the weight w_6 the env step pays c6 with.
+// aux_controller (one thread): the share of the aux-align reward in the magnitude of the reward
+//   paid, each component at its weight: with w = isv[w_idx] (w_6, the weight the env step pays c6
+//   with) and w_c = isv[weight_idx + c], share = w |isv[aux_ema_idx]| / (w |isv[aux_ema_idx]| +
+//   sum_{c < core} |w_c| isv[abs_idx + c]) (0 when that sum is 0; the EMAs are of the unweighted
+//   components), into isv[share_idx]; then w = clamp(w + gain (target - share), 0, w_max) into
+//   isv[w_idx]. Since the share grows with w, w settles where the share meets the target.
 #include "common.cuh"
 
 #include "env.cuh"
@@ -74,7 +76,8 @@ aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
     v[a] = vk;
     const float m_hat = mk / (1.0f - powf(beta1, t));
     const float v_hat = vk / (1.0f - powf(beta2, t));
-    const float p = fminf(fmaxf(w[a] - lr * m_hat / (sqrtf(v_hat) + eps), -bound), bound);
+    const float step_w = w[a] - lr * m_hat / (sqrtf(v_hat) + eps);
+    const float p = isfinite(step_w) ? fminf(fmaxf(step_w, -bound), bound) : step_w;  // NaN shows
     w[a] = p;
     if (tau > 0.0f) {
         target[a] = tau * p + (1.0f - tau) * target[a];
@@ -86,14 +89,14 @@ aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
 }
 
 extern "C" __global__ void aux_controller(float* __restrict__ isv, int aux_ema_idx, int abs_idx,
-                                          int core, int w_idx, int share_idx, float gain,
-                                          float target, float w_max) {
+                                          int weight_idx, int core, int w_idx, int share_idx,
+                                          float gain, float target, float w_max) {
     if (global_index_1d() != 0) return;
-    const float aux = fabsf(isv[aux_ema_idx]);
+    const float w = isv[w_idx];
+    const float aux = MUL(w, fabsf(isv[aux_ema_idx]));
     float total = aux;
-    for (int c = 0; c < core; ++c) total = ADD(total, isv[abs_idx + c]);
+    for (int c = 0; c < core; ++c) total = ADD(total, MUL(fabsf(isv[weight_idx + c]), isv[abs_idx + c]));
     const float share = total > 0.0f ? __fdiv_rn(aux, total) : 0.0f;
     isv[share_idx] = share;
-    const float w = ADD(isv[w_idx], MUL(gain, __fsub_rn(target, share)));
-    isv[w_idx] = fminf(fmaxf(w, 0.0f), w_max);
+    isv[w_idx] = fminf(fmaxf(ADD(w, MUL(gain, __fsub_rn(target, share))), 0.0f), w_max);
 }

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpha_rl.errors import ConfigError
+from alpha_rl.errors import ConfigError, IsvLayoutError
 from alpha_rl.killcheck.axes import axis_for, beta_value
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.tracking import RunRecord
@@ -53,6 +53,10 @@ def test_the_controller_steers_w_aux_align(tmp_path: Path) -> None:
     w = [v for _, v in history(tmp_path, done.run_id, "reward/w_aux_align")]
     assert share and all(0.0 <= s < 0.5 for s in share)  # below the target: w rises
     assert w[0] > 1.0 and all(b >= a for a, b in itertools.pairwise(w)) and w[-1] <= 5.0
+    # a hand-set controller without its slot is refused naming the preset that has it
+    with pytest.raises(IsvLayoutError, match=r"'aux_share'.*beta=active_controller"):
+        job(tmp_path, ["beta=active", "beta.controller=share", "+beta.gain=0.1",
+                       "+beta.target_share=0.1", "+beta.w_max=2"], "bare")  # fmt: skip
     fixed = job(tmp_path, ["beta=active"], "fixed")
     assert {v for _, v in history(tmp_path, fixed.run_id, "reward/w_aux_align")} == {1.0}
 

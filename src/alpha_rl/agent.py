@@ -431,6 +431,9 @@ class Learner:
                 f"the observation has {obs_dim} features (env.perception.hidden_dim); "
                 f"the aux head takes at most {dqn.BLOCK - 3}"
             )
+        if alpha is not None and cfg.distributional:
+            raise ConfigError("alpha='on' biases Q-values, which agent.distributional=true does "
+                              "not have; use one of the two")  # fmt: skip
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         atoms = cfg.atoms if cfg.distributional else 1

@@ -131,6 +131,10 @@ def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
                 "her_forward_inject_count",
             )
         ]
+    if OmegaConf.select(cfg, "beta.controller") == "share":
+        need.append(("aux_share", "beta.controller=share (beta=active_controller has the slot)"))
+    if OmegaConf.select(cfg, "alpha.mode") == "on":
+        need += [(name, "alpha='on'") for name in ("w_alpha_long", "w_alpha_short")]
     return need
 
 

@@ -42,7 +42,8 @@ def test_aux_alpha_bias_and_update_match_reference(cuda_backend, M: int, H: int)
 def test_aux_controller_matches_reference_exactly(cuda_backend) -> None:
     gen = np.random.default_rng(7)
     for _ in range(20):
-        isv = gen.uniform(0, 2, 16).astype(F32)
+        isv = gen.uniform(-1, 2, 24).astype(F32)
+        scalars = [0, 2, 16, 6, 10, 11, 0.3, 0.1, 1.5]
         got, want = device_and_oracle(cuda_backend, aux.CONTROLLER, ref.aux_controller,
-                                      {"isv": isv}, [0, 2, 6, 10, 11, 0.3, 0.1, 1.5])  # fmt: skip
+                                      {"isv": isv}, scalars)  # fmt: skip
         np.testing.assert_array_equal(got["isv"], want["isv"])

@@ -95,19 +95,38 @@ def test_lr_zero_keeps_w_alpha_bit_for_bit() -> None:
     assert np.all(w == 0) and np.all(target == 0)
 
 
+WEIGHTS = [1.0, 1.0, -1.0, 1.0, 0.5, 1.0]  # w_c of c0..c5 (|w_c| weighs the magnitudes)
+
+
+def controller(aux_ema: float, abs_emas: list[float], w: float) -> tuple[float, float]:
+    isv = np.zeros(24, np.float32)
+    isv[0], isv[2:8], isv[10], isv[16:22] = aux_ema, abs_emas, w, WEIGHTS
+    ref.aux_controller(isv, 0, 2, 16, 6, 10, 11, 0.5, 0.1, 5.0)
+    return float(isv[11]), float(isv[10])
+
+
 @pytest.mark.parametrize(
     ("aux_ema", "abs_emas", "w", "want_share", "want_w"),
     [
-        (1.0, [1.0, 2.0, 0.0, 0.0, 1.0, 0.0], 1.0, 0.2, 1.0 + 0.5 * (0.1 - 0.2)),
-        (-0.5, [0.5, 0.0, 0.0, 0.0, 0.0, 0.0], 1.0, 0.5, 0.8),  # |c6 EMA|
-        (0.0, [0.0] * 6, 1.0, 0.0, 1.05),  # nothing paid yet: the share is 0
+        (1.0, [1.0, 2.0, 0.0, 0.0, 2.0, 0.0], 1.0, 0.2, 1.0 + 0.5 * (0.1 - 0.2)),  # 1 / (1 + 4)
+        (-0.5, [0.5, 0.0, 0.0, 0.0, 0.0, 0.0], 2.0, 2 / 3, 2.0 + 0.5 * (0.1 - 2 / 3)),  # |c6|, w
+        (0.0, [0.0, 0.0, 3.0, 0.0, 0.0, 0.0], 1.0, 0.0, 1.05),  # nothing paid yet: share 0
         (0.0, [1.0] * 6, 4.99, 0.0, 5.0),  # clamped at w_max
-        (9.0, [1.0, 0, 0, 0, 0, 0], 0.1, 0.9, 0.0),  # clamped at 0
+        (9.0, [1.0, 0, 0, 0, 0, 0], 0.1, 0.9 / 1.9, 0.0),  # clamped at 0
     ],
 )
 def test_the_controller_on_hand_values(aux_ema, abs_emas, w, want_share, want_w) -> None:
-    isv = np.zeros(16, np.float32)
-    isv[0], isv[2:8], isv[10] = aux_ema, abs_emas, w
-    ref.aux_controller(isv, 0, 2, 6, 10, 11, 0.5, 0.1, 5.0)
-    assert isv[11] == pytest.approx(want_share, rel=1e-6)
-    assert isv[10] == pytest.approx(want_w, rel=1e-6, abs=1e-7)
+    share, new_w = controller(aux_ema, abs_emas, w)
+    assert share == pytest.approx(want_share, rel=1e-6)
+    assert new_w == pytest.approx(want_w, rel=1e-6, abs=1e-7)
+
+
+def test_the_controller_settles_where_the_share_meets_the_target() -> None:
+    # fixed EMAs: w |c6| / (w |c6| + S) = 0.1 at w* = 0.1 S / (0.9 |c6|)
+    abs_emas = [1.0, 0.5, 0.5, 0.0, 2.0, 0.0]
+    S = sum(abs(c) * e for c, e in zip(WEIGHTS, abs_emas, strict=True))
+    w = 0.0
+    for _ in range(800):
+        share, w = controller(0.2, abs_emas, w)
+    assert w == pytest.approx(0.1 * S / (0.9 * 0.2), rel=1e-4)
+    assert share == pytest.approx(0.1, rel=1e-4)

@@ -47,6 +47,7 @@ CONTROLLER = STEM.kernel(
     Out("isv", F32),
     Scalar("aux_ema_idx", I32),
     Scalar("abs_idx", I32),
+    Scalar("weight_idx", I32),
     Scalar("core", I32),
     Scalar("w_idx", I32),
     Scalar("share_idx", I32),
@@ -54,6 +55,6 @@ CONTROLLER = STEM.kernel(
     Scalar("target", F32),
     Scalar("w_max", F32),
     launch=Launch(block=32, blocks=lambda v: 1),
-    doc="the aux-align reward's share of the reward's magnitude, and w_aux_align moved toward "
-    "the target share",
+    doc="the aux-align reward's share of the weighted reward's magnitude, and w_aux_align moved "
+    "toward the target share",
 )

@@ -59,7 +59,8 @@ class Trainer:
             at = isv.layout.index
             self.controller = dict(
                 kernel=rt.bind(aux.CONTROLLER), aux_ema_idx=at("reward_aux_align_ema"),
-                abs_idx=at("reward_abs_ema"), core=RC_CORE, w_idx=at("w_aux_align"),
+                abs_idx=at("reward_abs_ema"), weight_idx=at("reward_weight"), core=RC_CORE,
+                w_idx=at("w_aux_align"),
                 share_idx=at("aux_share"), gain=plan.beta.gain, target=plan.beta.target_share,
                 w_max=plan.beta.w_max,
             )  # fmt: skip
@@ -243,18 +244,26 @@ class Trainer:
         """Whether l_q and every network parameter are finite (a parameter read: log points)."""
         if not np.isfinite(metrics.get("loss/l_q", 0.0)):
             return False
-        return bool(np.isfinite(self.backend.download(self.learner.state.theta)).all())
+        return bool(np.isfinite(self._parameters()).all())
+
+    def _parameters(self) -> np.ndarray:
+        """The learned parameters a finiteness check reads: the Q-network's, then w_α's."""
+        theta = self.backend.download(self.learner.state.theta)
+        if self.learner.alpha is None:
+            return theta
+        return np.concatenate([theta, self.backend.download(self.learner.alpha.w)])
 
     def check_finite(self, metrics: dict[str, float]) -> None:
         """Raise DivergenceError when l_q or any network parameter is NaN or infinite."""
         l_q = metrics.get("loss/l_q", 0.0)
         if not np.isfinite(l_q):
             raise DivergenceError(f"loss/l_q is NaN or infinite ({l_q}) at step {self.t}")
-        theta = self.backend.download(self.learner.state.theta)
+        theta = self._parameters()
         bad = int((~np.isfinite(theta)).sum())
         if bad:
             raise DivergenceError(
-                f"{bad} of {theta.size} Q-network parameters are NaN or infinite at step {self.t}"
+                f"{bad} of {theta.size} Q-network parameters (and w_α) are NaN or infinite at "
+                f"step {self.t}"
             )
 
     # --- state for checkpoints ---

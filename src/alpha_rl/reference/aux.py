@@ -54,8 +54,8 @@ def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta
         v[a] = b2 * v[a] + (F32(1) - b2) * g[a] * g[a]
         m_hat = m[a] / (F32(1) - np.power(b1, t))
         v_hat = v[a] / (F32(1) - np.power(b2, t))
-        w[a] = np.clip(w[a] - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps)), -F32(bound),
-                       F32(bound))  # fmt: skip
+        stepped = w[a] - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
+        w[a] = np.clip(stepped, -F32(bound), F32(bound)) if np.isfinite(stepped) else stepped
         if tau > 0:
             target[a] = F32(tau) * w[a] + (F32(1) - F32(tau)) * target[a]
         elif step % int(period) == 0:
@@ -65,15 +65,15 @@ def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta
             isv[idx] = w[a]
 
 
-def aux_controller(isv, aux_ema_idx, abs_idx, core, w_idx, share_idx, gain, target,
+def aux_controller(isv, aux_ema_idx, abs_idx, weight_idx, core, w_idx, share_idx, gain, target,
                    w_max) -> None:  # fmt: skip
-    """share = |aux EMA| / (|aux EMA| + the `core` components' |c| EMAs); w <- clamp(w + gain
-    (target - share), 0, w_max)."""
-    aux = F32(abs(isv[aux_ema_idx]))
+    """share = w |aux EMA| / (w |aux EMA| + sum_c |w_c| |c| EMA) over the `core` components, w =
+    isv[w_idx]; w <- clamp(w + gain (target - share), 0, w_max)."""
+    w = F32(isv[w_idx])
+    aux = F32(w * F32(abs(isv[aux_ema_idx])))
     total = aux
     for c in range(int(core)):
-        total = F32(total + isv[abs_idx + c])
+        total = F32(total + F32(F32(abs(isv[weight_idx + c])) * isv[abs_idx + c]))
     share = F32(aux / total) if total > 0 else F32(0)
     isv[share_idx] = share
-    w = F32(isv[w_idx] + F32(F32(gain) * F32(F32(target) - share)))
-    isv[w_idx] = min(max(w, F32(0)), F32(w_max))
+    isv[w_idx] = min(max(F32(w + F32(F32(gain) * F32(F32(target) - share))), F32(0)), F32(w_max))
