@@ -104,18 +104,19 @@ def test_learner_variants_judged_on_the_agent_axis(tmp_path: Path) -> None:
 
 
 def test_aux_variants_judged_on_the_beta_and_the_alpha_axes(tmp_path: Path) -> None:
-    sweep(tmp_path, "experiment=aux_variants", "seed=0")
+    # two of the three β arms keep the test short; the sweep is the experiment's otherwise
+    sweep(tmp_path, "experiment=aux_variants", "beta=sentinel,active_controller", "seed=0")
     done = check(tmp_path, "--axis", "beta")
     assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
-    assert [t["label"] for t in report["treatments"]] == ["beta=active", "beta=active_controller"]
-    assert all(len(t["pairs"]) == 2 for t in report["treatments"])  # alpha off and on
-    assert report["unpaired"] == []
+    [controlled] = report["treatments"]
+    assert controlled["label"] == "beta=active_controller" and len(controlled["pairs"]) == 2
+    assert report["unpaired"] == []  # one pair per alpha arm
     done = check(tmp_path, "--axis", "alpha")
     assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
     [treatment] = report["treatments"]
-    assert treatment["label"] == "alpha=on" and len(treatment["pairs"]) == 3  # per beta
+    assert treatment["label"] == "alpha=on" and len(treatment["pairs"]) == 2  # per beta
     verdicts = {r["criterion"]: r["verdict"] for r in treatment["criteria"]}
     assert verdicts["5 no destabilisation (eval/l_q_probe)"] in ("PASS", "KILL")
 

@@ -13,7 +13,7 @@ def test_the_default_config_parses_into_typed_settings() -> None:
     plan = plan_run(compose_train()[0])
     assert plan.reward.stride == 7 and plan.reward.weights == (1.0,) * 6
     assert plan.reward.aux_align_weight == 1.0 and plan.reward.scale is None  # auto
-    assert plan.beta == BetaConfig("sentinel", 0.0)
+    assert plan.beta == BetaConfig("sentinel", 0.0, "none") and plan.alpha is None
     assert plan.backend == BackendConfig("auto", 0, None, True)
     assert plan.her is not None and (plan.her.threshold, plan.her.lookahead) == (1.5, 50)
     six = plan_run(compose_train(["reward=stride6", "backend=numpy"])[0])
