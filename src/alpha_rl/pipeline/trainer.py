@@ -261,9 +261,9 @@ class Trainer:
         theta = self._parameters()
         bad = int((~np.isfinite(theta)).sum())
         if bad:
+            what = "Q-network parameters" + (" and w_α" if self.learner.alpha is not None else "")
             raise DivergenceError(
-                f"{bad} of {theta.size} Q-network parameters (and w_α) are NaN or infinite at "
-                f"step {self.t}"
+                f"{bad} of {theta.size} {what} are NaN or infinite at step {self.t}"
             )
 
     # --- state for checkpoints ---
