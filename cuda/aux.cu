@@ -22,6 +22,7 @@
 //   isv[w_idx]. Since the share grows with w, w settles where the share meets the target.
 #include "common.cuh"
 
+#include "adam.cuh"
 #include "env.cuh"
 #include "reduce.cuh"
 
@@ -69,21 +70,11 @@ aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
     const int a = static_cast<int>(threadIdx.x);
     if (a >= ACTIONS || a == ACTION_FLAT) return;
     const unsigned long long step = counters[0];
-    const float t = static_cast<float>(step), g = partial[a][0];
-    const float mk = beta1 * m[a] + (1.0f - beta1) * g;
-    const float vk = beta2 * v[a] + (1.0f - beta2) * g * g;
-    m[a] = mk;
-    v[a] = vk;
-    const float m_hat = mk / (1.0f - powf(beta1, t));
-    const float v_hat = vk / (1.0f - powf(beta2, t));
-    const float step_w = w[a] - lr * m_hat / (sqrtf(v_hat) + eps);
-    const float p = isfinite(step_w) ? fminf(fmaxf(step_w, -bound), bound) : step_w;  // NaN shows
+    const float stepped = adam_step(partial[a][0], static_cast<float>(step), m, v, w, a, lr, beta1,
+                                    beta2, eps);
+    const float p = isfinite(stepped) ? fminf(fmaxf(stepped, -bound), bound) : stepped;  // NaN shows
     w[a] = p;
-    if (tau > 0.0f) {
-        target[a] = tau * p + (1.0f - tau) * target[a];
-    } else if (step % static_cast<unsigned long long>(period) == 0ull) {
-        target[a] = p;
-    }
+    target_sync(p, target, a, tau, step, period);
     const int idx = a == ACTION_LONG ? long_idx : short_idx;
     if (isv != nullptr && idx >= 0) isv[idx] = p;
 }

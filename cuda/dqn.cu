@@ -35,6 +35,7 @@
 //   labeled row: nothing changes). counters[3]: scratch.
 #include "common.cuh"
 
+#include "adam.cuh"
 #include "reduce.cuh"
 #include "rng.cuh"
 #include "td_loss.cuh"
@@ -146,20 +147,8 @@ extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float*
     const float scale = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
     const float g = grad[k] * scale;
     const unsigned long long step = counters[DQN_ADAM_STEP];
-    const float t = static_cast<float>(step);
-    const float mk = beta1 * m[k] + (1.0f - beta1) * g;
-    const float vk = beta2 * v[k] + (1.0f - beta2) * g * g;
-    m[k] = mk;
-    v[k] = vk;
-    const float m_hat = mk / (1.0f - powf(beta1, t));
-    const float v_hat = vk / (1.0f - powf(beta2, t));
-    const float p = param[k] - lr * m_hat / (sqrtf(v_hat) + eps);
-    param[k] = p;
-    if (tau > 0.0f) {
-        target[k] = tau * p + (1.0f - tau) * target[k];
-    } else if (step % static_cast<unsigned long long>(period) == 0ull) {
-        target[k] = p;
-    }
+    const float p = adam_step(g, static_cast<float>(step), m, v, param, k, lr, beta1, beta2, eps);
+    target_sync(p, target, k, tau, step, period);
 }
 
 extern "C" __global__ void dqn_act(const float* __restrict__ q, const float* __restrict__ h,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.reference.abi import CONSTANTS, ENV_ACTIONS
+from alpha_rl.reference.dqn import adam_step, target_sync
 
 F32 = np.float32
 BLOCK = CONSTANTS["aux"]["AUX_BLOCK"]
@@ -47,20 +48,15 @@ def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta
     target's sync; the two weights into the ISV."""
     M = int(M)
     g = alpha_grad(dq, aux, M).astype(F32)
-    step = int(counters[0])
-    t, b1, b2 = F32(step), F32(beta1), F32(beta2)
-    for a in (LONG, SHORT):
-        m[a] = b1 * m[a] + (F32(1) - b1) * g[a]
-        v[a] = b2 * v[a] + (F32(1) - b2) * g[a] * g[a]
-        m_hat = m[a] / (F32(1) - np.power(b1, t))
-        v_hat = v[a] / (F32(1) - np.power(b2, t))
-        stepped = w[a] - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
-        w[a] = np.clip(stepped, -F32(bound), F32(bound)) if np.isfinite(stepped) else stepped
-        if tau > 0:
-            target[a] = F32(tau) * w[a] + (F32(1) - F32(tau)) * target[a]
-        elif step % int(period) == 0:
-            target[a] = w[a]
-        idx = long_idx if a == LONG else short_idx
+    d = np.array([LONG, SHORT])  # FLAT's entry is never updated
+    md, vd = m[d], v[d]
+    stepped = adam_step(g[d], counters, md, vd, w[d], lr, beta1, beta2, eps)
+    m[d], v[d] = md, vd
+    w[d] = np.where(np.isfinite(stepped), np.clip(stepped, -F32(bound), F32(bound)), stepped)
+    td = target[d]
+    target_sync(w[d], counters, td, d.size, tau, period)
+    target[d] = td
+    for a, idx in ((LONG, long_idx), (SHORT, short_idx)):
         if isv is not None and idx >= 0:
             isv[idx] = w[a]
 

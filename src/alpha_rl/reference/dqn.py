@@ -100,14 +100,20 @@ def dqn_adam(grad, stats, counters, param, m, v, target, P, lr, beta1, beta2, ep
     norm = F32(stats[0])
     scale = F32(clip) / norm if clip > 0 and norm > clip else F32(1)
     g = grad[:P] * scale
+    param[:P] = adam_step(g, counters, m[:P], v[:P], param[:P], lr, beta1, beta2, eps)
+    target_sync(param, counters, target, P, tau, period)
+
+
+def adam_step(g, counters, m, v, p, lr, beta1, beta2, eps) -> np.ndarray:
+    """cuda/adam.cuh: bias-corrected Adam at step t = counters[0] on parameters p (float32) with
+    gradient g; m and v (views) in place; returns the new parameters."""
     t = F32(counters[ADAM_STEP])
     b1, b2 = F32(beta1), F32(beta2)
-    m[:P] = b1 * m[:P] + (F32(1) - b1) * g
-    v[:P] = b2 * v[:P] + (F32(1) - b2) * g * g
-    m_hat = m[:P] / (F32(1) - np.power(b1, t))
-    v_hat = v[:P] / (F32(1) - np.power(b2, t))
-    param[:P] -= F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
-    target_sync(param, counters, target, P, tau, period)
+    m[:] = b1 * m + (F32(1) - b1) * g
+    v[:] = b2 * v + (F32(1) - b2) * g * g
+    m_hat = m / (F32(1) - np.power(b1, t))
+    v_hat = v / (F32(1) - np.power(b2, t))
+    return p - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
 
 
 def target_sync(param, counters, target, P, tau, period) -> None:
