@@ -509,7 +509,7 @@ class Learner:
             self.alpha = AlphaState(w=be.upload(w0), target=be.upload(w0),
                                     m=be.zeros(ACTIONS, F32), v=be.zeros(ACTIONS, F32))  # fmt: skip
         self.env_bufs = self.net.buffers(num_envs)
-        self.q_env = be.zeros(num_envs * ACTIONS, F32) if cfg.distributional else None
+        self.q_env = self.q_buffer(num_envs)
         # the online net runs h_t and h_tp1 as one forward of 2 x batch rows (x_t then x_tp1);
         # the backward pass goes through the first `batch` rows of it
         online = self.net.buffers(2 * batch)
@@ -703,6 +703,16 @@ class Learner:
         q = self.expected_q(out, self.q_env, self.num_envs)
         self.alpha_bias(h, q, self.num_envs)
         return self.backend.download(q).reshape(-1, ACTIONS)[: self.num_envs]
+
+
+def aux_calls(backend: Backend, p_up: DeviceArray, fill_mid: DeviceArray,
+              post_mid: DeviceArray) -> tuple[int, int]:  # fmt: skip
+    """(right, moved): of the envs whose mid moved over the step (post_mid != fill_mid), how
+    many the aux head called right (p_up > 0.5 for up), read to the host."""
+    up = backend.download(p_up) > 0.5
+    before, after = backend.download(fill_mid), backend.download(post_mid)
+    moved = after != before
+    return int(((after > before) == up)[moved].sum()), int(moved.sum())
 
 
 class GreedyPolicy:

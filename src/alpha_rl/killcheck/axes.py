@@ -28,9 +28,14 @@ from alpha_rl.tracking import RunRecord
 HER_ORDER = ("backward", "forward", "on")  # treatments in the order the seed plan names them
 
 
+def flag(run: RunRecord, key: str) -> bool:
+    """The run's boolean param `key` (absent: False)."""
+    return run.params.get(key, "").strip().lower() == "true"
+
+
 def her_flag(run: RunRecord, name: str) -> bool:
     """The run's her.<name> param (enabled, backward, forward) as a bool (absent: False)."""
-    return run.params.get(f"her.{name}", "").strip().lower() == "true"
+    return flag(run, f"her.{name}")
 
 
 def her_value(run: RunRecord) -> str | None:
@@ -62,13 +67,12 @@ def agent_value(run: RunRecord) -> str | None:
     p = run.params
     if "agent.n_step" not in p:
         return None
-    flag = {k: p.get(f"agent.{k}", "").strip().lower() == "true"
-            for k in ("dueling", "noisy", "distributional")}  # fmt: skip
+    has = {k: flag(run, f"agent.{k}") for k in ("dueling", "noisy", "distributional")}
     n = normalise(p["agent.n_step"])
-    if all(flag.values()) and n == 3:
+    if all(has.values()) and n == 3:
         return "rainbow"
-    pieces = [name for name, on in (("dueling", flag["dueling"]), (f"nstep{n}", n != 1),
-                                    ("noisy", flag["noisy"]), ("c51", flag["distributional"]))
+    pieces = [name for name, on in (("dueling", has["dueling"]), (f"nstep{n}", n != 1),
+                                    ("noisy", has["noisy"]), ("c51", has["distributional"]))
               if on]  # fmt: skip
     return "_".join(["dqn", *pieces])
 

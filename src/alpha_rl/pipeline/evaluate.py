@@ -15,7 +15,7 @@ import dataclasses
 
 import numpy as np
 
-from alpha_rl.agent import GreedyPolicy, Learner
+from alpha_rl.agent import GreedyPolicy, Learner, aux_calls
 from alpha_rl.env import Environment
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
@@ -65,11 +65,8 @@ class Evaluator:
                 env.perceive(self.h)
                 env.step(self.policy.act(self.h), self.policy.p_up)
                 done += 1
-                up = be.download(self.policy.p_up) > 0.5  # the aux head's call of this step
-                before, after = be.download(a["fill_mid"]), be.download(a["post_mid"])
-                moved = after != before
-                right += int(((after > before) == up)[moved].sum())
-                labeled += int(moved.sum())
+                r, n = aux_calls(be, self.policy.p_up, a["fill_mid"], a["post_mid"])
+                right, labeled = right + r, labeled + n
             stats = env.harvest_trade_stats()
             pnl.append(stats.realised)
             trades += stats.trades

@@ -14,12 +14,13 @@ checked launch. Audited steps launch eagerly, on the same stream.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 import numpy as np
 
-from alpha_rl.agent import Learner
+from alpha_rl.agent import Learner, aux_calls
 from alpha_rl.backend.base import DeviceArray
 from alpha_rl.backend.graph import Graph, graphs_available
 from alpha_rl.env import Environment
@@ -57,12 +58,11 @@ class Trainer:
         self.controller = None
         if plan.beta.controller == "share":  # w_aux_align steered by c6's share (cuda/aux.cu)
             at = isv.layout.index
-            self.controller = dict(
-                kernel=rt.bind(aux.CONTROLLER), aux_ema_idx=at("reward_aux_align_ema"),
+            self.controller = functools.partial(
+                rt.bind(aux.CONTROLLER), isv=isv.array, aux_ema_idx=at("reward_aux_align_ema"),
                 abs_idx=at("reward_abs_ema"), weight_idx=at("reward_weight"), core=RC_CORE,
-                w_idx=at("w_aux_align"),
-                share_idx=at("aux_share"), gain=plan.beta.gain, target=plan.beta.target_share,
-                w_max=plan.beta.w_max,
+                w_idx=at("w_aux_align"), share_idx=at("aux_share"), gain=plan.beta.gain,
+                target=plan.beta.target_share, w_max=plan.beta.w_max,
             )  # fmt: skip
         self.hindsight = (
             Hindsight(plan.her, self.env, self.replay, rt, isv, plan.agent.gamma)
@@ -126,9 +126,7 @@ class Trainer:
         env.perceive(self.h_tp1, s)  # 4
         env.reward_diagnostics(s)  # 5
         if self.controller is not None:  # 5b: w_aux_align for the next step's c6
-            c = self.controller
-            c["kernel"](isv=self.session.isv.array, stream=s,
-                        **{k: v for k, v in c.items() if k != "kernel"})  # fmt: skip
+            self.controller(stream=s)
         # --- replay and hindsight ---
         if hs is not None:
             hs.track(s)  # 6
@@ -212,11 +210,9 @@ class Trainer:
         (p_up > 0.5 for up), over those whose mid moved; None when none moved or no step ran."""
         if self.t == 0:
             return None
-        be, a = self.backend, self.env.arrays
-        up = be.download(self.learner.p_up) > 0.5
-        before, after = be.download(a["fill_mid"]), be.download(a["post_mid"])
-        moved = after != before
-        return float(((after > before) == up)[moved].mean()) if moved.any() else None
+        a = self.env.arrays
+        right, moved = aux_calls(self.backend, self.learner.p_up, a["fill_mid"], a["post_mid"])
+        return right / moved if moved else None
 
     def _hindsight_block(self, slot: Any) -> dict[str, Any]:
         hs = self.hindsight
