@@ -8,9 +8,8 @@
 // butterflies of shuffles (every lane ends with the same total).
 //
 // c51_q (a thread per (i, a)): q[i A + a] = Q(i, a), the atoms added in order.
-// c51_project (a warp per row i): a* = argmax_a Q_online(i, a) over logits_tp1 (first on ties:
-//   double-DQN selection by the online net; each Q from the warp's lane sums, so where two
-//   actions' Q lie within an ulp or two a* may differ from c51_q's and the oracle's order), p_j = p_target(i, a*)_j over logits_target;
+// c51_project (a warp per row i): a* = argmax_a Q_online(i, a) over logits_tp1, each Q as c51_q
+//   computes it (first on ties: double-DQN selection by the online net), p_j = p_target(i, a*)_j over logits_target;
 //   Tz_j = clamp(r_i + g_i (1 - cut_on_done * done_i) z_j, v_min, v_max), g_i = discount[i] or
 //   gamma when discount is NULL; b_j = clamp((Tz_j - v_min) / dz, 0, Z - 1); the projected target
 //   m[i Z + k] = sum_j p_j max(0, 1 - |b_j - k|), j in order (Bellemare's eq. 7: an atom that
@@ -61,13 +60,9 @@ __device__ __forceinline__ float column_max(const float* row, int Z, int A, int 
     return warp_max(m);
 }
 
-extern "C" __global__ void c51_q(const float* __restrict__ logits, float* __restrict__ q, int M,
-                                 int A, int Z, float v_min, float v_max) {
-    const int e = global_index_1d();
-    if (e >= M * A) return;
-    const int i = e / A, a = e - i * A;
-    const float* row = logits + static_cast<size_t>(i) * Z * A;
-    const float dz = atom_step(v_min, v_max, Z);
+// Q of action a of one row ([Z, A] logits): sum_j softmax_j z_j, the atoms in order.
+__device__ __forceinline__ float expected_value(const float* row, int Z, int A, int a, float v_min,
+                                                float dz) {
     float mx = row[a];
     for (int j = 1; j < Z; ++j) mx = fmaxf(mx, row[j * A + a]);
     float s = 0.0f, sz = 0.0f;
@@ -76,7 +71,16 @@ extern "C" __global__ void c51_q(const float* __restrict__ logits, float* __rest
         s += p;
         sz += p * atom(v_min, dz, j);
     }
-    q[e] = sz / s;
+    return sz / s;
+}
+
+extern "C" __global__ void c51_q(const float* __restrict__ logits, float* __restrict__ q, int M,
+                                 int A, int Z, float v_min, float v_max) {
+    const int e = global_index_1d();
+    if (e >= M * A) return;
+    const int i = e / A, a = e - i * A;
+    const float* row = logits + static_cast<size_t>(i) * Z * A;
+    q[e] = expected_value(row, Z, A, a, v_min, atom_step(v_min, v_max, Z));
 }
 
 extern "C" __global__ void __launch_bounds__(C51_PROJECT_BLOCK)
@@ -91,18 +95,21 @@ c51_project(const float* __restrict__ logits_tp1, const float* __restrict__ logi
     if (i >= M) return;  // the whole warp
     const float dz = atom_step(v_min, v_max, Z);
     const float* online = logits_tp1 + static_cast<size_t>(i) * Z * A;
-    int best = 0;
-    float best_q = 0.0f;
-    for (int a = 0; a < A; ++a) {
-        const float mx = column_max(online, Z, A, a, lane);
-        float s = 0.0f, sz = 0.0f;
-        for (int j = lane; j < Z; j += 32) {
-            const float p = expf(online[j * A + a] - mx);
-            s += p;
-            sz += p * atom(v_min, dz, j);
+    // lane a computes Q(i, a) as c51_q does (the atoms in order), then the warp keeps the
+    // largest, the lowest action on ties
+    int best = A;
+    float best_q = -CUDART_INF_F;
+    for (int a = lane; a < A; a += 32) {
+        const float qa = expected_value(online, Z, A, a, v_min, dz);
+        if (best == A || qa > best_q) best = a, best_q = qa;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float other_q = __shfl_xor_sync(0xffffffffu, best_q, offset);
+        const int other = __shfl_xor_sync(0xffffffffu, best, offset);
+        if (other != A && (best == A || other_q > best_q || (other_q == best_q && other < best))) {
+            best = other, best_q = other_q;
         }
-        const float qa = warp_sum(sz) / warp_sum(s);
-        if (a == 0 || qa > best_q) best = a, best_q = qa;
     }
     const float* target = logits_target + static_cast<size_t>(i) * Z * A;
     const float mx = column_max(target, Z, A, best, lane);

@@ -3,9 +3,10 @@
 The contract is the kernel file's header. The atoms and the projection's weights are the same
 float32 operations as the kernels', and the projection adds its terms in the same order; the
 softmaxes' exp and log are float32 NumPy's and the device's warp sums add in another order, so
-results agree with the GPU's to a few parts in 10^6 (and c51_project's greedy action may differ
-where two actions' Q lie within an ulp or two). Every function works in its inputs' dtype
-(float64 for gradient checks).
+results agree with the GPU's to a few parts in 10^6. c51_project's greedy action is the argmax of
+c51_q's own sums on the device, so where two actions' Q lie within an ulp or two it may differ from
+this oracle's (whose exp is NumPy's). Every function works in its inputs' dtype (float64 for
+gradient checks).
 """
 
 from __future__ import annotations
