@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alpha_rl.kernels import aux
+from alpha_rl.kernels import aux, dqn
 from alpha_rl.reference import aux as ref
+from alpha_rl.reference import dqn as dqn_ref
 from tests.helpers import device_and_oracle
 
 pytestmark = pytest.mark.gpu
@@ -37,6 +38,23 @@ def test_aux_alpha_bias_and_update_match_reference(cuda_backend, M: int, H: int)
         for name in ("w", "m", "v", "target", "isv"):
             np.testing.assert_allclose(got_u[name], want_u[name], err_msg=name, **TOL)
         assert got_u["w"][0] == 0.0 and np.all(np.abs(got_u["w"]) <= 0.25)
+
+
+@pytest.mark.parametrize(("M", "H"), [(33, 32), (4097, 39)])
+def test_aux_alpha_bias_reads_the_aux_head_exactly_as_dqn_act(cuda_backend, M: int, H: int) -> None:
+    """α's aux is 2 p_up - 1 of the very head dqn_act evaluates (the same sums in the same order),
+    so the acting bias and the c6 reward see one prediction."""
+    gen = np.random.default_rng(M + H)
+    h, aux_w = gen.normal(size=M * H).astype(F32), gen.normal(0, 0.3, H + 1).astype(F32)
+    act = {"q": np.zeros(M * 3, F32), "h": h, "aux_w": aux_w,
+           "action": np.full(M, -1, np.int32), "counters": np.zeros(4, np.uint64), "isv": None,
+           "p_up": np.full(M, np.nan, F32)}  # fmt: skip
+    got_act, _ = device_and_oracle(cuda_backend, dqn.ACT, dqn_ref.dqn_act, act,
+                                   [M, 3, H, 11, 1.0, 0.1, 20.0, -1])  # fmt: skip
+    bias = {"h": h, "aux_w": aux_w, "w": np.zeros(3, F32), "q": np.zeros(M * 3, F32),
+            "aux_out": np.full(M, np.nan, F32)}  # fmt: skip
+    got, _ = device_and_oracle(cuda_backend, aux.ALPHA_BIAS, ref.aux_alpha_bias, bias, [M, H])
+    np.testing.assert_array_equal(got["aux_out"], 2 * got_act["p_up"] - 1)
 
 
 def test_aux_controller_matches_reference_exactly(cuda_backend) -> None:
