@@ -58,6 +58,10 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         "alpha_on_beta_controller": ["alpha='on'", "beta=active_controller"],
         **{f"agent_{a}": [f"agent={a}"]
            for a in ("rainbow", "dqn_dueling", "dqn_nstep3", "dqn_noisy", "dqn_c51")},
+        # the objectives; a search preset's keys are its sweeper's (hydra.), taken by a single run
+        "objective_sharpe_search_her": ["objective=sharpe_iqm", "hparams_search=her_optuna"],
+        "objective_capture_search_learner": ["objective=capture_iqm",
+                                             "hparams_search=learner_optuna"],
     }  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -15,9 +16,10 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
-from alpha_rl.pipeline.run import Job, Outcome, run_job
+from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
 from alpha_rl.tracking import TrackingConfig
-from alpha_rl.tracking.parent import record_failed_job, stop_parent
+from alpha_rl.tracking.parent import record_failed_job, record_failed_run, stop_parent
+from alpha_rl.tracking.records import write_json
 
 log = logging.getLogger("alpha_rl")
 
@@ -58,12 +60,16 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
                  "http://127.0.0.1:5000", make, uri)  # fmt: skip
 
 
-def run(cfg: DictConfig) -> None:
-    """One job: train, track and report. A user-caused error exits 2 with its message (in a
-    multirun: the job is recorded in <sweep dir>/failed_jobs.jsonl and the sweep goes on; the
-    sweep then ends FAILED and exits 2); a run that ends FAILED exits 1 (a single run) or lets
-    the sweep go on (a multirun). A run stopped by SIGTERM or SIGINT exits 143 or 130 after
-    saying how to resume it; in a sweep the stop ends the sweep, its parent run KILLED."""
+def run(cfg: DictConfig) -> float:
+    """One job: train, track and report; returns the run's objective (NaN unless it finished),
+    which a hyper-parameter search reads.
+
+    A user-caused error exits 2 with its message. In a multirun the job is recorded in
+    <sweep dir>/failed_jobs.jsonl and the sweep goes on (it then ends FAILED and exits 2); in a
+    search the trial becomes a FAILED run, the error goes back to the search and the search goes
+    on. A run that ends FAILED exits 1 (a single run) or lets the sweep go on (a multirun). A run
+    stopped by SIGTERM or SIGINT exits 143 or 130 after saying how to resume it; in a sweep the
+    stop ends the sweep, its parent run KILLED."""
     hc = HydraConfig.get()
     try:
         with gpu_slot(str(hc.launcher.get("_target_", "")), sweep_dir_of(hc)) as gpu:
@@ -79,15 +85,23 @@ def run(cfg: DictConfig) -> None:
         sweep_dir = sweep_dir_of(hc)
         if sweep_dir is None:
             sys.exit(2)
-        overrides = OmegaConf.to_container(hc.overrides.task, resolve=False)
-        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), list(overrides), exc)
+        overrides = list(OmegaConf.to_container(hc.overrides.task, resolve=False))
+        if cfg.search.trial is not None:  # the search records the trial as failed, goes on
+            run_id = record_failed_run(sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
+                                       f"{cfg.search.study}_trial{cfg.search.trial}", overrides,
+                                       search_tags(cfg), exc)  # fmt: skip
+            if run_id is not None:
+                write_json(Path(hc.runtime.output_dir) / "tracking.json", {"run_id": run_id})
+            raise exc from None
+        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), overrides, exc)
         log.error("this job of the sweep did not start; the other jobs go on")
-        return
+        return math.nan
     report(outcome, cfg)
     if outcome.stopped_by is not None:
         stopped(outcome, cfg, job.sweep_dir)
     if outcome.status != "FINISHED" and job.sweep_dir is None:
         sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too
+    return outcome.objective
 
 
 def stopped(outcome: Outcome, cfg: DictConfig, sweep_dir: Path | None) -> None:

@@ -211,7 +211,8 @@ def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None
         first, second = evaluator.run(), evaluator.run()
         after = {k: be.download(v) for k, v in trainer.state_arrays(True).items()}
     np.testing.assert_equal(first, second)  # NaN-aware
-    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/capture_ratio", "eval/trades",
+    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/sharpe_intervals", "eval/pnl_skew",
+                          "eval/pnl_kurtosis", "eval/capture_ratio", "eval/trades",
                           "eval/aux_accuracy", "eval/l_q_probe", "eval/q_probe_mean"}  # fmt: skip
     for key, value in before.items():
         np.testing.assert_array_equal(value, after[key], err_msg=key)

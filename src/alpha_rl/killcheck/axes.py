@@ -6,7 +6,9 @@ her.enabled / backward / forward params; baseline off), `beta` (sentinel | activ
 active_controller, beta.mode and beta.controller; baseline sentinel), `alpha` (off | on,
 alpha.mode; baseline off), `reward` (stride6 | stride7, reward.stride; baseline stride6) and
 `agent` (the learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names
-them, from the agent.dueling / n_step / noisy / distributional params; baseline dqn). Each owns
+them, from the agent.dueling / n_step / noisy / distributional params; baseline dqn). A sixth,
+`search` (trial<N> | default, from search.trial), is alpha-rl-confirm's: a search's candidates
+against the default config, owning the keys the search varied. Each owns
 the params under its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ
 between paired runs; the agent axis only those four params (and the agent's slots), so runs that
 also differ in another agent key (agent.lr) pair only with their own. Any other axis is one
@@ -127,12 +129,23 @@ class Axis:
         return known + sorted(values - set(known), key=str)
 
 
+def search_value(run: RunRecord) -> str | None:
+    """`trial<N>` for a run of a search trial's config (search.trial), `default` for one of the
+    default config (a confirmation's baseline); None when the run has no search params."""
+    if "search.trial" not in run.params:
+        return None
+    trial = normalise(run.params["search.trial"])
+    return "default" if trial is None or trial == "None" else f"trial{trial}"
+
+
 GROUP_AXES = {
     "her": (("her.", "isv.slots.her."), her_value, "off"),
     "beta": (("beta.", "isv.slots.beta."), beta_value, "sentinel"),
     "alpha": (("alpha.", "isv.slots.alpha."), _param("alpha.mode"), "off"),
     "reward": (("reward.", "isv.slots.reward."), _param("reward.stride", "stride"), "stride6"),
     "agent": ((*AGENT_KEYS, "isv.slots.agent."), agent_value, "dqn"),
+    # a search's candidates against the default config (alpha-rl-confirm adds the searched keys)
+    "search": (("search.", "isv.slots."), search_value, "default"),
 }
 
 
@@ -155,11 +168,13 @@ def default_value(key: str) -> str:
     return str(found)
 
 
-def axis_for(name: str, baseline: str | None = None) -> Axis:
-    """The axis `name` (her, beta, alpha, reward, agent or a config key), with its baseline."""
+def axis_for(name: str, baseline: str | None = None, owns: tuple[str, ...] = ()) -> Axis:
+    """The axis `name` (her, beta, alpha, reward, agent, search or a config key), with its
+    baseline; `owns`: more params (prefixes) it owns (the keys a search varied)."""
     if name in GROUP_AXES:
         groups, value_of, default = GROUP_AXES[name]
-        return Axis(name, groups, None, value_of, baseline if baseline is not None else default)
+        chosen = baseline if baseline is not None else default
+        return Axis(name, (*groups, *owns), None, value_of, chosen)
     if not name or name.startswith(".") or name.endswith("."):
         raise AlphaRlError(f"--axis {name!r}: name her, beta, alpha, reward, agent or a config key "
                            "(agent.lr)")  # fmt: skip

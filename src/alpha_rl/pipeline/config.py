@@ -24,6 +24,7 @@ from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
+from alpha_rl.pipeline.objective import Objective
 from alpha_rl.pipeline.scale import scale_setting
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import ReplayConfig
@@ -127,6 +128,7 @@ class Plan:
     beta: BetaConfig
     backend: BackendConfig
     alpha: AlphaConfig | None = None  # None: alpha='off'
+    objective: Objective | None = None  # what the run returns to a search (conf/objective/)
 
     @property
     def learner_updates(self) -> int:
@@ -320,6 +322,7 @@ def plan_run(cfg: DictConfig) -> Plan:
         beta=beta_config(cfg),
         backend=backend_config(cfg),
         alpha=alpha_config(cfg),
+        objective=Objective.from_cfg(cfg),
     )
     if plan.alpha is not None and agent.distributional:
         raise ConfigError(

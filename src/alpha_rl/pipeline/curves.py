@@ -20,15 +20,15 @@ PANELS = (
 )  # fmt: skip
 
 
-def read_series(diag: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """(steps, values) per metric of a run's diag.jsonl (finite values only)."""
+def read_series(diag: Path, finite_only: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(steps, values) per metric of a run's diag.jsonl (finite values only, unless told)."""
     points: dict[str, list[tuple[int, float]]] = {}
     for line in diag.read_text().splitlines():
         if not line.strip():
             continue
         record = json.loads(line)
         for key, value in record.get("metrics", {}).items():
-            if isinstance(value, int | float) and np.isfinite(value):
+            if isinstance(value, int | float) and (np.isfinite(value) or not finite_only):
                 points.setdefault(key, []).append((int(record["step"]), float(value)))
     return {
         k: (np.array([s for s, _ in v]), np.array([x for _, x in v])) for k, v in points.items()

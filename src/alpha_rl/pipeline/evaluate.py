@@ -33,6 +33,16 @@ def sharpe(interval_pnl: np.ndarray) -> float:
     return float(interval_pnl.mean()) / std if std > 0 else float("nan")
 
 
+def moments(interval_pnl: np.ndarray) -> tuple[float, float]:
+    """(skewness, kurtosis) of the interval PnL series (kurtosis 3 for a normal; the Deflated
+    Sharpe Ratio's non-normality terms); NaN when undefined."""
+    x = np.asarray(interval_pnl, np.float64)
+    if x.size < 3 or float(x.std()) == 0.0:
+        return float("nan"), float("nan")
+    z = (x - x.mean()) / x.std()
+    return float(np.mean(z**3)), float(np.mean(z**4))
+
+
 class Evaluator:
     """Greedy evaluation of `learner` on the held-out `book`."""
 
@@ -51,7 +61,8 @@ class Evaluator:
         return self.cfg.due(t, steps)
 
     def run(self) -> dict[str, float]:
-        """eval/pnl, eval/sharpe, eval/capture_ratio, eval/trades, eval/aux_accuracy (the share
+        """eval/pnl, eval/sharpe (with its number of intervals and their PnL's skewness and
+        kurtosis), eval/capture_ratio, eval/trades, eval/aux_accuracy (the share
         of steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
         where the mid moved) and the probe's eval/l_q_probe and eval/q_probe_mean of one
         evaluation."""
@@ -72,9 +83,13 @@ class Evaluator:
             trades += stats.trades
             realised += stats.realised
             available += stats.available
+        skew, kurtosis = moments(np.asarray(pnl))
         return {
             "eval/pnl": realised,
             "eval/sharpe": sharpe(np.asarray(pnl)),
+            "eval/sharpe_intervals": float(len(pnl)),
+            "eval/pnl_skew": skew,
+            "eval/pnl_kurtosis": kurtosis,
             "eval/capture_ratio": realised / available if available > 0 else float("nan"),
             "eval/trades": float(trades),
             "eval/aux_accuracy": right / labeled if labeled else float("nan"),

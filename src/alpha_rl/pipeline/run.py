@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import shlex
 import socket
@@ -42,6 +43,7 @@ from alpha_rl.pipeline.labels import (
     run_name,
     tags,
 )
+from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.stop import StopSignals, under_submitit
@@ -86,6 +88,7 @@ class Outcome:
     summary: tuple[str, ...] = ()  # the last held-out evaluation and the l_q trend
     stopped_by: int | None = None  # the signal that stopped it (SIGTERM, SIGINT), if one did
     resume_command: str | None = None  # set when a checkpoint lets the run continue
+    objective: float = math.nan  # what it returns to a search (NaN: it did not finish)
 
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
@@ -125,6 +128,8 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         if meta is None:
             describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
+            if cfg.search.trial is not None:
+                tracker.set_tags(search_tags(cfg))
         tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                           RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
         summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
@@ -207,6 +212,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
     status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
+    objective = math.nan
     try:
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
@@ -250,6 +256,10 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             status, reason = "KILLED", f"stopped by {stop.name} at step {trainer.t}"
             if stop.requeued:
                 status, reason = "REQUEUED", f"requeued by the cluster at step {trainer.t}"
+        elif plan.objective is not None:
+            objective = plan.objective.value(run_dir / "diag.jsonl", run.steps)
+            if math.isfinite(objective):
+                tracker.log_point(trainer.t, {OBJECTIVE_METRIC: objective})
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)
@@ -268,9 +278,13 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             status, reason = _requeue(stop, tracker, reason)
         write_curves(run_dir, tracker, summary)
         tracker.finish(status, reason)
-    return Outcome(
-        status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()), stop.signum
-    )
+    return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
+                   stop.signum, objective=objective)  # fmt: skip
+
+
+def search_tags(cfg: DictConfig) -> dict[str, str]:
+    """The tags that name a search trial's study and number (cfg.search)."""
+    return {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
 
 
 def _requeue(stop: StopSignals, tracker: Tracker, reason: str | None) -> tuple[str, str]:

@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from alpha_rl.tracking.config import TrackingConfig
+from alpha_rl.tracking.delivery import PARENT_TAG
 from alpha_rl.tracking.records import write_json
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
 from alpha_rl.tracking.tracker import REASON_TAG
@@ -95,6 +96,31 @@ def record_failed_job(sweep_dir: Path, job_dir: Path, overrides: list[str], exc:
         fh.write(line + "\n")
 
 
+def record_failed_run(sweep_dir: Path, cfg: TrackingConfig, name: str, overrides: list[str],
+                      tags: dict[str, str], exc: Exception) -> str | None:  # fmt: skip
+    """A FAILED run, nested under the sweep's parent, for a job that did not start (a search
+    trial with a bad config: the trial is a result of the search, failed, in MLflow as in its
+    study). Its params are the job's overrides; None (and a warning) while the store is down."""
+    parent = parent_run_for(sweep_dir, cfg, create=False)
+    reason = str(exc)[:5000]
+    labels = tags | {REASON_TAG: reason} | ({PARENT_TAG: parent} if parent else {})
+
+    def create(client: Any, experiment_id: str) -> str:
+        run = client.create_run(experiment_id, tags=labels, run_name=name)
+        for line in overrides:
+            key, _, value = line.lstrip("+~").partition("=")
+            client.log_param(run.info.run_id, key, value[:6000])
+        client.set_terminated(run.info.run_id, "FAILED")
+        return run.info.run_id
+
+    store = _store(cfg)
+    try:
+        return store.call("record the failed job", create, store.experiment_id(cfg.experiment))
+    except (StoreDown, Rejected) as exc2:
+        log.warning("the failed job %s is not in the store (%s)", name, exc2)
+        return None
+
+
 def failed_jobs(sweep_dir: Path) -> list[dict]:
     """The jobs record_failed_job noted for this sweep."""
     path = sweep_dir / FAILED_JOBS_FILE
@@ -103,12 +129,21 @@ def failed_jobs(sweep_dir: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def stop_parent(sweep_dir: Path, cfg: TrackingConfig, reason: str) -> None:
+def stop_parent(sweep_dir: Path, cfg: TrackingConfig, reason: str, status: str = "KILLED") -> None:
     """End a sweep's parent run KILLED with `reason` (a job of it was stopped by a signal, which
-    stops the sweep)."""
+    stops the sweep), or with another `status` (a search that could not go on: FAILED)."""
     _, run_id = _read(sweep_dir, cfg)
     if run_id:
-        _close_parent(cfg, run_id, [], status="KILLED", reason=reason)
+        _close_parent(cfg, run_id, [], status=status, reason=reason)
+
+
+def set_parent_tags(cfg: TrackingConfig, run_id: str, tags: dict[str, str]) -> None:
+    """Tags on a sweep's parent run (a warning, never an error, while its store is down)."""
+    try:
+        _store(cfg).call("tag the parent run",
+                         lambda c: [c.set_tag(run_id, k, v) for k, v in tags.items()])  # fmt: skip
+    except (StoreDown, Rejected) as exc:
+        log.warning("the parent run %s is not tagged (%s)", run_id, exc)
 
 
 def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict], status: str | None = None,

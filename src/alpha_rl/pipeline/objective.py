@@ -1,0 +1,77 @@
+"""What a run returns to a hyper-parameter search: one held-out figure (conf/objective/).
+
+Every run computes it at its end from its own diag.jsonl (so a resumed run counts the
+evaluations of its first start too), logs it as the metric `search/objective` and returns it
+from the task function, which is what the Optuna sweeper (alpha_rl.search) reads. A run that does
+not finish (diverged, failed, stopped) returns NaN: the search records that trial as failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from alpha_rl.errors import ConfigError
+from alpha_rl.pipeline.curves import read_series
+
+METRIC = "search/objective"
+STATISTICS = ("iqm", "mean", "last")
+DIRECTIONS = ("maximize", "minimize")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """`statistic` of `metric` over the evaluations in the last `window` of training."""
+
+    metric: str
+    window: float
+    statistic: str
+    direction: str
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> Objective:
+        """From conf/objective/*.yaml (`objective.*`); raises ConfigError naming the bad key."""
+        o = cfg.objective
+        metric, statistic, direction = str(o.metric), str(o.statistic), str(o.direction)
+        window = float(o.window)
+        if not metric.startswith("eval/"):
+            raise ConfigError(
+                f"objective.metric={metric!r}: a search judges held-out figures; "
+                "name an eval/ metric (eval/pnl, eval/sharpe, eval/capture_ratio)"
+            )
+        if not 0.0 < window <= 1.0:
+            raise ConfigError(
+                f"objective.window={window}: the last fraction of training whose "
+                "evaluations count must be in (0, 1]"
+            )
+        if statistic not in STATISTICS:
+            raise ConfigError(f"objective.statistic={statistic!r}: one of {', '.join(STATISTICS)}")
+        if direction not in DIRECTIONS:
+            raise ConfigError(f"objective.direction={direction!r}: one of {', '.join(DIRECTIONS)}")
+        return cls(metric, window, statistic, direction)
+
+    def describe(self) -> str:
+        return f"{self.statistic} of {self.metric} over the last {self.window:g} of training"
+
+    def value(self, diag: Path, steps: int) -> float:
+        """The objective of a finished run of `steps` steps; NaN when no evaluation of the
+        metric falls in the window (or one of them is not finite)."""
+        if not diag.is_file():
+            return float("nan")
+        series = read_series(diag, finite_only=False).get(self.metric)
+        if series is None:
+            return float("nan")
+        at, values = series
+        kept = values[at > (1.0 - self.window) * steps]
+        if kept.size == 0 or not np.all(np.isfinite(kept)):
+            return float("nan")
+        if self.statistic == "last":
+            return float(kept[-1])
+        if self.statistic == "mean":
+            return float(kept.mean())
+        from alpha_rl.killcheck.aggregate import iqm
+
+        return float(iqm(kept))

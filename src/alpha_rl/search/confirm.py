@@ -1,0 +1,375 @@
+"""`alpha-rl-confirm --parent <search run>`: a search's best configurations again, on data it never
+chose by, judged against the default config.
+
+The best `--top` completed trials of the search's study, and the default config as the baseline,
+each run on `--seeds` the search never trained on and on walk-forward folds (`--folds`; by
+default the folds whose test windows end before the search's held-out part begins) as one
+multirun, then judged by the variant check on the `search` axis (each candidate against the
+default, run by run of the same seed and fold). The report says:
+- how far each candidate's objective shrank from the search to the confirmation: the winner of
+  many noisy trials is partly its luck, and the shrinkage is that selection bias made visible;
+- how many configurations the search tried (the multiple-testing count), and the winner's
+  Deflated Sharpe Ratio (Bailey & López de Prado 2014): the probability that its held-out Sharpe
+  beats the best Sharpe that many trials would show by chance.
+Exit status: the variant check's (0 every candidate kept, 1 any killed, 2 cannot judge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from alpha_rl import paths
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.killcheck.axes import axis_for, default_value
+from alpha_rl.killcheck.cli import WANTED, judge
+from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, overall, table
+from alpha_rl.pipeline.objective import METRIC
+from alpha_rl.search.study import STUDY_TAG
+from alpha_rl.tracking import RunReader, RunRecord
+from alpha_rl.tracking.parent import PARENT_FILE
+
+EULER_GAMMA = 0.5772156649015329
+GROUP = "candidate"  # the config group the confirmation writes its candidates into
+# overrides of the search that the confirmation sets itself
+OWN = ("hparams_search=", "seed=", "validation=", "market.fold=", "hydra.", "search.")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to confirm: a trial's params, or the default (trial None)."""
+
+    name: str
+    trial: int | None
+    params: dict[str, Any]
+    search_value: float
+
+
+def deflated_sharpe(
+    sr: float, trials_sr: np.ndarray, n_trials: int, T: int, skew: float, kurtosis: float
+) -> tuple[float, float]:
+    """(DSR, SR0): the probability that the true Sharpe ratio exceeds SR0, the expected maximum
+    of `n_trials` Sharpe ratios of zero-skill strategies with the trials' variance, given the
+    selected strategy's estimated `sr` over T returns of that skewness and (non-excess) kurtosis
+    (Bailey & López de Prado 2014, eq. 2-3). Sharpe ratios per return interval, not annualised."""
+    from scipy.stats import norm
+
+    if n_trials < 2 or trials_sr.size < 2:
+        return math.nan, math.nan
+    sr0 = float(np.std(trials_sr, ddof=1)) * (
+        (1 - EULER_GAMMA) * norm.ppf(1 - 1 / n_trials)
+        + EULER_GAMMA * norm.ppf(1 - 1 / (n_trials * math.e))
+    )
+    spread = 1 - skew * sr + (kurtosis - 1) / 4 * sr**2
+    if T < 2 or not math.isfinite(sr) or not spread > 0:
+        return math.nan, sr0
+    return float(norm.cdf((sr - sr0) * math.sqrt(T - 1) / math.sqrt(spread))), sr0
+
+
+def unseen_folds(search_split: float, folds: int, test_fraction: float) -> list[int]:
+    """The walk-forward folds whose test windows end before the single split's held-out part."""
+    return [k for k in range(folds) if 1 - (folds - k - 1) * test_fraction <= search_split + 1e-9]
+
+
+def last_value(run: RunRecord, key: str) -> float:
+    points = run.metrics.get(key) or []
+    return float(points[-1][1]) if points else math.nan
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    tracking = OmegaConf.load(paths.conf_dir() / "tracking" / "local.yaml")
+    p = argparse.ArgumentParser(
+        prog="alpha-rl-confirm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="more overrides for the confirmation's runs (hydra/launcher=local_gpus, "
+        "backend=cuda, steps=...)",
+    )
+    p.add_argument("--parent", required=True, help="the search's parent run id")
+    p.add_argument("--tracking-uri", default=str(tracking.uri), help="MLflow tracking URI")
+    p.add_argument("--experiment", default=str(tracking.experiment), help="MLflow experiment")
+    p.add_argument("--top", type=int, default=3, help="the best trials to confirm (default 3)")
+    p.add_argument(
+        "--seeds",
+        default="1000,1001,1002,1003,1004",
+        help="seeds for the confirmation, none of them the search's",
+    )
+    p.add_argument(
+        "--folds",
+        default=None,
+        help="walk-forward folds (default: those whose "
+        "test windows end before the search's held-out part)",
+    )
+    p.add_argument(
+        "--out", type=Path, help="where the runs and the report go (default confirm/<time>)"
+    )
+    return p.parse_args(argv)
+
+
+def load_study(reader: RunReader, parent: str) -> Any:
+    import optuna
+
+    record = reader.run(parent, lambda k: False)
+    study_name, storage = record.tags.get(STUDY_TAG), record.tags.get("search.storage")
+    if not study_name or not storage:
+        raise AlphaRlError(
+            f"--parent {parent}: not the parent run of a search (no {STUDY_TAG} "
+            "and search.storage tags)"
+        )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage)
+    except KeyError as exc:
+        raise AlphaRlError(f"study {study_name!r} is not in {storage}: {exc}") from exc
+
+
+def candidates(study: Any, top: int) -> list[Candidate]:
+    """The default config first, then the `top` best completed trials."""
+    import optuna
+
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not done:
+        raise AlphaRlError(f"study {study.study_name!r} has no completed trial to confirm")
+    best = sorted(
+        done, key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE
+    )[:top]
+    return [
+        Candidate("default", None, {}, math.nan),
+        *(Candidate(f"trial{t.number}", t.number, dict(t.params), float(t.value)) for t in best),
+    ]
+
+
+def write_group(conf: Path, study_name: str, picks: list[Candidate]) -> None:
+    """conf/candidate/<name>.yaml: each candidate's params (and search.study / search.trial)."""
+    group = conf / GROUP
+    group.mkdir(parents=True, exist_ok=True)
+    for c in picks:
+        node = OmegaConf.create({"search": {"study": study_name, "trial": c.trial}})
+        defaults = []
+        for key, value in c.params.items():
+            if (paths.conf_dir() / key).is_dir():  # a config group: chosen, not set
+                defaults.append(f"override /{key}: {value}")
+            else:
+                OmegaConf.update(node, key, value, force_add=True)
+        text = "# @package _global_\n"
+        if defaults:
+            text += "defaults:\n" + "".join(f"  - {d}\n" for d in defaults)
+        (group / f"{c.name}.yaml").write_text(text + OmegaConf.to_yaml(node))
+
+
+def run_confirmation(
+    args: argparse.Namespace,
+    study: Any,
+    picks: list[Candidate],
+    out: Path,
+    seeds: list[int],
+    folds: list[int],
+) -> Path:
+    """The multirun of every candidate x seed x fold; its sweep directory."""
+    fixed = [f for f in study.user_attrs.get("fixed", []) if not f.lstrip("+~").startswith(OWN)]
+    extra = []
+    if any("her.lookahead" in c.params for c in picks):  # every arm on the same folds
+        longest = max(
+            [int(c.params.get("her.lookahead", 0)) for c in picks]
+            + [int(default_value("her.lookahead"))]
+        )
+        extra.append(f"validation.lookahead={longest}")  # the embargo's lookahead
+    sweep = out / "sweep"
+    cmd = [
+        sys.executable,
+        "-m",
+        "alpha_rl.train",
+        "-m",
+        *fixed,
+        f"hydra.searchpath=[file://{(out / 'conf').resolve()}]",
+        f"+{GROUP}={','.join(c.name for c in picks)}",
+        "validation=walk_forward",
+        f"market.fold={','.join(map(str, folds))}",
+        f"seed={','.join(map(str, seeds))}",
+        *extra,
+        f"tracking.uri={args.tracking_uri}",
+        f"tracking.experiment={args.experiment}",
+        f"hydra.sweep.dir={sweep}",
+        *args.overrides,
+    ]
+    print("confirmation:", " ".join(cmd[2:]), flush=True)
+    done = subprocess.run(cmd, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+    if done.returncode != 0:
+        raise AlphaRlError(f"the confirmation's multirun exited {done.returncode} ({sweep})")
+    return sweep
+
+
+def report(
+    study: Any, picks: list[Candidate], runs: list[RunRecord], search_runs: dict[int, RunRecord]
+) -> dict:
+    """Shrinkage per candidate, the trial count and the winner's DSR."""
+    import optuna
+
+    by: dict[str, list[float]] = {}
+    for r in runs:
+        trial = r.params.get("search.trial")
+        name = "default" if trial in (None, "None", "null") else f"trial{trial}"
+        by.setdefault(name, []).append(last_value(r, METRIC))
+    rows = []
+    for c in picks:
+        values = np.array(by.get(c.name, []), np.float64)
+        confirmed = (
+            float(np.nanmean(values)) if values.size and np.isfinite(values).any() else math.nan
+        )
+        rows.append(
+            {
+                "candidate": c.name,
+                "params": c.params,
+                "search": c.search_value,
+                "confirmed": confirmed,
+                "runs": int(values.size),
+                "shrinkage": c.search_value - confirmed,
+            }
+        )
+    winner = picks[1]
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    sharpes = np.array(
+        [last_value(search_runs[t.number], "eval/sharpe") for t in done if t.number in search_runs],
+        np.float64,
+    )
+    sharpes = sharpes[np.isfinite(sharpes)]
+    w = search_runs.get(winner.trial)
+    dsr, sr0, sr = math.nan, math.nan, math.nan
+    if w is not None:
+        sr, T = last_value(w, "eval/sharpe"), last_value(w, "eval/sharpe_intervals")
+        T = int(T) if math.isfinite(T) else 0
+        dsr, sr0 = deflated_sharpe(
+            sr,
+            sharpes,
+            len(study.trials),
+            T,
+            last_value(w, "eval/pnl_skew"),
+            last_value(w, "eval/pnl_kurtosis"),
+        )
+    return {
+        "study": study.study_name,
+        "trials_tried": len(study.trials),
+        "trials_completed": len(done),
+        "candidates": rows,
+        "winner": winner.name,
+        "winner_sharpe": sr,
+        "sharpe_of_chance": sr0,
+        "deflated_sharpe_ratio": dsr,
+    }
+
+
+def describe(rep: dict, metric: str) -> str:
+    lines = [
+        f"search {rep['study']}: {rep['trials_tried']} configurations tried "
+        f"({rep['trials_completed']} completed); {metric} in the search and confirmed:"
+    ]
+    for row in rep["candidates"]:
+        if row["candidate"] == "default":
+            lines.append(f"  default      confirmed {row['confirmed']:.6g} ({row['runs']} runs)")
+            continue
+        rel = row["shrinkage"] / abs(row["search"]) if row["search"] else math.nan
+        lines.append(
+            f"  {row['candidate']:<12} search {row['search']:.6g} -> confirmed "
+            f"{row['confirmed']:.6g} ({row['runs']} runs): shrank by "
+            f"{row['shrinkage']:.6g} ({rel:.1%})  {row['params']}"
+        )
+    lines.append(
+        f"winner {rep['winner']}: held-out Sharpe {rep['winner_sharpe']:.4g} per "
+        f"interval in the search, {rep['trials_tried']} trials' chance maximum "
+        f"{rep['sharpe_of_chance']:.4g}; Deflated Sharpe Ratio "
+        f"{rep['deflated_sharpe_ratio']:.4g}"
+    )
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    reader = RunReader(args.tracking_uri)
+    study = load_study(reader, args.parent)
+    picks = candidates(study, args.top)
+    searched_seeds = {int(study.user_attrs.get("seed", 0))}
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    if searched_seeds & set(seeds):
+        raise AlphaRlError(
+            f"--seeds {args.seeds}: seed {sorted(searched_seeds & set(seeds))} is "
+            "the search's own; confirm on seeds it never ran"
+        )
+    wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
+    single = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml")
+    if args.folds is None:
+        folds = unseen_folds(float(single.split), int(wf.folds), float(wf.test_fraction))
+        if not folds:
+            raise AlphaRlError(
+                "no walk-forward fold ends before the search's held-out part: "
+                "name them with --folds"
+            )
+    else:
+        folds = [int(f) for f in str(args.folds).split(",") if f.strip()]
+    out = (args.out or Path("confirm") / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    write_group(out / "conf", study.study_name, picks)
+    sweep = run_confirmation(args, study, picks, out, seeds, folds)
+    confirm_parent = json.loads((sweep / PARENT_FILE).read_text())["run_id"]
+    wanted = lambda k: k.startswith(WANTED) or k == METRIC  # noqa: E731
+    runs = reader.runs(args.experiment, wanted, parent_run_id=confirm_parent)
+    crit = Criteria.load()
+    owned = tuple({k for c in picks for k in c.params} | {"validation."})
+    treatments, pairing = judge(runs, axis_for("search", owns=owned), crit)
+    verdict = overall(treatments)
+    print(table(treatments, verdict, pairing))
+    search_runs = {}
+    for t in study.trials:
+        run_id = t.user_attrs.get("mlflow_run_id")
+        if run_id and t.state.name == "COMPLETE":
+            search_runs[t.number] = reader.run(run_id, lambda k: k.startswith("eval/"))
+    rep = report(study, picks, [r for r in runs if r.params], search_runs)
+    rep |= {
+        "verdict": verdict,
+        "seeds": seeds,
+        "folds": folds,
+        "search_parent": args.parent,
+        "confirm_parent": confirm_parent,
+        "sweep": str(sweep),
+    }
+    print(describe(rep, str(study.user_attrs.get("objective", {}).get("metric", METRIC))))
+    (out / "confirm.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
+    tags = {
+        "confirm.verdict": verdict,
+        "confirm.winner": rep["winner"],
+        "confirm.trials_tried": str(rep["trials_tried"]),
+        "confirm.deflated_sharpe_ratio": repr(rep["deflated_sharpe_ratio"]),
+        "confirm.shrinkage": repr(rep["candidates"][1]["shrinkage"]),
+    }
+    for run_id in (args.parent, confirm_parent):
+        reader.set_tags(run_id, tags | {"confirm.parent": confirm_parent})
+    print(f"report: {out / 'confirm.json'}")
+    return EXIT[verdict]
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = run(parse(argv))
+    except AlphaRlError as exc:
+        print(f"alpha-rl-confirm: {exc}", file=sys.stderr)
+        print(f"verdict: {CANNOT_JUDGE}", file=sys.stderr)
+        code = EXIT[CANNOT_JUDGE]
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
