@@ -44,7 +44,7 @@ from alpha_rl.tracking.parent import PARENT_FILE
 EULER_GAMMA = 0.5772156649015329
 GROUP = "candidate"  # the config group the confirmation writes its candidates into
 # overrides of the search that the confirmation sets itself
-OWN = ("hparams_search=", "seed=", "validation=", "market.fold=", "hydra.", "search.")
+OWN = ("hparams_search=", "seed=", "validation=", "market.fold=", "hydra.", "hydra/", "search.")
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,7 @@ class Search:
         record = {
             "objective": OmegaConf.to_container(self.config.objective),
             "space": search_space.describe(space),
-            "fixed": [f for f in fixed if not f.lstrip("+~").startswith("hydra.")],
+            "fixed": [f for f in fixed if not f.lstrip("+~").startswith(("hydra.", "hydra/"))],
             "seed": int(self.config.seed),  # the seed and split every trial ran on
             "validation": str(self.config.validation.name),
             "fold": self.config.market.get("fold"),
