@@ -4,9 +4,13 @@
 hydra_plugins.alpha_rl_launcher, where Hydra looks for plugins) is Hydra's joblib launcher (loky
 worker processes) with one worker per visible GPU by default, so jobs beyond the GPU count
 queue. A job in such a sweep takes a free GPU with `gpu_slot`: an exclusive lock on
-`<sweep dir>/.gpu_slots/gpu<k>.lock`, held while the job runs, its ordinal passed to the cuda
-backend (`backend.device`) and recorded as the run's `gpu_slot` tag. On a machine without a GPU
-the jobs run on the numpy backend and the tag says so.
+`<slots dir>/gpu-<id>.lock`, held while the job runs, its ordinal passed to the cuda backend
+(`backend.device`) and recorded as the run's `gpu_slot` tag. The slots directory is one for the
+whole machine (`hydra.launcher.slots_dir`, default $ALPHA_RL_GPU_SLOTS or
+/tmp/alpha_rl_gpu_slots, open to every user), and a lock is named by the GPU itself (its entry in
+CUDA_VISIBLE_DEVICES, else its nvidia-smi index), so sweeps started at once on one machine, even
+with different CUDA_VISIBLE_DEVICES, never share a GPU. On a machine without a GPU the jobs run
+on the numpy backend and the tag says so.
 
 The GPUs are those CUDA shows this process: CUDA_VISIBLE_DEVICES when it is set, else every
 GPU `nvidia-smi -L` lists.
@@ -14,6 +18,7 @@ GPU `nvidia-smi -L` lists.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -27,22 +32,41 @@ from pathlib import Path
 log = logging.getLogger("alpha_rl")
 
 LAUNCHER = "hydra_plugins.alpha_rl_launcher.local_gpus.LocalGpusLauncher"  # its _target_
-SLOTS_DIR = ".gpu_slots"
 NO_GPU = "none (no GPU visible)"
+SLOTS_ENV, DEFAULT_SLOTS_DIR = "ALPHA_RL_GPU_SLOTS", "/tmp/alpha_rl_gpu_slots"
 
 
-def visible_gpus() -> list[int]:
-    """CUDA ordinals of the GPUs this process may use ([] on a machine without a driver)."""
+def gpu_ids() -> list[str]:
+    """The GPUs this process may use, in CUDA's ordinal order, each named as the machine knows
+    it: its CUDA_VISIBLE_DEVICES entry when that is set, else its nvidia-smi index ([] on a
+    machine without a driver)."""
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
-        return list(range(len([d for d in env.split(",") if d.strip()])))
+        return [d.strip() for d in env.split(",") if d.strip()]
     try:
         listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return []
     if listed.returncode != 0:
         return []
-    return list(range(sum(line.startswith("GPU ") for line in listed.stdout.splitlines())))
+    return [str(i) for i in range(sum(x.startswith("GPU ") for x in listed.stdout.splitlines()))]
+
+
+def visible_gpus() -> list[int]:
+    """CUDA ordinals of the GPUs this process may use ([] on a machine without a driver)."""
+    return list(range(len(gpu_ids())))
+
+
+def open_shared(directory: Path, name: str) -> int:
+    """A lock file in the machine-wide slots directory, created open to every user."""
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # another user's directory: leave its mode
+            directory.chmod(0o1777)
+    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o666)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)
+    return fd
 
 
 @dataclass(frozen=True)
@@ -56,38 +80,47 @@ class GpuSlot:
         return NO_GPU if self.ordinal is None else str(self.ordinal)
 
 
+def slots_dir_of(configured: str | Path | None) -> Path:
+    """The machine-wide slots directory: as configured, else $ALPHA_RL_GPU_SLOTS, else
+    /tmp/alpha_rl_gpu_slots."""
+    return Path(configured or os.environ.get(SLOTS_ENV) or DEFAULT_SLOTS_DIR)
+
+
 @contextmanager
 def gpu_slot(
-    launcher_target: str, sweep_dir: Path | None, poll_s: float = 1.0
+    launcher_target: str,
+    sweep_dir: Path | None,
+    slots_dir: str | Path | None = None,
+    poll_s: float = 1.0,
 ) -> Iterator[GpuSlot | None]:
     """The GPU this job holds while it runs, when it is a job of a local_gpus sweep (None for
-    any other launcher). Waits, logging once, while every GPU is held by another job."""
+    any other launcher). Waits, logging once, while every GPU is held by another job (of this
+    sweep or of any other on the machine); `slots_dir` as slots_dir_of takes it."""
     if launcher_target != LAUNCHER or sweep_dir is None:
         yield None
         return
-    gpus = visible_gpus()
-    if not gpus:
+    slots_dir = slots_dir_of(slots_dir)
+    ids = gpu_ids()
+    if not ids:
         yield GpuSlot(None)
         return
-    slots = Path(sweep_dir) / SLOTS_DIR
-    slots.mkdir(parents=True, exist_ok=True)
     waited = False
     while True:
-        for ordinal in gpus:
-            fh = open(slots / f"gpu{ordinal}.lock", "a")  # noqa: SIM115 - held while the job runs
+        for ordinal, gpu in enumerate(ids):
+            fd = open_shared(slots_dir, f"gpu-{gpu.replace('/', '_')}.lock")
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                fh.close()
+                os.close(fd)
                 continue
             try:
-                log.info("this job runs on GPU %d of %d", ordinal, len(gpus))
+                log.info("this job runs on GPU %d of %d (%s)", ordinal, len(ids), gpu)
                 yield GpuSlot(ordinal)
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-                fh.close()
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
             return
         if not waited:
-            log.info("all %d GPUs are taken by other jobs of the sweep: waiting", len(gpus))
+            log.info("all %d GPUs are taken by other jobs (%s): waiting", len(ids), slots_dir)
             waited = True
         time.sleep(poll_s)

@@ -72,7 +72,8 @@ def run(cfg: DictConfig) -> float:
     stop ends the sweep, its parent run KILLED."""
     hc = HydraConfig.get()
     try:
-        with gpu_slot(str(hc.launcher.get("_target_", "")), sweep_dir_of(hc)) as gpu:
+        launcher = str(hc.launcher.get("_target_", ""))
+        with gpu_slot(launcher, sweep_dir_of(hc), hc.launcher.get("slots_dir")) as gpu:
             job = job_of(hc, gpu)
             outcome = run_job(cfg, job)
     except KeyboardInterrupt:  # a second Ctrl-C: stopped at once

@@ -3,7 +3,10 @@ the SLURM preset, and the GPU slots the local_gpus jobs take."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from alpha_rl import paths
-from alpha_rl.launch import LAUNCHER, NO_GPU, GpuSlot, gpu_slot, visible_gpus
+from alpha_rl.launch import LAUNCHER, NO_GPU, GpuSlot, gpu_slot, slots_dir_of, visible_gpus
 from hydra_plugins.alpha_rl_launcher.local_gpus import LocalGpusLauncher
 from tests.pipeline.test_cli import nested_sweep_runs, train
 
@@ -59,18 +62,19 @@ def test_local_gpus_launches_a_worker_per_gpu(monkeypatch: pytest.MonkeyPatch) -
 
 def test_gpu_slots_are_exclusive_and_queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    slots = tmp_path / "slots"
     joblib = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-    with gpu_slot(joblib, tmp_path) as s:
+    with gpu_slot(joblib, tmp_path, slots) as s:
         assert s is None  # other launchers: no slot, no tag
-    with gpu_slot(LAUNCHER, None) as s:
+    with gpu_slot(LAUNCHER, None, slots) as s:
         assert s is None  # not a sweep
     got: list[GpuSlot | None] = []
 
-    def third() -> None:
-        with gpu_slot(LAUNCHER, tmp_path, poll_s=0.05) as s:
+    def third() -> None:  # a job of another sweep on the same machine
+        with gpu_slot(LAUNCHER, tmp_path / "other_sweep", slots, poll_s=0.05) as s:
             got.append(s)
 
-    with gpu_slot(LAUNCHER, tmp_path) as a, gpu_slot(LAUNCHER, tmp_path) as b:
+    with gpu_slot(LAUNCHER, tmp_path, slots) as a, gpu_slot(LAUNCHER, tmp_path, slots) as b:
         assert {a.ordinal, b.ordinal} == {0, 1} and a.tag in ("0", "1")
         waiter = threading.Thread(target=third)
         waiter.start()
@@ -78,7 +82,46 @@ def test_gpu_slots_are_exclusive_and_queue(tmp_path: Path, monkeypatch: pytest.M
         assert got == [], "a third job must wait while both GPUs are held"
     waiter.join(timeout=10)
     assert got and got[0].ordinal in (0, 1)
+    assert sorted(p.name for p in slots.iterdir()) == ["gpu-0.lock", "gpu-1.lock"]
+    assert slots.stat().st_mode & 0o1777 == 0o1777  # every user's sweeps share it
+    # the lock is the GPU's, not the ordinal's: GPU 1 seen as ordinal 0 by another sweep
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    with gpu_slot(LAUNCHER, tmp_path, slots) as a:
+        assert a.ordinal == 0
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+        with gpu_slot(LAUNCHER, tmp_path, slots) as b:
+            assert b.ordinal == 0  # GPU 0: GPU 1 is held
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with gpu_slot(LAUNCHER, tmp_path) as s:
+    with gpu_slot(LAUNCHER, tmp_path, slots) as s:
         assert s == GpuSlot(None) and s.tag == NO_GPU
-    assert os.path.isdir(tmp_path / ".gpu_slots")
+    monkeypatch.setenv("ALPHA_RL_GPU_SLOTS", str(tmp_path / "from_env"))
+    assert slots_dir_of(None) == tmp_path / "from_env" and slots_dir_of(slots) == slots
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_never_share_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two local_gpus sweeps on one machine with two (pretend) GPUs, two workers each: every run
+    holds its GPU from its start to its end, so no two runs tagged with one GPU overlap."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # the runs use the numpy backend
+    slots = tmp_path / "slots"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    procs = []
+    for k in (0, 1):  # each sweep its own store, both at once
+        (tmp_path / f"m{k}").mkdir()
+        cmd = [sys.executable, "-m", "alpha_rl.train", *SWEEP, "debug=tiny", "backend=numpy",
+               f"tracking.uri=sqlite:///{tmp_path}/m{k}/mlflow.db", "hydra/launcher=local_gpus",
+               "hydra.launcher.n_jobs=2", f"hydra.launcher.slots_dir={slots}"]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path / f"m{k}", env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))  # fmt: skip
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    runs = [r for k in (0, 1) for r in nested_sweep_runs(tmp_path / f"m{k}")]
+    assert len(runs) == 8 and {r.data.tags["gpu_slot"] for r in runs} == {"0", "1"}
+    for gpu in ("0", "1"):
+        held = sorted((r.info.start_time, r.info.end_time) for r in runs
+                      if r.data.tags["gpu_slot"] == gpu)  # fmt: skip
+        for (_, end), (start, _) in itertools.pairwise(held):
+            assert end <= start, f"two runs held GPU {gpu} at once"

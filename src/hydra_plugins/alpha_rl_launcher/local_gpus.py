@@ -14,9 +14,10 @@ from alpha_rl.launch import visible_gpus
 
 class LocalGpusLauncher(JoblibLauncher):
     """Hydra's joblib launcher with `n_jobs` defaulting to the number of visible GPUs (1 when
-    there is none); every other setting is joblib's."""
+    there is none); every other setting but `slots_dir` is joblib's."""
 
     def __init__(self, **kwargs: Any) -> None:
+        kwargs.pop("slots_dir", None)  # read by each job (alpha_rl.launch.gpu_slot), not joblib
         if kwargs.get("n_jobs") is None:
             kwargs["n_jobs"] = max(1, len(visible_gpus()))
         super().__init__(**kwargs)
