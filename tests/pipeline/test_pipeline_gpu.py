@@ -203,3 +203,17 @@ def test_the_graph_copies_h_tp1_into_h_t_and_a_restore_drops_it(
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "a restore drops the graph" in done.stdout
+
+
+def test_a_cuda_run_logs_the_gpus_system_metrics(tmp_path: Path, built_cubins: Path) -> None:
+    """tracking.system_metrics defaults to on for cuda runs: each GPU's utilisation and memory
+    (nvidia-ml-py) beside the CPU's, one step per sample."""
+    from mlflow.tracking import MlflowClient
+
+    run(tmp_path, built_cubins, *SMALL, "steps=600", "tracking.system_metrics_interval_s=0.2")
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    (one,) = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    keys = set(one.data.metrics)
+    assert {"system/gpu_0_utilization_percentage", "system/gpu_0_memory_usage_megabytes",
+            "system/cpu_utilization_percentage"} <= keys, sorted(keys)  # fmt: skip
+    assert one.data.metrics["system/gpu_0_memory_usage_megabytes"] > 0

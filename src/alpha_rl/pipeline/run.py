@@ -53,6 +53,7 @@ from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
+from alpha_rl.tracking.system import SystemMetrics
 
 if TYPE_CHECKING:
     from alpha_rl.launch import GpuSlot
@@ -134,9 +135,11 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                           RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
         summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
         saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving)
+        system = SystemMetrics(tracking, tracker.run_id, session.backend.name)
         try:
-            outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop)
+            outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
         finally:
+            system.stop()
             trainer.close()
     if outcome.stopped_by is not None and checkpoint.saved(run_dir):
         outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
@@ -205,9 +208,9 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
 
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
-          saver: Saver, stop: StopSignals) -> Outcome:  # fmt: skip
+          saver: Saver, stop: StopSignals, system: SystemMetrics) -> Outcome:  # fmt: skip
     """Steps until `steps` (or a stop signal), with log points, evaluations, audits and
-    checkpoints."""
+    checkpoints; the system metrics stop before the run ends."""
     run, B, run_dir = plan.run, trainer.env.num_envs, saver.run_dir
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
@@ -277,6 +280,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         if status == "REQUEUED":
             status, reason = _requeue(stop, tracker, reason)
         write_curves(run_dir, tracker, summary)
+        system.stop()
         tracker.finish(status, reason)
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
                    stop.signum, objective=objective)  # fmt: skip

@@ -43,6 +43,12 @@ class TrackingConfig:
     final_retry_s: float
     http_timeout_s: int
     http_retries: int
+    system_metrics: bool | None  # None: on for cuda runs, off for numpy ones
+    system_metrics_interval_s: float
+
+    def system_metrics_for(self, backend: str) -> bool:
+        """Whether a run on `backend` logs MLflow's system metrics."""
+        return backend == "cuda" if self.system_metrics is None else self.system_metrics
 
     def __post_init__(self) -> None:
         uri = self.uri.strip()
@@ -85,6 +91,11 @@ class TrackingConfig:
                 (
                     0 <= self.http_retries <= MAX_HTTP_RETRIES,
                     f"tracking.http_retries={self.http_retries}: must be in 0..{MAX_HTTP_RETRIES}",
+                ),
+                (
+                    self.system_metrics_interval_s >= 0.1,
+                    f"tracking.system_metrics_interval_s={self.system_metrics_interval_s}: must "
+                    "be >= 0.1 (seconds between samples)",
                 ),
             ],
             WHERE,
@@ -149,6 +160,12 @@ def _float(key: str, value: object) -> float:
     return to_float(key, value, _fail)
 
 
+def _auto_bool(key: str, value: object) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise _fail(key, value, "true, false or null (null: on for cuda runs, off for numpy ones)")
+
+
 _CONVERT = {
     "uri": _str,
     "experiment": _str,
@@ -158,4 +175,6 @@ _CONVERT = {
     "final_retry_s": _float,
     "http_timeout_s": _int,
     "http_retries": _int,
+    "system_metrics": _auto_bool,
+    "system_metrics_interval_s": _float,
 }
