@@ -57,7 +57,8 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
         store = str(uri)[len("sqlite:///") :]
         make = "make ui" if store == "mlflow.db" else f"make ui STORE={store}"
         log.info("every metric in the UI: %s (or mlflow ui --backend-store-uri %s), then "
-                 "http://127.0.0.1:5000", make, uri)  # fmt: skip
+                 "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning", make,
+                 uri)  # fmt: skip
 
 
 def run(cfg: DictConfig) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import re
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -13,9 +14,10 @@ from alpha_rl.tracking import ParentRunCallback, TrackingConfig, open_tracker, p
 from tests.tracking.conftest import make_cfg
 
 
-def _multirun_config(cfg: TrackingConfig, sweep_dir: Path):
+def _multirun_config(cfg: TrackingConfig, sweep_dir: Path, choices: dict | None = None):
     tracking = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
-    return OmegaConf.create({"tracking": tracking, "hydra": {"sweep": {"dir": str(sweep_dir)}}})
+    hydra = {"sweep": {"dir": str(sweep_dir)}, "runtime": {"choices": choices or {}}}
+    return OmegaConf.create({"tracking": tracking, "hydra": hydra})
 
 
 def _sweep_runs(client: MlflowClient, experiment: str, sweep_dir: Path) -> list:
@@ -28,7 +30,7 @@ def test_the_callback_nests_the_jobs_under_one_parent(
     cfg: TrackingConfig, client: MlflowClient, tmp_path: Path
 ) -> None:
     sweep_dir = tmp_path / "multirun" / "2024-05-01" / "12-30-00"
-    config = _multirun_config(cfg, sweep_dir)
+    config = _multirun_config(cfg, sweep_dir, {"experiment": "her_ablation", "her": "on"})
     callback = ParentRunCallback()
     callback.on_multirun_start(config=config)
     saved = json.loads((sweep_dir / "mlflow_parent.json").read_text())
@@ -48,7 +50,8 @@ def test_the_callback_nests_the_jobs_under_one_parent(
 
     parent = client.get_run(parent_id)
     assert parent.info.status == "FINISHED"
-    assert parent.info.run_name == "sweep__2024-05-01__12-30-00"
+    # named after its preset and its start
+    assert re.fullmatch(r"her_ablation__\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", parent.info.run_name)
     assert parent.data.tags["alpha_rl.sweep_dir"] == str(sweep_dir.resolve())
     for run_id in children:
         assert client.get_run(run_id).data.tags["mlflow.parentRunId"] == parent_id

@@ -30,7 +30,9 @@ from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
 from alpha_rl.killcheck.report import (
     CANNOT_JUDGE,
     EXIT,
+    NOTE_TAG,
     Treatment,
+    note,
     overall,
     plot,
     summary,
@@ -146,8 +148,9 @@ def write_back(reader: RunReader, treatments: list[Treatment], verdict: str, pai
     summary_tags = stamp | per | {"kill_check.verdict": verdict}
     for run_id in sorted({b.run_id for _, b in pairing.pairs}):
         reader.set_tags(run_id, summary_tags | {"kill_check.role": "baseline"})
+    described = note(treatments, verdict, pairing.axis.name, stamp["kill_check.time"])
     for run_id in parents:
-        reader.set_tags(run_id, summary_tags)
+        reader.set_tags(run_id, summary_tags | {NOTE_TAG: described})
     for run_id in parents or sorted({a.run_id for a, _ in pairing.pairs}):
         reader.log_artifacts(run_id, files, "kill_check")
 

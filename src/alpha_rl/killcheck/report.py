@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.killcheck.criteria import KILL, NOT_EVALUATED, Judgement
+from alpha_rl.killcheck.criteria import KILL, NOT_APPLICABLE, NOT_EVALUATED, Judgement
 from alpha_rl.killcheck.pairs import Pair, Pairing
 from alpha_rl.tracking import RunRecord
 from alpha_rl.tracking.records import json_safe
@@ -169,3 +169,27 @@ def plot(path: Path, treatments: list[Treatment], pairing: Pairing, keys: dict[s
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+NOTE_TAG = "mlflow.note.content"  # a run's description (markdown) in MLflow's UI
+
+
+def note(treatments: list[Treatment], verdict: str, axis: str, when: str) -> str:
+    """The check's verdicts as the markdown description of a sweep's parent run, one row per
+    treatment: its verdict, its pairs, the deciding criteria's verdicts and the held-out PnL."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "/").replace("\n", " ")
+
+    lines = [f"**Kill check** on the `{axis}` axis, {when}: **{verdict}**", "",
+             "| treatment | verdict | pairs | deciding criteria | held-out PnL at the end |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for t in treatments:
+        deciding = "; ".join(f"{r.criterion}: {r.verdict}" for r in t.rows
+                             if r.required and r.verdict != NOT_APPLICABLE)  # fmt: skip
+        pnl = next((r.value for r in t.rows if r.criterion.startswith("held-out pnl at the end: "
+                                                                        "mean")), "-")  # fmt: skip
+        lines.append(f"| {t.label} | **{t.verdict}** | {len(t.pairs)} | {cell(deciding)} | "
+                     f"{cell(pnl)} |")  # fmt: skip
+    lines += ["", "Every row of the check: this run's `kill_check/` artifacts (JSON and plot)."]
+    return "\n".join(lines)

@@ -126,11 +126,37 @@ def money_units(cfg: DictConfig) -> dict[str, str]:
     return {"units.pnl": pnl, "units.reward": reward}
 
 
+# the variant groups a run name shows when a run's choice differs from conf/train.yaml's
+NAMED_GROUPS = ("beta", "alpha", "agent", "reward")
+
+
+def default_choices() -> dict[str, str]:
+    """Each config group's default option, as conf/train.yaml's defaults list names it."""
+    out: dict[str, str] = {}
+    for entry in OmegaConf.load(paths.conf_dir() / "train.yaml").get("defaults", []):
+        if isinstance(entry, DictConfig):
+            out |= {str(k): str(v) for k, v in entry.items()}
+    return out
+
+
+def variant_label(cfg: DictConfig, choices: Mapping[str, str]) -> str:
+    """What sets a run apart from its siblings: `her-<her>`, then each variant group whose choice
+    is not the default (`beta-active`, `alpha-on`, `agent-rainbow`, `reward-stride6`), then the
+    search trial it runs (`t14`)."""
+    defaults = default_choices()
+    parts = [f"her-{choices.get('her', '?')}"]
+    parts += [f"{g}-{choices[g]}" for g in NAMED_GROUPS
+              if choices.get(g) not in (None, defaults.get(g))]  # fmt: skip
+    if cfg.get("search", {}).get("trial") is not None:
+        parts.append(f"t{cfg.search.trial}")
+    return "_".join(parts)
+
+
 def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:
-    """`{market}__{experiment}__{variant}__{seed}[__f{fold}]__{time}`."""
-    experiment = choices.get("experiment") or "single"
-    variant = f"her-{choices.get('her', '?')}_rc{cfg.reward.stride}_{choices.get('beta', '?')}"
-    stamp = time.strftime("%m%d-%H%M%S")
+    """`{variant}_s{seed}[_f{fold}]__{market}__{preset}__{time}`: what differs first, so names
+    cut short in a chart's legend still tell runs apart (`her-on_s0__synthetic_waves__...`)."""
+    preset = choices.get("experiment") or choices.get("hparams_search") or "single"
     fold = cfg.market.get("fold")
-    where = f"s{cfg.seed}" + (f"__f{fold}" if fold is not None else "")
-    return f"{cfg.market.name}__{experiment}__{variant}__{where}__{stamp}"
+    where = f"s{cfg.seed}" + (f"_f{fold}" if fold is not None else "")
+    stamp = time.strftime("%m%d-%H%M%S")
+    return f"{variant_label(cfg, choices)}_{where}__{cfg.market.name}__{preset}__{stamp}"

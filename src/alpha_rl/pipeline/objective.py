@@ -56,15 +56,14 @@ class Objective:
     def describe(self) -> str:
         return f"{self.statistic} of {self.metric} over the last {self.window:g} of training"
 
-    def value(self, diag: Path, steps: int) -> float:
-        """The objective of a finished run of `steps` steps; NaN when no evaluation of the
-        metric falls in the window (or one of them is not finite)."""
-        if not diag.is_file():
-            return float("nan")
-        series = read_series(diag, finite_only=False).get(self.metric)
-        if series is None:
-            return float("nan")
-        at, values = series
+    def value(self, diag: Path, steps: int, last: tuple[int, dict] | None = None) -> float:
+        """The objective of a run of `steps` steps from its diag.jsonl and `last`, the (step,
+        metrics) of its last log point not yet written; NaN when no evaluation of the metric falls
+        in the window (or one of them is not finite)."""
+        series = read_series(diag, finite_only=False) if diag.is_file() else {}
+        at, values = series.get(self.metric, (np.zeros(0, int), np.zeros(0)))
+        if last is not None and self.metric in last[1]:
+            at, values = np.append(at, last[0]), np.append(values, float(last[1][self.metric]))
         kept = values[at > (1.0 - self.window) * steps]
         if kept.size == 0 or not np.all(np.isfinite(kept)):
             return float("nan")

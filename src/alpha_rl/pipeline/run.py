@@ -245,6 +245,10 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             if evaluator.due(t, run.steps):
                 metrics |= evaluator.run()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
+            if t == run.steps and plan.objective is not None:  # with the last point's metrics
+                objective = plan.objective.value(run_dir / "diag.jsonl", run.steps, (t, metrics))
+                if math.isfinite(objective):
+                    metrics[OBJECTIVE_METRIC] = objective
             if metrics:
                 tracker.log_point(t, metrics, diag)
                 summary.update(t, metrics)
@@ -259,10 +263,6 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             status, reason = "KILLED", f"stopped by {stop.name} at step {trainer.t}"
             if stop.requeued:
                 status, reason = "REQUEUED", f"requeued by the cluster at step {trainer.t}"
-        elif plan.objective is not None:
-            objective = plan.objective.value(run_dir / "diag.jsonl", run.steps)
-            if math.isfinite(objective):
-                tracker.log_point(trainer.t, {OBJECTIVE_METRIC: objective})
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)

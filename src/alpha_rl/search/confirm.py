@@ -35,7 +35,7 @@ from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
 from alpha_rl.killcheck.cli import WANTED, judge
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, overall, table
+from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, NOTE_TAG, note, overall, table
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader, RunRecord
@@ -346,7 +346,8 @@ def run(args: argparse.Namespace) -> int:
         "confirm_parent": confirm_parent,
         "sweep": str(sweep),
     }
-    print(describe(rep, str(study.user_attrs.get("objective", {}).get("metric", METRIC))))
+    metric = str(study.user_attrs.get("objective", {}).get("metric", METRIC))
+    print(describe(rep, metric))
     (out / "confirm.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
     tags = {
         "confirm.verdict": verdict,
@@ -357,6 +358,9 @@ def run(args: argparse.Namespace) -> int:
     }
     for run_id in (args.parent, confirm_parent):
         reader.set_tags(run_id, tags | {"confirm.parent": confirm_parent})
+    described = note(treatments, verdict, "search", time.strftime("%Y-%m-%dT%H:%M:%S"))
+    shrinkage = describe(rep, metric).replace("\n", "\n\n")
+    reader.set_tags(confirm_parent, {NOTE_TAG: f"{described}\n\n{shrinkage}"})
     print(f"report: {out / 'confirm.json'}")
     return EXIT[verdict]
 

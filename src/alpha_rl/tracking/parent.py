@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import PARENT_TAG
@@ -36,9 +36,16 @@ LOCK_FILE = "mlflow_parent.lock"
 SWEEP_TAG = "alpha_rl.sweep_dir"
 
 
-def parent_name(sweep_dir: Path) -> str:
-    """The parent run's name: `sweep__<date>__<time>` from the last two parts of the sweep dir."""
-    return "__".join(["sweep", *Path(sweep_dir).parts[-2:]])
+def parent_name(preset: str | None = None) -> str:
+    """The parent run's name: the sweep's preset (experiment= or hparams_search=, else `sweep`)
+    and its start, `her_ablation__2026-12-02_01-43-03`."""
+    return f"{preset or 'sweep'}__{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+
+
+def preset_of(config: DictConfig) -> str | None:
+    """The experiment= or hparams_search= preset a multirun was started with, if any."""
+    choices = OmegaConf.select(config, "hydra.runtime.choices", default=None) or {}
+    return choices.get("experiment") or choices.get("hparams_search")
 
 
 def parent_run_for(sweep_dir: Path, cfg: TrackingConfig, *, create: bool = True) -> str | None:
@@ -53,7 +60,7 @@ def parent_run_for(sweep_dir: Path, cfg: TrackingConfig, *, create: bool = True)
         return run_id
     with _locked(sweep_dir):
         found, run_id = _read(sweep_dir, cfg)
-        return run_id if found else _create(sweep_dir, cfg, parent_name(sweep_dir))
+        return run_id if found else _create(sweep_dir, cfg, parent_name())
 
 
 class ParentRunCallback(Callback):
@@ -69,7 +76,7 @@ class ParentRunCallback(Callback):
         with _locked(sweep_dir):
             found, _ = _read(sweep_dir, cfg)
             if not found:
-                _create(sweep_dir, cfg, self.parent_name or parent_name(sweep_dir))
+                _create(sweep_dir, cfg, self.parent_name or parent_name(preset_of(config)))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Mark the parent run FINISHED, or FAILED with a `failed_jobs` tag when jobs did not

@@ -171,12 +171,23 @@ class Store:
             self._down_since = None
 
 
+# MLflow 3's experiment kind: model training, so the UI opens on the runs (not the GenAI page)
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+
+
+def experiment_link(experiment_id: str) -> str:
+    """The UI's path to an experiment's runs in the machine-learning workflow (MLflow 3.17's UI
+    follows its workflow switch, GenAI by default, before the experiment's kind)."""
+    return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
 def _get_or_create(client: Any, name: str, uri: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         try:
             location = artifact_location(uri)
-            return client.create_experiment(name, artifact_location=location)
+            return client.create_experiment(name, artifact_location=location,
+                                            tags={KIND_TAG: KIND})  # fmt: skip
         except Exception as exc:
             if getattr(exc, "error_code", None) != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -188,6 +199,8 @@ def _get_or_create(client: Any, name: str, uri: str) -> str:
             f"experiment {name!r} is deleted; restore it (`mlflow experiments restore "
             f"--experiment-id {experiment.experiment_id}`) or choose another tracking.experiment"
         )
+    if KIND_TAG not in experiment.tags:  # an experiment made elsewhere: say what it holds
+        client.set_experiment_tag(experiment.experiment_id, KIND_TAG, KIND)
     return experiment.experiment_id
 
 
