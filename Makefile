@@ -70,8 +70,9 @@ gpu-ablation: $(STAMP) ## GPU: EXPERIMENT (her_ablation; her_components) x 5 see
 	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=$$dir $(ARGS); \
 	$(PY) -m alpha_rl.killcheck --sweep $$dir
 
-test: $(STAMP) ## run every test that needs no GPU (builds the cubins with nvcc into a temp dir)
-	$(PY) -m pytest -m "not gpu" -q $(ARGS)
+TEST_JOBS ?= auto
+test: $(STAMP) ## run every test that needs no GPU, on every core (TEST_JOBS=1: one process)
+	$(PY) -m pytest -m "not gpu" -q -n $(TEST_JOBS) $(ARGS)
 
 test-gpu: $(STAMP) ## run the GPU tests (needs a CUDA GPU, pycuda and `make cubins`)
 	$(PY) -m pytest -m gpu -q $(ARGS)

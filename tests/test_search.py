@@ -43,6 +43,7 @@ def search(tmp_path: Path, sweep: str, *overrides: str) -> subprocess.CompletedP
         "-m",
         "hparams_search=her_optuna",
         "debug=tiny",
+        "steps=20",
         "backend=numpy",
         f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
         f"hydra.sweep.dir={sweep}",
@@ -99,12 +100,12 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
         tmp_path,
         "sweep2",
         *GRID[2:],
-        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.n_trials=1",
         "hydra.sweeper.sampler.name=random",
     )
     assert again.returncode == 0, again.stderr[-3000:]
     study = study_of(tmp_path)
-    assert [t.number for t in study.trials] == [0, 1, 2, 3, 4, 5]
+    assert [t.number for t in study.trials] == [0, 1, 2, 3, 4]
     second = parent_of(client, tmp_path, "sweep2")
     assert study.user_attrs["parents"] == [parent.info.run_id, second.info.run_id]
     assert second.data.tags["search.best_trial"] in {str(t.number) for t in study.trials}
@@ -129,11 +130,12 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
         "--folds",
         "0,1",
         "debug=tiny",
+        "steps=20",
         "backend=numpy",
     )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     rep = json.loads((tmp_path / "confirm" / "confirm.json").read_text())
-    assert rep["trials_tried"] == 6 and rep["seeds"] == [1] and rep["folds"] == [0, 1]
+    assert rep["trials_tried"] == 5 and rep["seeds"] == [1] and rep["folds"] == [0, 1]
     default, winner = rep["candidates"]
     assert winner["candidate"] == f"trial{study.best_trial.number}" == rep["winner"]
     assert winner["search"] == study.best_value and default["runs"] == winner["runs"] == 2
@@ -145,7 +147,7 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
     assert len(runs) == 4 and {r.data.params["seed"] for r in runs} == {"1"}
     assert {r.data.params["market.fold"] for r in runs} == {"0", "1"}
     tags = client.get_run(parent.info.run_id).data.tags
-    assert tags["confirm.verdict"] == rep["verdict"] and tags["confirm.trials_tried"] == "6"
+    assert tags["confirm.verdict"] == rep["verdict"] and tags["confirm.trials_tried"] == "5"
     assert "Deflated Sharpe Ratio" in done.stdout
 
 
@@ -223,6 +225,8 @@ def test_the_search_space_grammar_maps_to_optuna_distributions() -> None:
         ("off", "k='off'"),
         ("dqn_c51", "k=dqn_c51"),
         ("a b", "k='a b'"),
+        ("nan", "k='nan'"),
+        ("inf", "k='inf'"),
     ],
 )
 def test_a_trial_value_becomes_an_override_hydra_reads_back(value, line) -> None:

@@ -9,8 +9,9 @@ queue. A job in such a sweep takes a free GPU with `gpu_slot`: an exclusive lock
 whole machine (`hydra.launcher.slots_dir`, default $ALPHA_RL_GPU_SLOTS or
 /tmp/alpha_rl_gpu_slots, open to every user), and a lock is named by the GPU itself (its entry in
 CUDA_VISIBLE_DEVICES, else its nvidia-smi index), so sweeps started at once on one machine, even
-with different CUDA_VISIBLE_DEVICES, never share a GPU. On a machine without a GPU the jobs run
-on the numpy backend and the tag says so.
+with different CUDA_VISIBLE_DEVICES, never share a GPU, as long as they name GPUs alike (all by
+index or all by UUID: a UUID and an index of one GPU are two locks). On a machine without a GPU
+the jobs run on the numpy backend and the tag says so.
 
 The GPUs are those CUDA shows this process: CUDA_VISIBLE_DEVICES when it is set, else every
 GPU `nvidia-smi -L` lists.
@@ -28,6 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from alpha_rl.errors import AlphaRlError
 
 log = logging.getLogger("alpha_rl")
 
@@ -58,12 +61,27 @@ def visible_gpus() -> list[int]:
 
 
 def open_shared(directory: Path, name: str) -> int:
-    """A lock file in the machine-wide slots directory, created open to every user."""
-    if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # another user's directory: leave its mode
-            directory.chmod(0o1777)
-    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o666)
+    """A lock file in the machine-wide slots directory, created open to every user (an existing
+    one, maybe another user's, is opened without O_CREAT, which a sticky directory refuses)."""
+    path = directory / name
+    try:
+        return os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise AlphaRlError(f"cannot open the GPU lock {path} ({exc}): every user of this machine "
+                           f"needs to write it; set hydra.launcher.slots_dir (or ${SLOTS_ENV}) "
+                           "to a directory they share") from exc  # fmt: skip
+    try:
+        if not directory.is_dir():
+            directory.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):  # another user's directory: leave its mode
+                directory.chmod(0o1777)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise AlphaRlError(f"cannot create the GPU lock {path} ({exc}): set "
+                           f"hydra.launcher.slots_dir (or ${SLOTS_ENV}) to a directory every "
+                           "user of this machine may write") from exc  # fmt: skip
     with contextlib.suppress(OSError):
         os.fchmod(fd, 0o666)
     return fd

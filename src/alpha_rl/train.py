@@ -103,7 +103,7 @@ def run(cfg: DictConfig) -> float:
         stopped(outcome, cfg, job.sweep_dir)
     if outcome.status != "FINISHED" and job.sweep_dir is None:
         sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too
-    return outcome.objective
+    return outcome.objective if outcome.status == "FINISHED" else math.nan
 
 
 def stopped(outcome: Outcome, cfg: DictConfig, sweep_dir: Path | None) -> None:

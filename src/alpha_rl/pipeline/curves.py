@@ -20,6 +20,9 @@ PANELS = (
 )  # fmt: skip
 
 
+NON_FINITE = ("nan", "inf", "-inf")  # how diag.jsonl spells a non-finite metric
+
+
 def read_series(diag: Path, finite_only: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(steps, values) per metric of a run's diag.jsonl (finite values only, unless told)."""
     points: dict[str, list[tuple[int, float]]] = {}
@@ -28,6 +31,8 @@ def read_series(diag: Path, finite_only: bool = True) -> dict[str, tuple[np.ndar
             continue
         record = json.loads(line)
         for key, value in record.get("metrics", {}).items():
+            if not finite_only and value in NON_FINITE:  # written as strings (json_safe)
+                value = float(value)
             if isinstance(value, int | float) and (np.isfinite(value) or not finite_only):
                 points.setdefault(key, []).append((int(record["step"]), float(value)))
     return {

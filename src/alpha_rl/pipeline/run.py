@@ -135,7 +135,7 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
                           RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
         summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
         saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving)
-        system = SystemMetrics(tracking, tracker.run_id, session.backend.name)
+        system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
         try:
             outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
         finally:

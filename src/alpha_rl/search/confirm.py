@@ -44,7 +44,8 @@ from alpha_rl.tracking.parent import PARENT_FILE
 EULER_GAMMA = 0.5772156649015329
 GROUP = "candidate"  # the config group the confirmation writes its candidates into
 # overrides of the search that the confirmation sets itself
-OWN = ("hparams_search=", "seed=", "validation=", "market.fold=", "hydra.", "hydra/", "search.")
+OWN = ("hparams_search=", "seed=", "validation=", "validation.", "market.fold=", "hydra.",
+       "hydra/", "search.")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -230,9 +231,8 @@ def report(
     rows = []
     for c in picks:
         values = np.array(by.get(c.name, []), np.float64)
-        confirmed = (
-            float(np.nanmean(values)) if values.size and np.isfinite(values).any() else math.nan
-        )
+        values = values[np.isfinite(values)]  # a confirmation run that failed has none
+        confirmed = float(values.mean()) if values.size else math.nan
         rows.append(
             {
                 "candidate": c.name,
@@ -302,6 +302,8 @@ def describe(rep: dict, metric: str) -> str:
 def run(args: argparse.Namespace) -> int:
     reader = RunReader(args.tracking_uri)
     study = load_study(reader, args.parent)
+    if args.top < 1:
+        raise AlphaRlError(f"--top {args.top}: confirm at least the best trial (1)")
     picks = candidates(study, args.top)
     searched_seeds = {int(study.user_attrs.get("seed", 0))}
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
@@ -311,9 +313,11 @@ def run(args: argparse.Namespace) -> int:
             "the search's own; confirm on seeds it never ran"
         )
     wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
-    single = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml")
+    split = study.user_attrs.get("split")  # the search's own single split
+    if split is None:
+        split = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml").split
     if args.folds is None:
-        folds = unseen_folds(float(single.split), int(wf.folds), float(wf.test_fraction))
+        folds = unseen_folds(float(split), int(wf.folds), float(wf.test_fraction))
         if not folds:
             raise AlphaRlError(
                 "no walk-forward fold ends before the search's held-out part: "

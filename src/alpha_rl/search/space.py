@@ -26,7 +26,9 @@ from optuna.distributions import (
 from alpha_rl.errors import ConfigError
 
 PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
-YAML_WORDS = {"on", "off", "yes", "no", "true", "false", "null", "y", "n", "~"}
+# words Hydra would read as something other than a string (YAML's booleans and null, floats)
+YAML_WORDS = {"on", "off", "yes", "no", "true", "false", "null", "y", "n", "~", "nan", "inf",
+              "+inf", "-inf"}  # fmt: skip
 
 
 def distribution(override: Override) -> BaseDistribution:
@@ -102,7 +104,7 @@ def as_override(key: str, value: Any) -> str:
     else:
         text = str(value)
         if not PLAIN.fullmatch(text) or text.lower() in YAML_WORDS:
-            text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+            text = "'" + text.replace("'", "\\'") + "'"
     return f"{key}={text}"
 
 

@@ -47,15 +47,15 @@ class SamplerConfig:
     seed: int | None = 0
     n_startup_trials: int = 8  # TPE: random trials before the model (Optuna's default is 10)
 
-    def build(self, space: dict) -> Any:
+    def build(self, space: dict, offset: int = 0) -> Any:
+        """The sampler, its seed moved on by `offset` (the trials a resumed study holds)."""
         import optuna
 
+        seed = None if self.seed is None else self.seed + offset
         if self.name == "tpe":
-            return optuna.samplers.TPESampler(
-                seed=self.seed, n_startup_trials=self.n_startup_trials
-            )
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials)
         if self.name == "random":
-            return optuna.samplers.RandomSampler(seed=self.seed)
+            return optuna.samplers.RandomSampler(seed=seed)
         grid = {}
         for key, d in space.items():
             if isinstance(d, optuna.distributions.CategoricalDistribution):
@@ -67,7 +67,7 @@ class SamplerConfig:
                     f"hydra.sweeper.sampler.name=grid: {key} is a continuous "
                     "interval; give it as choice() or range()"
                 )
-        return ask_tell_grid(grid, self.seed)
+        return ask_tell_grid(grid, seed)
 
 
 def ask_tell_grid(grid: dict, seed: int | None) -> Any:
@@ -115,12 +115,20 @@ class SearchConfig:
                 "hydra.sweeper.study: name the study (a hparams_search= preset "
                 "names it after itself)"
             )
-        n_trials, n_jobs = int(settings.get("n_trials", 0)), int(settings.get("n_jobs", 1))
+        try:
+            n_trials, n_jobs = int(settings.get("n_trials", 0)), int(settings.get("n_jobs", 1))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"hydra.sweeper.n_trials, n_jobs: whole numbers ({exc})") from exc
         if n_trials < 1:
             raise ConfigError(f"hydra.sweeper.n_trials={n_trials}: at least 1")
         if n_jobs < 1:
             raise ConfigError(f"hydra.sweeper.n_jobs={n_jobs}: trials launched at once, >= 1")
-        sampler = SamplerConfig(**(settings.get("sampler") or {}))
+        given = dict(settings.get("sampler") or {})
+        unknown = sorted(set(given) - set(SamplerConfig.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"hydra.sweeper.sampler: unknown key(s) {', '.join(unknown)} "
+                              "(name, seed, n_startup_trials)")  # fmt: skip
+        sampler = SamplerConfig(**given)
         if sampler.name not in SAMPLERS:
             raise ConfigError(
                 f"hydra.sweeper.sampler.name={sampler.name!r}: one of {', '.join(SAMPLERS)}"
@@ -180,24 +188,27 @@ class Search:
         import optuna
 
         space, fixed = search_space.parse(self.cfg.params, arguments)
-        n_trials = self.cfg.n_trials
-        if self.cfg.sampler.name == "grid" and n_trials > grid_size(space):
-            log.info(
-                "the grid has %d points: %d trials, not %d",
-                grid_size(space),
-                grid_size(space),
-                n_trials,
-            )
-            n_trials = grid_size(space)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
             study_name=self.cfg.study,
             storage=self.cfg.storage,
-            sampler=self.cfg.sampler.build(space),
+            sampler=optuna.samplers.RandomSampler(),  # replaced below, once the study is read
             direction=self.objective.direction,
             load_if_exists=True,
         )
         self.record(study, space, fixed)
+        # a resumed study draws on: its sampler's seed moves on by the trials it already holds
+        study.sampler = self.cfg.sampler.build(space, len(study.trials))
+        n_trials = self.cfg.n_trials
+        if self.cfg.sampler.name == "grid":
+            left = grid_size(space) - len(study.trials)
+            if left <= 0:
+                raise ConfigError(f"study {self.cfg.study!r} has run every point of its grid "
+                                  f"({grid_size(space)}); name another study (hydra.sweeper."
+                                  "study) to search again")  # fmt: skip
+            if n_trials > left:
+                log.info("the grid has %d points left: %d trials, not %d", left, left, n_trials)
+                n_trials = left
         parent = parent_run_for(self.sweep_dir, self.tracking, create=False)
         before = len(study.trials)
         log.info(
@@ -222,7 +233,12 @@ class Search:
                 ]
                 for t in trials
             ]
-            returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            try:
+                returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            except BaseException:  # a dead worker, Ctrl-C: no trial stays RUNNING for ever
+                for trial in trials:
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise
             self.job_idx += len(batch)
             for trial, ret in zip(trials, returns, strict=True):
                 self.tell(study, trial, result_of(ret))
@@ -235,9 +251,12 @@ class Search:
         record = {
             "objective": OmegaConf.to_container(self.config.objective),
             "space": search_space.describe(space),
-            "fixed": [f for f in fixed if not f.lstrip("+~").startswith(("hydra.", "hydra/"))],
+            "fixed": sorted(
+                f for f in fixed if not f.lstrip("+~").startswith(("hydra.", "hydra/"))
+            ),
             "seed": int(self.config.seed),  # the seed and split every trial ran on
             "validation": str(self.config.validation.name),
+            "split": self.config.validation.get("split"),  # single: its training fraction
             "fold": self.config.market.get("fold"),
         }
         for key, value in record.items():
@@ -245,8 +264,8 @@ class Search:
             if old is not None and old != value:
                 raise ConfigError(
                     f"study {self.cfg.study!r} in {self.cfg.storage} was created with "
-                    f"{key} {old}, not {value}: resume it with the same settings "
-                    "or name another study (hydra.sweeper.study)"
+                    f"{key} {old}, not {value}: resume it with the same settings (its fixed "
+                    "overrides too) or name another study (hydra.sweeper.study)"
                 )
             study.set_user_attr(key, value)
 
