@@ -35,21 +35,16 @@ GRID = [
 ]
 
 
-def search(tmp_path: Path, sweep: str, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "alpha_rl.train",
-        "-m",
-        "hparams_search=her_optuna",
-        "debug=tiny",
-        "steps=20",
-        "backend=numpy",
-        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
-        f"hydra.sweep.dir={sweep}",
-        *overrides,
-    ]
+def module(tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -m <name> <args>` in tmp_path."""
+    cmd = [sys.executable, "-m", name, *args]
     return subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+
+
+def search(tmp_path: Path, sweep: str, *overrides: str) -> subprocess.CompletedProcess:
+    return module(tmp_path, "alpha_rl.train", "-m", "hparams_search=her_optuna", "debug=tiny",
+                  "steps=20", "backend=numpy", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+                  f"hydra.sweep.dir={sweep}", *overrides)  # fmt: skip
 
 
 def study_of(tmp_path: Path) -> optuna.Study:
@@ -152,19 +147,8 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
 
 
 def confirm(tmp_path: Path, parent: str, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "alpha_rl.search.confirm",
-        "--parent",
-        parent,
-        "--tracking-uri",
-        f"sqlite:///{tmp_path}/mlflow.db",
-        "--out",
-        "confirm",
-        *args,
-    ]
-    return subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+    return module(tmp_path, "alpha_rl.search.confirm", "--parent", parent, "--tracking-uri",
+                  f"sqlite:///{tmp_path}/mlflow.db", "--out", "confirm", *args)  # fmt: skip
 
 
 def test_the_deflated_sharpe_ratio_deflates_by_the_number_of_trials() -> None:

@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -186,15 +187,21 @@ def run(args: argparse.Namespace) -> int:
     return EXIT[verdict]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point."""
+def exit_with_verdict(prog: str, work: Callable[[], int]) -> None:
+    """Run a verdict command and exit with its status; an AlphaRlError is printed and exits as
+    CANNOT-JUDGE (2)."""
     try:
-        code = run(parse(argv))
+        code = work()
     except AlphaRlError as exc:
-        print(f"alpha-rl-kill-check: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         print(f"verdict: {CANNOT_JUDGE}", file=sys.stderr)
         code = EXIT[CANNOT_JUDGE]
     sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    exit_with_verdict("alpha-rl-kill-check", lambda: run(parse(argv)))
 
 
 if __name__ == "__main__":

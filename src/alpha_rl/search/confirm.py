@@ -33,9 +33,9 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
-from alpha_rl.killcheck.cli import WANTED, judge
+from alpha_rl.killcheck.cli import WANTED, exit_with_verdict, judge
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.report import CANNOT_JUDGE, EXIT, NOTE_TAG, note, overall, table
+from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, table
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader, RunRecord
@@ -370,13 +370,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
-        code = run(parse(argv))
-    except AlphaRlError as exc:
-        print(f"alpha-rl-confirm: {exc}", file=sys.stderr)
-        print(f"verdict: {CANNOT_JUDGE}", file=sys.stderr)
-        code = EXIT[CANNOT_JUDGE]
-    sys.exit(code)
+    """Console entry point."""
+    exit_with_verdict("alpha-rl-confirm", lambda: run(parse(argv)))
 
 
 if __name__ == "__main__":
