@@ -91,6 +91,9 @@ def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path
             try:
                 heading = page.get_by_text("Kill check", exact=False).first
                 expect(heading).to_be_visible(timeout=30_000)
+                more = page.get_by_text("Show more", exact=True)
+                if more.count():  # MLflow folds a long description
+                    more.first.click()
                 heading.scroll_into_view_if_needed()
                 expect(page.get_by_text("her=on", exact=False).first).to_be_visible(timeout=30_000)
             finally:
