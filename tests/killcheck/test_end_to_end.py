@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+
+from alpha_rl.killcheck import cli
 
 pytestmark = pytest.mark.slow  # whole sweeps in subprocesses: 20-60 s each
 
@@ -30,10 +34,20 @@ def sweep(tmp_path: Path, *overrides: str) -> None:
 
 
 def check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    """The kill check on that sweep (report into tmp_path/report)."""
-    cmd = [sys.executable, "-m", "alpha_rl.killcheck", "--tracking-uri", uri_of(tmp_path),
-           "--sweep", "sweep", "--out", "report", *args]  # fmt: skip
-    return subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+    """The kill check on that sweep (report into tmp_path/report), run as its command line runs
+    but in this process (a subprocess would import MLflow again for every check)."""
+    argv = ["--tracking-uri", uri_of(tmp_path), "--sweep", "sweep", "--out", "report", *args]
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.chdir(tmp_path),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            cli.main(argv)
+        except SystemExit as exc:
+            code = exc.code
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def report_of(tmp_path: Path) -> dict:
