@@ -360,11 +360,8 @@ class Search:
 
 
 def best_trial(study: Any) -> Any:
-    """The study's best completed trial, or None when none completed."""
-    import optuna
-
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    if not done:
+    """The study's best completed trial (Optuna's), or None when none completed."""
+    try:
+        return study.best_trial
+    except ValueError:  # Optuna: no trial is completed yet
         return None
-    pick = max if study.direction == optuna.study.StudyDirection.MAXIMIZE else min
-    return pick(done, key=lambda t: t.value)
