@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -16,6 +17,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import ConfigError, require
+from alpha_rl.tracking.mounts import MOUNTINFO, network_filesystem
+from alpha_rl.tracking.secrets import hide_password, uri_has_password
+from alpha_rl.tracking.store import resolve_uri, sqlite_path
 
 WHERE = "conf/tracking/"
 MAX_METRICS_PER_REQUEST = 1000  # MLflow's limit on metrics in one log_batch request
@@ -24,6 +28,10 @@ MAX_HTTP_RETRIES = 10  # MLflow refuses MLFLOW_HTTP_REQUEST_MAX_RETRIES above th
 # its file store ("file:", a plain path) is deliberately not among them
 DATABASES = ("sqlite", "postgresql", "mysql", "mssql")
 SERVERS = ("http", "https")
+# Hydra launchers whose jobs run on other machines than the sweep (hydra/launcher=slurm)
+MULTI_NODE_LAUNCHERS = frozenset({
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+})  # fmt: skip
 ACCEPTED_URIS = (
     "a database (sqlite:///mlflow.db, postgresql://, mysql:// or mssql://, each also as "
     "<database>+<driver>://), a server (http://127.0.0.1:5000, https://...) or databricks "
@@ -52,18 +60,24 @@ class TrackingConfig:
 
     def __post_init__(self) -> None:
         uri = self.uri.strip()
-        store = _store_of(uri)
+        store, shown = store_of(uri), hide_password(self.uri)
         require(
             [
                 (bool(uri), "tracking.uri is empty: give an MLflow tracking URI"),
                 (
+                    not uri_has_password(uri),
+                    f"tracking.uri={shown!r} holds a password, which would be logged with the "
+                    "run's config: give a server's account in MLFLOW_TRACKING_USERNAME / "
+                    "MLFLOW_TRACKING_PASSWORD, a database's password in PGPASSWORD or ~/.pgpass",
+                ),
+                (
                     store != "file",
-                    f"tracking.uri={self.uri!r}: MLflow file stores are not supported; use "
+                    f"tracking.uri={shown!r}: MLflow file stores are not supported; use "
                     f"{ACCEPTED_URIS}",
                 ),
                 (
                     store is not None,
-                    f"tracking.uri={self.uri!r} is not a tracking URI MLflow can store runs "
+                    f"tracking.uri={shown!r} is not a tracking URI MLflow can store runs "
                     f"in; use {ACCEPTED_URIS}",
                 ),
                 (
@@ -127,7 +141,34 @@ class TrackingConfig:
         return cls(**{name: _CONVERT[name](name, data[name]) for name in names})
 
 
-def _store_of(uri: str) -> str | None:
+def check_launcher(cfg: TrackingConfig, launcher: str, mountinfo: Path = MOUNTINFO) -> str | None:
+    """Refuse (ConfigError) a store a sweep under `launcher` (its _target_) would lose data in:
+    an SQLite file written from the nodes of a multi-node launcher. Returns a warning for an
+    SQLite file on a network file system under a single-machine launcher, else None."""
+    path = sqlite_path(resolve_uri(cfg.uri))
+    if path is None:
+        return None
+    fs = network_filesystem(path.parent, mountinfo)
+    name = launcher.rsplit(".", 1)[-1] or "the launcher"
+    if launcher in MULTI_NODE_LAUNCHERS:
+        why = (f"it is on {fs}, a network file system whose file locks do not hold across "
+               "machines: nodes writing at once corrupt it or lose writes" if fs else
+               "it is on a local disk: each node would write its own copy, and the runs would "
+               "not reach the one you read")  # fmt: skip
+        raise ConfigError(
+            f"tracking.uri={cfg.uri!r} is an SQLite file and {name} runs jobs on many nodes: "
+            f"{why}. Use tracking=server with an MLflow server on PostgreSQL "
+            "(`make tracking-server DB=postgresql://...`, MLFLOW_TRACKING_URI=http://<host>:"
+            f'<port>; README, "A tracking server for a cluster") (see {WHERE})'
+        )
+    if fs:
+        return (f"tracking.uri={cfg.uri!r} is an SQLite file on {fs}, a network file system: "
+                "parallel jobs of one machine may still wait on its locks; a tracking server "
+                "(tracking=server) is the safer store")  # fmt: skip
+    return None
+
+
+def store_of(uri: str) -> str | None:
     """The kind of store MLflow would track into at `uri` ("database", "server", "databricks",
     or "file": a file: URI or a plain path), None for a scheme it has no tracking store for."""
     if uri == "databricks":

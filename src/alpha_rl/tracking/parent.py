@@ -22,9 +22,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from alpha_rl.tracking.config import TrackingConfig
+from alpha_rl.errors import ConfigError
+from alpha_rl.tracking.config import TrackingConfig, check_launcher
 from alpha_rl.tracking.delivery import PARENT_TAG
 from alpha_rl.tracking.records import write_json
+from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
 from alpha_rl.tracking.tracker import REASON_TAG
 
@@ -70,8 +72,17 @@ class ParentRunCallback(Callback):
         self.parent_name = parent_name
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Create the parent run and write <sweep dir>/mlflow_parent.json."""
-        cfg = TrackingConfig.from_cfg(config.tracking)
+        """Refuse a store the launcher would lose runs in (exit 2), then create the parent run
+        and write <sweep dir>/mlflow_parent.json."""
+        try:
+            cfg = TrackingConfig.from_cfg(config.tracking)
+            launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+            warning = check_launcher(cfg, launcher)
+        except ConfigError as exc:  # before any job: say why and stop the sweep
+            log.error("%s", exc)
+            raise SystemExit(2) from None
+        if warning:
+            log.warning("%s", warning)
         sweep_dir = Path(config.hydra.sweep.dir)
         with _locked(sweep_dir):
             found, _ = _read(sweep_dir, cfg)
@@ -109,14 +120,15 @@ def record_failed_run(sweep_dir: Path, cfg: TrackingConfig, name: str, overrides
     trial with a bad config: the trial is a result of the search, failed, in MLflow as in its
     study). Its params are the job's overrides; None (and a warning) while the store is down."""
     parent = parent_run_for(sweep_dir, cfg, create=False)
-    reason = str(exc)[:5000]
+    hidden = secrets()
+    reason = redact(str(exc), hidden)[:5000]
     labels = tags | {REASON_TAG: reason} | ({PARENT_TAG: parent} if parent else {})
 
     def create(client: Any, experiment_id: str) -> str:
         run = client.create_run(experiment_id, tags=labels, run_name=name)
         for line in overrides:
             key, _, value = line.lstrip("+~").partition("=")
-            client.log_param(run.info.run_id, key, value[:6000])
+            client.log_param(run.info.run_id, key, redact(value, hidden)[:6000])
         client.set_terminated(run.info.run_id, "FAILED")
         return run.info.run_id
 

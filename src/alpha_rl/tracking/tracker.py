@@ -18,6 +18,7 @@ from typing import Any
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import Delivery, now_ms
 from alpha_rl.tracking.records import MAX_TAG_LEN, DiagWriter, Outbox, RunSpec, clip, write_unsent
+from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Store, resolve_uri, set_http_limits
 from alpha_rl.tracking.sync import StoreUnreachableError, sync_run, unsent_files
 
@@ -41,6 +42,7 @@ class Tracker:
         self._last_send = time.monotonic()
         self._finished = False
         self._bad_keys: set[str] = set()
+        self._secrets = secrets()  # values of the environment's credentials, masked if logged
 
     @property
     def run_id(self) -> str | None:
@@ -53,15 +55,16 @@ class Tracker:
         return max(self._delivery.last_steps.values(), default=-1)
 
     def log_params(self, params: dict[str, Any]) -> None:
-        """Queue and send params (a flattened config); over-long values are truncated."""
+        """Queue and send params (a flattened config); over-long values are truncated, secrets
+        of the environment masked (alpha_rl.tracking.secrets)."""
         if self._open("log_params"):
-            self._box.add_params(params)
+            self._box.add_params({k: self._redact(v) for k, v in params.items()})
             self.flush()
 
     def set_tags(self, tags: dict[str, str]) -> None:
-        """Queue and send tags; over-long values are truncated."""
+        """Queue and send tags; over-long values are truncated, secrets masked."""
         if self._open("set_tags"):
-            self._box.add_tags(tags)
+            self._box.add_tags({k: self._redact(v) for k, v in tags.items()})
             self.flush()
 
     def log_point(self, step: int, metrics: dict[str, float], diag: dict | None = None) -> None:
@@ -90,10 +93,18 @@ class Tracker:
             self.flush()
 
     def log_text(self, text: str, name: str) -> None:
-        """Queue text as the artifact file `name` (e.g. "config.yaml")."""
+        """Queue text as the artifact file `name` (e.g. "config.yaml"), secrets masked."""
         if self._open("log_text"):
-            self._box.files.append({"kind": "text", "name": name, "text": text})
+            self._box.files.append({"kind": "text", "name": name, "text": self._redact(text)})
             self.flush()
+
+    @property
+    def sent_metrics(self) -> int:
+        """Metric values the store has accepted from this tracker so far."""
+        return self._delivery.sent_metrics
+
+    def _redact(self, value: Any) -> str:
+        return redact(str(value), self._secrets)
 
     def flush(self) -> bool:
         """Send what is buffered unless the store is in its retry backoff; True if all went."""
