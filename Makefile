@@ -13,6 +13,9 @@ ARGS   ?=
 EXTRAS ?= dev
 STORE  ?= mlflow.db
 PORT   ?= 5000
+DB     ?= $(ALPHA_RL_TRACKING_DB)
+HOST   ?= 127.0.0.1
+ARTIFACTS ?= mlartifacts
 
 ifeq ($(NOVENV),1)
   PY    := $(PYTHON)
@@ -26,7 +29,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check ui bench gpu-ablation test test-gpu cubins lint clean venv
+.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-gpu cubins lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,7 +60,10 @@ kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--s
 ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); tracking=server writes through it
 	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }
 	@echo "MLflow UI over $(abspath $(STORE)): http://127.0.0.1:$(PORT)  (Ctrl-C stops it)"
-	$(PY) -m mlflow server --backend-store-uri sqlite:///$(abspath $(STORE)) --artifacts-destination $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT)
+	$(PY) -m alpha_rl.tracking server --db sqlite:///$(abspath $(STORE)) --artifacts $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT)
+
+tracking-server: $(STAMP) ## tracking server for a cluster's jobs (DB=postgresql://user@dbhost/mlflow HOST PORT ARTIFACTS; beyond loopback ARGS="--auth --credentials FILE")
+	$(PY) -m alpha_rl.tracking server --db "$(DB)" --artifacts "$(ARTIFACTS)" --host $(HOST) --port $(PORT) $(ARGS)
 
 bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its peers (torch eager/graph/compile, JAX), GEMMs, learner, replay
 	$(PY) -m benchmarks.peers.run --envs 4096 65536

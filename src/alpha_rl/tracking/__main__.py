@@ -1,6 +1,6 @@
-"""`python -m alpha_rl.tracking sync <run_dir>`, `... relocate <store.db>` and `... reap
-[--older-than 10m] [--mark]` (see alpha_rl.tracking.sync, alpha_rl.tracking.relocate and
-alpha_rl.tracking.reap)."""
+"""`python -m alpha_rl.tracking sync <run_dir>`, `... relocate <store.db>`, `... reap
+[--older-than 10m] [--mark]`, `... server --db URI` and `... load --uri URI` (see
+alpha_rl.tracking.sync, .relocate, .reap, .server and .load)."""
 
 from alpha_rl.tracking.sync import main
 

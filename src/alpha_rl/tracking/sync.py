@@ -6,7 +6,8 @@ part-way is rewritten with the rest, so sync can simply be run again.
 
 The same command line also offers `relocate <store.db>` (alpha_rl.tracking.relocate) and
 `reap [--older-than 10m] [--mark]`: list, and with --mark end FAILED, the RUNNING runs whose
-process stopped sending heartbeats (alpha_rl.tracking.reap).
+process stopped sending heartbeats (alpha_rl.tracking.reap); `server` (an MLflow server over a
+database, alpha_rl.tracking.server) and `load` (many writers at once, alpha_rl.tracking.load).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking import load, server
 from alpha_rl.tracking.config import MAX_METRICS_PER_REQUEST, TrackingConfig
 from alpha_rl.tracking.delivery import Delivery
 from alpha_rl.tracking.records import read_unsent, write_unsent
@@ -148,9 +150,10 @@ def _add_reap(commands: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line entry: `sync <run_dir>` (exit 0 when everything was sent, else 1),
-    `relocate <store.db> [--artifacts DIR]` and `reap [--uri URI] [--older-than 10m]
+    `relocate <store.db> [--artifacts DIR]`, `reap [--uri URI] [--older-than 10m]
     [--experiment NAME] [--mark]` (exit 0, 1 when the store or experiment cannot be read, 2 on
-    bad arguments)."""
+    bad arguments), `server --db URI ...` (becomes `mlflow server`; 2 when refused) and
+    `load --uri URI ...` (0 when every value arrived, else 1)."""
     parser = argparse.ArgumentParser(
         prog="python -m alpha_rl.tracking", description="alpha_rl MLflow tracking tools"
     )
@@ -163,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     move.add_argument("store", type=Path, help="the SQLite file (e.g. mlflow.db)")
     move.add_argument("--artifacts", type=Path, help="the artifact folder (default: beside it)")
     _add_reap(commands)
+    server.add_parser(commands)
+    load.add_parser(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "relocate":
         return _relocate(args.store, args.artifacts)
     if args.command == "reap":
         return _reap(args.uri, args.older_than, args.experiment, args.mark)
+    if args.command == "server":
+        return server.serve(args)
+    if args.command == "load":
+        return load.main(args)
     if not args.run_dir.is_dir():
         print(f"error: {args.run_dir} is not a directory", file=sys.stderr)
         return 1

@@ -1,0 +1,251 @@
+"""`python -m alpha_rl.tracking server`: an MLflow tracking server over a database, for many jobs.
+
+SQLite is the embedded store of one machine. A lab whose jobs run on many nodes points them at
+one server (`tracking=server`, `MLFLOW_TRACKING_URI=http://<host>:<port>`) whose store is a
+database server: PostgreSQL (`--db postgresql://user@dbhost/mlflow`), which takes many writers at
+once where SQLite takes one. Artifacts are proxied by the server into `--artifacts`.
+
+Nobody gets in who does not belong: a server bound beyond loopback must run MLflow's basic-auth
+app (`--auth`), refused otherwise. The admin account is created on the first start from
+`--credentials FILE` (one line `username:password`, readable by its owner only) or from
+MLFLOW_AUTH_ADMIN_USERNAME / MLFLOW_AUTH_ADMIN_PASSWORD; jobs then authenticate with
+MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD in their environment. Credentials never go
+on the command line of `mlflow server`, into the repository or into a run.
+
+The command checks what it can before `mlflow server` replaces it (os.execve): the database is
+reachable, the flags agree. Exit 2 with a message naming the flag on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import secrets
+import stat
+import sys
+from pathlib import Path
+
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking.config import store_of
+from alpha_rl.tracking.mounts import network_filesystem
+from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.tracking.store import sqlite_path
+
+ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"
+AUTH_CONFIG_ENV = "MLFLOW_AUTH_CONFIG_PATH"
+JOBS_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+SECRET_KEY_ENV, SECRET_KEY_FILE = "MLFLOW_FLASK_SERVER_SECRET_KEY", "server_secret_key"
+PERMISSIONS = ("READ", "EDIT", "MANAGE", "NO_PERMISSIONS")
+AUTH_FILE, AUTH_DB = "basic_auth.ini", "basic_auth.db"
+
+
+class ServerError(AlphaRlError):
+    """The server cannot be started as asked (the message names the flag and what to do)."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def read_credentials(path: Path | None, env: dict[str, str]) -> tuple[str, str] | None:
+    """The admin's (username, password): from `path` (one line username:password, no group or
+    other access), else from MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD; None when neither is given."""
+    if path is None:
+        user, password = env.get(ADMIN_USER_ENV, ""), env.get(ADMIN_PASSWORD_ENV, "")
+        if not user and not password:
+            return None
+        if not (user and password):
+            raise ServerError(f"set both {ADMIN_USER_ENV} and {ADMIN_PASSWORD_ENV}, or neither")
+        return user, password
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ServerError(f"--credentials {path}: cannot read it ({exc})") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ServerError(f"--credentials {path}: others can read it (mode "
+                          f"{stat.S_IMODE(mode):o}); chmod 600 {path}")  # fmt: skip
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    user, sep, password = (lines[0] if lines else "").partition(":")
+    if len(lines) != 1 or not sep or not user or not password:
+        raise ServerError(f"--credentials {path}: expected one line username:password")
+    return user, password
+
+
+def check_database(db: str) -> None:
+    """Refuse a --db that is not a database store, is an SQLite file on a network file system, or
+    cannot be connected to (the message hides the URI's password)."""
+    shown = hide_password(db)
+    if store_of(db) != "database":
+        raise ServerError(f"--db {shown}: not a database URI; give postgresql://user@host/db "
+                          "(or sqlite:///<file> for one machine)")  # fmt: skip
+    path = sqlite_path(db)
+    if path is not None:
+        fs = network_filesystem(path.resolve().parent)
+        if fs:
+            raise ServerError(f"--db {shown}: an SQLite file on a network file system ({fs}), "
+                              "whose file locks do not hold; use PostgreSQL")  # fmt: skip
+        return
+    import sqlalchemy  # MLflow's own dependency
+
+    try:
+        engine = sqlalchemy.create_engine(db, connect_args=_connect_timeout(db))
+    except ModuleNotFoundError as exc:  # the dialect imports its driver here
+        raise ServerError(f"--db {shown}: its driver is not installed ({exc.name}); "
+                          "pip install 'alpha_rl[server]'") from exc  # fmt: skip
+    try:
+        with engine.connect():
+            pass
+    except Exception as exc:  # any driver's connection error
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ServerError(f"--db {shown}: cannot connect ({hide_password(first)}); check the "
+                          "host, the database (createdb) and the password (PGPASSWORD or "
+                          "~/.pgpass)") from exc  # fmt: skip
+    finally:
+        engine.dispose()
+
+
+def _connect_timeout(db: str) -> dict[str, int]:
+    return {"connect_timeout": 10} if db.startswith("postgresql") else {}
+
+
+def write_auth_config(directory: Path, auth_db: str, default_permission: str) -> Path:
+    """basic_auth.ini for MLflow's basic-auth app in `directory` (it holds no credential)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / AUTH_FILE
+    path.write_text(
+        "[mlflow]\n"
+        f"default_permission = {default_permission}\n"
+        f"database_uri = {auth_db}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def server_secret_key(directory: Path) -> str:
+    """The key the basic-auth app signs its CSRF tokens with: made once, kept (mode 600) in
+    `directory` so that a restarted server accepts what the last one signed."""
+    path = directory / SECRET_KEY_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The `mlflow server` command line and its environment, after every check."""
+    if not 1 <= args.port <= 65535:
+        raise ServerError(f"--port {args.port}: must be in 1..65535")
+    if args.workers < 1:
+        raise ServerError(f"--workers {args.workers}: must be >= 1")
+    if not (args.auth or is_loopback(args.host)):
+        raise ServerError(
+            f"--host {args.host} reaches beyond this machine: add --auth (MLflow's basic-auth "
+            "app) with --credentials FILE or MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD, or serve "
+            "on 127.0.0.1"
+        )
+    check_database(args.db)
+    artifacts = Path(args.artifacts).expanduser().resolve()
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.db,
+               "--artifacts-destination", str(artifacts), "--host", args.host,
+               "--port", str(args.port), "--workers", str(args.workers)]  # fmt: skip
+    # MLflow's GenAI job runner (a pool of worker processes for scorers and evaluation jobs):
+    # nothing of alpha_rl uses it, and on a small machine it takes the CPU from the requests
+    env = {"MLFLOW_DISABLE_TELEMETRY": "true", JOBS_ENV: "false", **env}
+    if args.auth:
+        credentials = read_credentials(args.credentials, env)
+        if credentials is None:
+            raise ServerError("--auth needs the admin's credentials: --credentials FILE (one "
+                              f"line username:password, chmod 600) or {ADMIN_USER_ENV} and "
+                              f"{ADMIN_PASSWORD_ENV}")  # fmt: skip
+        state = artifacts.parent
+        auth_db = args.auth_db or f"sqlite:///{state / AUTH_DB}"
+        config = write_auth_config(state, auth_db, args.default_permission)
+        env |= {AUTH_CONFIG_ENV: str(config), ADMIN_USER_ENV: credentials[0],
+                ADMIN_PASSWORD_ENV: credentials[1]}  # fmt: skip
+        env.setdefault(SECRET_KEY_ENV, server_secret_key(state))
+        command += ["--app-name", "basic-auth"]
+    if args.allowed_hosts:
+        command += ["--allowed-hosts", args.allowed_hosts]
+    return command + list(args.mlflow_args), env
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """The `server` subcommand of `python -m alpha_rl.tracking`."""
+    p = commands.add_parser(
+        "server",
+        help="start an MLflow tracking server over a database (PostgreSQL for many jobs)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--db", default=os.environ.get("ALPHA_RL_TRACKING_DB"),
+                   help="the backend store: postgresql://user@host:5432/mlflow (its password in "
+                   "PGPASSWORD or ~/.pgpass, not here) or sqlite:///<file> (default: "
+                   "$ALPHA_RL_TRACKING_DB)")  # fmt: skip
+    p.add_argument(
+        "--artifacts",
+        default="mlartifacts",
+        help="where the server keeps run artifacts (default ./mlartifacts)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to serve on (default 127.0.0.1; beyond it needs --auth)",
+    )
+    p.add_argument("--port", type=int, default=5000, help="the port (default 5000)")
+    p.add_argument("--workers", type=int, default=4, help="server processes (default 4)")
+    p.add_argument("--auth", action="store_true", help="MLflow's basic-auth app: every request "
+                   "needs an account (required beyond loopback)")  # fmt: skip
+    p.add_argument(
+        "--credentials",
+        type=Path,
+        metavar="FILE",
+        help="the admin account created on the first start, one line "
+        "username:password (chmod 600); else MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD",
+    )
+    p.add_argument(
+        "--auth-db",
+        metavar="URI",
+        help="the accounts' database (default sqlite:///<artifacts>/../basic_auth.db)",
+    )
+    p.add_argument(
+        "--default-permission",
+        default="EDIT",
+        choices=PERMISSIONS,
+        help="what an account may do in experiments others created (default EDIT: "
+        "every account of the lab can log runs into the shared experiment)",
+    )
+    p.add_argument("--allowed-hosts", help="Host headers the server answers (MLflow's default: "
+                   "localhost and private addresses); set it for a public name")  # fmt: skip
+    p.add_argument(
+        "mlflow_args", nargs=argparse.REMAINDER, help="after --: more `mlflow server` options"
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Check everything, then become `mlflow server` (returns only on a refused start: 2)."""
+    if args.mlflow_args[:1] == ["--"]:
+        args.mlflow_args = args.mlflow_args[1:]
+    if not args.db:
+        print("error: --db is required (or set ALPHA_RL_TRACKING_DB)", file=sys.stderr)
+        return 2
+    try:
+        command, env = plan(args, dict(os.environ))
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    auth = " with basic-auth" if args.auth else ""
+    print(f"MLflow tracking server{auth} on http://{args.host}:{args.port} over "
+          f"{hide_password(args.db)}; jobs: tracking=server "
+          f"MLFLOW_TRACKING_URI=http://<this host>:{args.port}", flush=True)  # fmt: skip
+    os.execve(command[0], command, env)
+    return 0  # not reached
