@@ -77,6 +77,18 @@ def cuda_backend(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
+def postgres():
+    """A throw-away PostgreSQL cluster for the session (tests/postgres.py); each test takes a
+    database of its own (`postgres.new_database(name)`). A skip where PostgreSQL is not installed,
+    a failure under CI."""
+    from tests.postgres import postgres_cluster, require_postgres
+
+    require_postgres()
+    with postgres_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
 def tracking_server(tmp_path_factory: pytest.TempPathFactory):
     """One MLflow server for the session (it takes ~30 s to start): (url, store path)."""
     from tests.mlflow_server import mlflow_server

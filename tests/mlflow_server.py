@@ -1,8 +1,10 @@
-"""An MLflow tracking server on loopback over a SQLite store, for the tests that need one."""
+"""An MLflow tracking server on loopback for the tests that need one, started the way a lab starts
+its own: `python -m alpha_rl.tracking server` (alpha_rl.tracking.server) over a database."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,40 +21,88 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextmanager
-def mlflow_server(store: Path, start_timeout_s: float = 180.0) -> Iterator[str]:
-    """`mlflow server` over sqlite:///<store> (artifacts in mlartifacts/ beside it) on a free
-    loopback port; yields its URL once /health answers, stops it afterwards."""
-    port = free_port()
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    log = open(store.parent / "mlflow_server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{store}",
-         "--artifacts-destination", str(store.parent / "mlartifacts"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=store.parent,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + start_timeout_s
+class TrackingServer:
+    """`python -m alpha_rl.tracking server --db <db>` on a free loopback port, artifacts in
+    <root>/mlartifacts, its output in <root>/mlflow_server.log; `kill()` ends it at once (every
+    process of it, as a crash would), `start()` brings it back on the same port."""
+
+    def __init__(self, db: str, root: Path, *, credentials: Path | None = None, workers: int = 4,
+                 start_timeout_s: float = 180.0) -> None:  # fmt: skip
+        self.db, self.root = db, root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.credentials, self.workers = credentials, workers
+        self.start_timeout_s = start_timeout_s
+        self.log_path = root / "mlflow_server.log"
+        self._proc: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        auth = ["--auth", "--credentials", str(self.credentials)] if self.credentials else []
+        return [sys.executable, "-m", "alpha_rl.tracking", "server", "--db", self.db,
+                "--artifacts", str(self.root / "mlartifacts"), "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", str(self.workers), *auth]  # fmt: skip
+
+    def start(self) -> None:
+        env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+        with open(self.log_path, "a") as log:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.root,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + self.start_timeout_s
         while True:
-            if proc.poll() is not None:
-                printed = (store.parent / "mlflow_server.log").read_text()[-2000:]
-                raise RuntimeError(f"mlflow server exited: {printed}")
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
                     if r.status == 200:
-                        break
+                        return
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server on {url} did not answer in {start_timeout_s} s")
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
+                raise RuntimeError(f"mlflow server on {self.url} did not answer in "
+                                   f"{self.start_timeout_s} s")  # fmt: skip
+            time.sleep(0.25)
+
+    def _signal(self, sig: int, wait_s: float) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
         try:
-            proc.wait(timeout=20)
+            os.killpg(self._proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            self._proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL to the server and its workers: requests in flight get no answer."""
+        self._signal(signal.SIGKILL, 30)
+
+    def stop(self) -> None:
+        self._signal(signal.SIGTERM, 20)
+
+
+@contextmanager
+def started_server(db: str, root: Path, **kwargs) -> Iterator[TrackingServer]:
+    """A started TrackingServer, stopped afterwards."""
+    server = TrackingServer(db, root, **kwargs)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def mlflow_server(store: Path, start_timeout_s: float = 180.0) -> Iterator[str]:
+    """A server over sqlite:///<store> (artifacts in mlartifacts/ beside it); yields its URL."""
+    with started_server(f"sqlite:///{store}", store.parent,
+                         start_timeout_s=start_timeout_s) as server:  # fmt: skip
+        yield server.url
