@@ -36,7 +36,8 @@ DOWN_S = 3.0
 
 def restart_in_the_middle(server: TrackingServer, events: dict):
     def during(sent) -> None:
-        while sent() < 1 / 3:
+        deadline = time.monotonic() + 1800
+        while sent() < 1 / 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         t = time.perf_counter()
         server.kill()

@@ -40,9 +40,17 @@ def test_an_sqlite_file_under_a_multi_node_launcher_is_refused(tmp_path: Path) -
     assert "network file system" in check_launcher(cfg, JOBLIB, shared)
     assert check_launcher(cfg, JOBLIB, local) is None
     assert check_launcher(cfg, BASIC, local) is None
-    # a server or a database server is what a cluster should write through
+    # with a driver named, it is SQLite all the same
+    with pytest.raises(ConfigError, match=r"is an SQLite file"):
+        check_launcher(make_cfg(f"sqlite+pysqlite:///{tmp_path}/mlflow.db"), SLURM, local)
+    # a server or a database server is what a cluster should write through ...
     for uri in ("http://tracking.lab:5000", "postgresql://lab@db.lab/mlflow"):
         assert check_launcher(make_cfg(uri), SLURM, shared) is None
+    # ... but not the one on this machine's loopback (the default of tracking=server)
+    for uri in ("http://127.0.0.1:5000", "http://localhost:5000"):
+        with pytest.raises(ConfigError, match=r"loopback.*MLFLOW_TRACKING_URI"):
+            check_launcher(make_cfg(uri), SLURM, local)
+        assert check_launcher(make_cfg(uri), JOBLIB, local) is None
 
 
 def test_a_slurm_sweep_into_an_sqlite_file_stops_before_any_job(tmp_path: Path) -> None:
@@ -97,10 +105,11 @@ def test_the_tracker_masks_secrets_in_params_tags_and_text(
     tracker.log_params({"note": "pw=the-lab-password", "plain": 3})
     tracker.set_tags({"where": "postgresql://u:the-lab-password@h/db"})
     tracker.log_text("token: the-lab-password\n", "config.yaml")
-    tracker.finish()
+    tracker.finish("FAILED", reason="OperationalError: password the-lab-password refused")
     run = client.get_run(tracker.run_id)
     assert run.data.params == {"note": f"pw={MASK}", "plain": "3"}
     assert run.data.tags["where"] == f"postgresql://u:{MASK}@h/db"
+    assert run.data.tags["alpha_rl.failure_reason"] == f"OperationalError: password {MASK} refused"
     text = Path(client.download_artifacts(tracker.run_id, "config.yaml", str(tmp_path))).read_text()
     assert text == f"token: {MASK}\n"
 
@@ -142,6 +151,11 @@ def test_a_server_beyond_loopback_needs_basic_auth_and_its_credentials(
     assert code == 2 and "expected one line username:password" in err
     code, err = serve(["--db", "http://elsewhere:5000"], capsys)
     assert code == 2 and "not a database URI" in err
+    code, err = serve(["--db", "postgresql://lab:pw-on-argv@db/mlflow"], capsys)
+    assert code == 2 and "PGPASSWORD" in err and "pw-on-argv" not in err
+    for extra in (["--host", "0.0.0.0"], ["--app-name=x"], ["--uvicorn-opts", "--host 0.0.0.0"]):
+        code, err = serve([*db, "--", *extra], capsys)
+        assert code == 2 and "would override what this command checked" in err, extra
 
 
 def test_credentials_reach_mlflow_through_its_environment_only(tmp_path: Path) -> None:
@@ -156,7 +170,8 @@ def test_credentials_reach_mlflow_through_its_environment_only(tmp_path: Path) -
     creds.chmod(0o600)
     args = parser.parse_args(["server", "--db", f"sqlite:///{tmp_path}/mlflow.db", "--artifacts",
                               str(tmp_path / "art"), "--host", "0.0.0.0", "--auth",
-                              "--credentials", str(creds)])  # fmt: skip
+                              "--credentials", str(creds),
+                              "--state-dir", str(tmp_path / "state")])  # fmt: skip
     command, env = plan(args, {"PATH": os.environ["PATH"]})
     assert command[command.index("--app-name") + 1] == "basic-auth"
     assert "pw-of-the-admin" not in " ".join(command)
@@ -165,14 +180,19 @@ def test_credentials_reach_mlflow_through_its_environment_only(tmp_path: Path) -
     ini = Path(env["MLFLOW_AUTH_CONFIG_PATH"]).read_text()
     assert "pw-of-the-admin" not in ini and "default_permission = EDIT" in ini
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    key = tmp_path / "state" / "server_secret_key"  # kept for a restart, for its owner only
+    assert env["MLFLOW_FLASK_SERVER_SECRET_KEY"] == key.read_text()
+    assert key.stat().st_mode & 0o077 == 0
+    assert (tmp_path / "state" / "basic_auth.ini").exists()
     assert read_credentials(None, {"MLFLOW_AUTH_ADMIN_USERNAME": "a",
                                    "MLFLOW_AUTH_ADMIN_PASSWORD": "b"}) == ("a", "b")  # fmt: skip
 
 
-def test_an_unreachable_database_is_named_with_its_password_hidden(
+def test_an_unreachable_database_is_named_with_what_to_check(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    url = f"postgresql://lab:pw-in-the-uri@127.0.0.1:{free_port()}/mlflow"
+    url = f"postgresql://lab@127.0.0.1:{free_port()}/mlflow"  # nothing listens there
     code, err = serve(["--db", url, "--artifacts", str(tmp_path / "art")], capsys)
-    assert code == 2 and "cannot connect" in err and "createdb" in err
-    assert "pw-in-the-uri" not in err and f"lab:{MASK}@127.0.0.1" in err
+    assert code == 2 and f"--db {url}: cannot connect" in err and "createdb" in err
+    code, err = serve(["--db", "postgresql+nodriver://lab@h/db"], capsys)
+    assert code == 2 and "SQLAlchemy cannot read it" in err

@@ -74,7 +74,9 @@ def test_basic_auth_keeps_strangers_out_and_credentials_out_of_the_run(
         monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", user)  # the job's account, as on a node
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", user_pw)
         monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
-        cfg, choices = compose_train([*TINY, "tracking=server"])
+        # the config itself carries the password: what the run logs must not
+        in_config = "search.study=${oc.env:MLFLOW_TRACKING_PASSWORD}"
+        cfg, choices = compose_train([*TINY, "tracking=server", in_config])
         assert cfg.tracking.uri == server.url
         out = run_job(cfg, Job(tmp_path / "job", choices))
         assert out.status == "FINISHED" and out.run_id
@@ -84,6 +86,7 @@ def test_basic_auth_keeps_strangers_out_and_credentials_out_of_the_run(
         client = MlflowClient(tracking_uri=server.url)
         run = client.get_run(out.run_id)
         assert len(run.data.params) > 100 and "tracking.uri" in run.data.params
+        assert run.data.params["search.study"] == "***"
         logged = [f"{k}={v}" for k, v in run.data.params.items()]
         logged += [f"{k}={v}" for k, v in run.data.tags.items()]
         files = Path(client.download_artifacts(out.run_id, "", str(tmp_path / "artifacts")))

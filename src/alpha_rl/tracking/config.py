@@ -6,6 +6,7 @@ Defaults live in conf/tracking/local.yaml, never here.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -19,7 +20,7 @@ from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import ConfigError, require
 from alpha_rl.tracking.mounts import MOUNTINFO, network_filesystem
 from alpha_rl.tracking.secrets import hide_password, uri_has_password
-from alpha_rl.tracking.store import resolve_uri, sqlite_path
+from alpha_rl.tracking.store import sqlite_file
 
 WHERE = "conf/tracking/"
 MAX_METRICS_PER_REQUEST = 1000  # MLflow's limit on metrics in one log_batch request
@@ -142,30 +143,47 @@ class TrackingConfig:
 
 
 def check_launcher(cfg: TrackingConfig, launcher: str, mountinfo: Path = MOUNTINFO) -> str | None:
-    """Refuse (ConfigError) a store a sweep under `launcher` (its _target_) would lose data in:
-    an SQLite file written from the nodes of a multi-node launcher. Returns a warning for an
-    SQLite file on a network file system under a single-machine launcher, else None."""
-    path = sqlite_path(resolve_uri(cfg.uri))
+    """Refuse (ConfigError) a store a sweep under `launcher` (its _target_) would lose runs in:
+    under a multi-node launcher an SQLite file or a server on this machine's loopback. Returns a
+    warning for an SQLite file on a network file system under a single-machine launcher."""
+    name = launcher.rsplit(".", 1)[-1] or "the launcher"
+    multi_node = launcher in MULTI_NODE_LAUNCHERS
+    fix = ("Use tracking=server with an MLflow server on PostgreSQL (`make tracking-server "
+           "DB=postgresql://...`, MLFLOW_TRACKING_URI=http://<host>:<port>; README, \"A tracking "
+           f"server for a cluster\") (see {WHERE})")  # fmt: skip
+    host = urlparse(cfg.uri).hostname or ""
+    if multi_node and store_of(cfg.uri) == "server" and is_loopback(host):
+        raise ConfigError(
+            f"tracking.uri={hide_password(cfg.uri)!r} is this machine's loopback and {name} runs "
+            "jobs on other nodes: each would send to itself and keep its runs in unsent.jsonl. "
+            "Export MLFLOW_TRACKING_URI=http://<the server's host>:<port> before the sweep. " + fix
+        )
+    path = sqlite_file(cfg.uri)
     if path is None:
         return None
     fs = network_filesystem(path.parent, mountinfo)
-    name = launcher.rsplit(".", 1)[-1] or "the launcher"
-    if launcher in MULTI_NODE_LAUNCHERS:
+    if multi_node:
         why = (f"it is on {fs}, a network file system whose file locks do not hold across "
                "machines: nodes writing at once corrupt it or lose writes" if fs else
                "it is on a local disk: each node would write its own copy, and the runs would "
                "not reach the one you read")  # fmt: skip
-        raise ConfigError(
-            f"tracking.uri={cfg.uri!r} is an SQLite file and {name} runs jobs on many nodes: "
-            f"{why}. Use tracking=server with an MLflow server on PostgreSQL "
-            "(`make tracking-server DB=postgresql://...`, MLFLOW_TRACKING_URI=http://<host>:"
-            f'<port>; README, "A tracking server for a cluster") (see {WHERE})'
-        )
+        raise ConfigError(f"tracking.uri={cfg.uri!r} is an SQLite file and {name} runs jobs on "
+                          f"many nodes: {why}. " + fix)  # fmt: skip
     if fs:
         return (f"tracking.uri={cfg.uri!r} is an SQLite file on {fs}, a network file system: "
                 "parallel jobs of one machine may still wait on its locks; a tracking server "
                 "(tracking=server) is the safer store")  # fmt: skip
     return None
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
 
 
 def store_of(uri: str) -> str | None:

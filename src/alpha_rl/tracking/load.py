@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
+from alpha_rl.errors import ConfigError
 from alpha_rl.tracking.config import TrackingConfig, store_of
 from alpha_rl.tracking.reader import RunReader, TrackingReadError
 from alpha_rl.tracking.store import (
@@ -135,14 +137,18 @@ def tracking_config(uri: str, experiment: str = EXPERIMENT) -> TrackingConfig:
     return TrackingConfig.from_cfg(node)
 
 
-def _writer(spec: LoadSpec, j: int, parent: str, start: Any, sent: Any, results: Any) -> None:
+def _writer(spec: LoadSpec, j: int, parent: str, gate: tuple[Any, Any], sent: Any,
+            results: Any) -> None:  # fmt: skip
     from alpha_rl.tracking.tracker import open_tracker
 
+    ready, go = gate
     cfg = tracking_config(spec.uri, spec.experiment)
     tracker = open_tracker(cfg, spec.root / f"writer{j:03d}", run_name=f"load-{j:03d}",
                            parent_run_id=parent)  # fmt: skip
     keys = KEYS[: spec.keys]
-    start.wait()
+    with ready.get_lock():
+        ready.value += 1
+    go.wait()
     began, calls, counted = time.perf_counter(), [], 0
     for step in range(spec.steps):
         before, t = tracker.sent_metrics, time.perf_counter()
@@ -212,37 +218,61 @@ def run_load(spec: LoadSpec, during: Callable[[Callable[[], float]], None] | Non
     parent = _create_parent(spec)
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["mlflow.tracking", "mlflow.entities", "alpha_rl.tracking.tracker"])
-    start, sent, results = ctx.Barrier(spec.writers + 1), ctx.Value("q", 0), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(spec, j, parent, start, sent, results))
+    gate, sent, results = (ctx.Value("i", 0), ctx.Event()), ctx.Value("q", 0), ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(spec, j, parent, gate, sent, results))
              for j in range(spec.writers)]  # fmt: skip
-    for proc in procs:
-        proc.start()
-    progress(f"{spec.writers} writers starting (parent run {parent})")
-    start.wait(timeout=spec.timeout_s)
-    began = time.perf_counter()
     reader = _Reader(spec, parent)
-    if spec.read:
-        reader.start()
-    if during is not None:
-        during(lambda: sent.value / spec.values)
+    try:
+        for proc in procs:
+            proc.start()
+        progress(f"{spec.writers} writers starting (parent run {parent})")
+        _wait_ready(spec, procs, gate[0])
+        gate[1].set()
+        began = time.perf_counter()
+        if spec.read:
+            reader.start()
+        if during is not None:
+            during(lambda: sent.value / spec.values)
+        done = _collect(spec, procs, results, sent, progress)
+        seconds = time.perf_counter() - began
+    finally:
+        reader.stop.set()
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    if spec.read and reader.is_alive():
+        reader.join(timeout=spec.timeout_s)  # it stops after the pass under way
+    return _report(spec, cfg, parent, done, procs, seconds, reader)
+
+
+def _dead(procs: list) -> list[int]:
+    return [j for j, p in enumerate(procs) if p.exitcode not in (None, 0)]
+
+
+def _wait_ready(spec: LoadSpec, procs: list, ready: Any) -> None:
+    """Until every writer holds its run; RuntimeError when one died first or time ran out."""
+    deadline = time.monotonic() + spec.timeout_s
+    while ready.value < spec.writers:
+        if _dead(procs) or time.monotonic() > deadline:
+            dead = _dead(procs) or "none"
+            raise RuntimeError(f"{ready.value} of {spec.writers} writers started; writer(s) "
+                               f"{dead} exited first (their output above)")  # fmt: skip
+        time.sleep(0.1)
+
+
+def _collect(spec: LoadSpec, procs: list, results: Any, sent: Any,
+             progress: Callable[[str], None]) -> list[dict]:  # fmt: skip
+    """Every writer's result (those of writers that died are missing), with progress."""
     done, deadline = [], time.monotonic() + spec.timeout_s
     while len(done) < spec.writers and time.monotonic() < deadline:
         try:
             done.append(results.get(timeout=5.0))
-        except Exception:  # queue.Empty: report progress, check for dead writers
-            dead = [p for p in procs if p.exitcode not in (None, 0)]
-            if len(done) + len(dead) >= spec.writers:
+        except queue.Empty:
+            if len(done) + len(_dead(procs)) >= spec.writers:
                 break
             progress(f"{sent.value:,} of {spec.values:,} values sent, {len(done)} writers done")
-    seconds = time.perf_counter() - began
-    reader.stop.set()
-    for proc in procs:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.kill()
-    if spec.read:
-        reader.join(timeout=spec.timeout_s)  # it stops after the pass under way
-    return _report(spec, cfg, parent, done, procs, seconds, reader)
+    return done
 
 
 def _create_parent(spec: LoadSpec) -> str:
@@ -354,7 +384,7 @@ def main(args: argparse.Namespace) -> int:
                     experiment=args.experiment, read=not args.no_read)  # fmt: skip
     try:
         report = run_load(spec)
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, ConfigError) as exc:
         print(f"error: {exc}")
         return 2
     for line in report.lines():

@@ -16,8 +16,8 @@ NETWORK = frozenset({
     "glusterfs", "ceph", "ocfs2", "gfs2", "9p", "panfs", "orangefs", "pvfs2", "davfs", "cvfs",
     "wekafs", "virtiofs",
 })  # fmt: skip
-NETWORK_FUSE = frozenset({"sshfs", "glusterfs", "ceph", "s3fs", "gcsfuse", "rclone", "juicefs",
-                          "lizardfs", "moosefs", "mfs", "beegfs"})  # fmt: skip
+NETWORK_FUSE = frozenset({"sshfs", "glusterfs", "ceph", "ceph-fuse", "s3fs", "gcsfuse", "rclone",
+                          "juicefs", "lizardfs", "moosefs", "mfs", "beegfs"})  # fmt: skip
 
 
 def _unescape(field: str) -> str:

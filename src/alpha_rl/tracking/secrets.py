@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 MASK = "***"
 # environment variables whose values are secrets wherever they would turn up in a run
@@ -26,15 +25,14 @@ SECRET_ENV = (
     "AZURE_STORAGE_ACCESS_KEY",
 )
 MIN_SECRET_LEN = 4  # shorter values would mask unrelated text (and are no secret anyway)
-_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][\w+.-]*://[^\s/:@]*:)(?P<password>[^\s/@]+)@")
+# scheme://user:password@host: the password runs to the last @ of the token, whatever it holds
+# (SQLAlchemy takes '/', '#', '?' in one; a part of it must never be shown)
+_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][\w+.-]*://[^\s/:@]*:)(?P<password>\S+)@")
 
 
 def uri_has_password(uri: str) -> bool:
     """True when `uri` carries a password in its user info (scheme://user:password@host)."""
-    try:
-        return bool(urlsplit(uri.strip()).password)
-    except ValueError:
-        return False
+    return _USERINFO.match(uri.strip()) is not None
 
 
 def hide_password(text: str) -> str:

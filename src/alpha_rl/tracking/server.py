@@ -8,7 +8,8 @@ once where SQLite takes one. Artifacts are proxied by the server into `--artifac
 Nobody gets in who does not belong: a server bound beyond loopback must run MLflow's basic-auth
 app (`--auth`), refused otherwise. The admin account is created on the first start from
 `--credentials FILE` (one line `username:password`, readable by its owner only) or from
-MLFLOW_AUTH_ADMIN_USERNAME / MLFLOW_AUTH_ADMIN_PASSWORD; jobs then authenticate with
+MLFLOW_AUTH_ADMIN_USERNAME / MLFLOW_AUTH_ADMIN_PASSWORD, the accounts kept in `--state-dir`
+(`./mlflow_server`) with the app's settings and signing key; jobs then authenticate with
 MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD in their environment. Credentials never go
 on the command line of `mlflow server`, into the repository or into a run.
 
@@ -19,7 +20,6 @@ reachable, the flags agree. Exit 2 with a message naming the flag on bad input.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import secrets
 import stat
@@ -27,31 +27,25 @@ import sys
 from pathlib import Path
 
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.tracking.config import store_of
+from alpha_rl.tracking.config import is_loopback, store_of
 from alpha_rl.tracking.mounts import network_filesystem
-from alpha_rl.tracking.secrets import hide_password
-from alpha_rl.tracking.store import sqlite_path
+from alpha_rl.tracking.secrets import hide_password, uri_has_password
+from alpha_rl.tracking.store import sqlite_file
 
 ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"
 AUTH_CONFIG_ENV = "MLFLOW_AUTH_CONFIG_PATH"
 JOBS_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 SECRET_KEY_ENV, SECRET_KEY_FILE = "MLFLOW_FLASK_SERVER_SECRET_KEY", "server_secret_key"
+# `mlflow server` options this command sets after its checks; not to be given again after --
+RESERVED = frozenset({"--backend-store-uri", "--host", "-h", "--port", "-p", "--app-name",
+                      "--artifacts-destination", "--gunicorn-opts", "--uvicorn-opts",
+                      "--waitress-opts", "--dev", "--disable-security-middleware"})  # fmt: skip
 PERMISSIONS = ("READ", "EDIT", "MANAGE", "NO_PERMISSIONS")
 AUTH_FILE, AUTH_DB = "basic_auth.ini", "basic_auth.db"
 
 
 class ServerError(AlphaRlError):
     """The server cannot be started as asked (the message names the flag and what to do)."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to any interface
 
 
 def read_credentials(path: Path | None, env: dict[str, str]) -> tuple[str, str] | None:
@@ -79,33 +73,39 @@ def read_credentials(path: Path | None, env: dict[str, str]) -> tuple[str, str] 
     return user, password
 
 
-def check_database(db: str) -> None:
-    """Refuse a --db that is not a database store, is an SQLite file on a network file system, or
-    cannot be connected to (the message hides the URI's password)."""
+def check_database(db: str, flag: str = "--db") -> None:
+    """Refuse a database URI that is not one, holds a password, is an SQLite file on a network
+    file system, or cannot be connected to (messages hide the URI's password)."""
     shown = hide_password(db)
     if store_of(db) != "database":
-        raise ServerError(f"--db {shown}: not a database URI; give postgresql://user@host/db "
+        raise ServerError(f"{flag} {shown}: not a database URI; give postgresql://user@host/db "
                           "(or sqlite:///<file> for one machine)")  # fmt: skip
-    path = sqlite_path(db)
+    if uri_has_password(db):
+        raise ServerError(f"{flag} {shown}: holds a password, which `ps` would show to every "
+                          "user of this machine; put it in PGPASSWORD or ~/.pgpass")  # fmt: skip
+    path = sqlite_file(db)
     if path is not None:
-        fs = network_filesystem(path.resolve().parent)
+        fs = network_filesystem(path.parent)
         if fs:
-            raise ServerError(f"--db {shown}: an SQLite file on a network file system ({fs}), "
-                              "whose file locks do not hold; use PostgreSQL")  # fmt: skip
+            raise ServerError(f"{flag} {shown}: an SQLite file on a network file system "
+                              f"({fs}), whose file locks do not hold; use PostgreSQL or a "
+                              "local disk")  # fmt: skip
         return
     import sqlalchemy  # MLflow's own dependency
 
     try:
         engine = sqlalchemy.create_engine(db, connect_args=_connect_timeout(db))
     except ModuleNotFoundError as exc:  # the dialect imports its driver here
-        raise ServerError(f"--db {shown}: its driver is not installed ({exc.name}); "
-                          "pip install 'alpha_rl[server]'") from exc  # fmt: skip
+        extra = " (pip install 'alpha_rl[server]')" if db.startswith("postgresql") else ""
+        raise ServerError(f"{flag} {shown}: its driver {exc.name} is not installed{extra}") from exc
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError) as exc:
+        raise ServerError(f"{flag} {shown}: SQLAlchemy cannot read it ({exc})") from exc
     try:
         with engine.connect():
             pass
     except Exception as exc:  # any driver's connection error
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ServerError(f"--db {shown}: cannot connect ({hide_password(first)}); check the "
+        raise ServerError(f"{flag} {shown}: cannot connect ({hide_password(first)}); check the "
                           "host, the database (createdb) and the password (PGPASSWORD or "
                           "~/.pgpass)") from exc  # fmt: skip
     finally:
@@ -123,7 +123,7 @@ def write_auth_config(directory: Path, auth_db: str, default_permission: str) ->
     path.write_text(
         "[mlflow]\n"
         f"default_permission = {default_permission}\n"
-        f"database_uri = {auth_db}\n"
+        f"database_uri = {auth_db.replace('%', '%%')}\n"  # configparser interpolates %
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
         encoding="utf-8",
     )
@@ -134,8 +134,11 @@ def server_secret_key(directory: Path) -> str:
     """The key the basic-auth app signs its CSRF tokens with: made once, kept (mode 600) in
     `directory` so that a restarted server accepts what the last one signed."""
     path = directory / SECRET_KEY_FILE
-    if not path.exists():
+    try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # made by an earlier start (or one starting beside this one)
+        pass
+    else:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_hex(32))
     return path.read_text().strip()
@@ -153,6 +156,10 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
             "app) with --credentials FILE or MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD, or serve "
             "on 127.0.0.1"
         )
+    reserved = sorted({a.split("=", 1)[0] for a in args.mlflow_args} & RESERVED)
+    if reserved:
+        raise ServerError(f"after --: {', '.join(reserved)} would override what this command "
+                          "checked; use its own flags (--db, --host, --auth, ...)")  # fmt: skip
     check_database(args.db)
     artifacts = Path(args.artifacts).expanduser().resolve()
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.db,
@@ -167,12 +174,15 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
             raise ServerError("--auth needs the admin's credentials: --credentials FILE (one "
                               f"line username:password, chmod 600) or {ADMIN_USER_ENV} and "
                               f"{ADMIN_PASSWORD_ENV}")  # fmt: skip
-        state = artifacts.parent
+        state = Path(args.state_dir).expanduser().resolve()
+        state.mkdir(parents=True, exist_ok=True)
         auth_db = args.auth_db or f"sqlite:///{state / AUTH_DB}"
+        check_database(auth_db, "--auth-db")
         config = write_auth_config(state, auth_db, args.default_permission)
         env |= {AUTH_CONFIG_ENV: str(config), ADMIN_USER_ENV: credentials[0],
                 ADMIN_PASSWORD_ENV: credentials[1]}  # fmt: skip
-        env.setdefault(SECRET_KEY_ENV, server_secret_key(state))
+        if SECRET_KEY_ENV not in env:
+            env[SECRET_KEY_ENV] = server_secret_key(state)
         command += ["--app-name", "basic-auth"]
     if args.allowed_hosts:
         command += ["--allowed-hosts", args.allowed_hosts]
@@ -212,10 +222,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="the admin account created on the first start, one line "
         "username:password (chmod 600); else MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD",
     )
+    p.add_argument("--state-dir", default="mlflow_server", metavar="DIR",
+                   help="with --auth: the accounts' database, the auth app's settings and its "
+                   "signing key (default ./mlflow_server, on a local disk)")  # fmt: skip
     p.add_argument(
         "--auth-db",
         metavar="URI",
-        help="the accounts' database (default sqlite:///<artifacts>/../basic_auth.db)",
+        help="the accounts' database (default sqlite:///<state dir>/basic_auth.db)",
     )
     p.add_argument(
         "--default-permission",

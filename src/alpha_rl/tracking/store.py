@@ -75,6 +75,16 @@ def sqlite_path(uri: str) -> Path | None:
     return None if path in ("", ":memory:") else Path(path)
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of any SQLite URI, with or without a driver (`sqlite+pysqlite:///`),
+    made absolute; None for another store or an in-memory database."""
+    scheme, sep, rest = uri.strip().partition(":///")
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    return None if path in ("", ":memory:") else Path(path).resolve()
+
+
 def _query(uri: str) -> str:
     return "?" + uri.split("?", 1)[1] if "?" in uri else ""
 

@@ -121,7 +121,7 @@ class Tracker:
             return
         self._finished = True
         if reason:
-            self._box.add_tags({REASON_TAG: clip(reason, MAX_TAG_LEN)})
+            self._box.add_tags({REASON_TAG: clip(self._redact(reason), MAX_TAG_LEN)})
         self._diag.close()
         if self._diag.path.exists():
             self._box.files.append(
