@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
@@ -32,21 +31,6 @@ from tests.mlflow_server import TrackingServer
 from tests.postgres import missing, postgres_cluster
 
 DOWN_S = 3.0
-
-
-def restart_in_the_middle(server: TrackingServer, events: dict):
-    def during(sent) -> None:
-        deadline = time.monotonic() + 1800
-        while sent() < 1 / 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        t = time.perf_counter()
-        server.kill()
-        events["killed_at"] = sent()
-        time.sleep(DOWN_S)
-        server.start()
-        events["down_s"] = time.perf_counter() - t
-
-    return during
 
 
 def main() -> int:
@@ -70,12 +54,13 @@ def main() -> int:
                 root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="load_")))
                 db = (f"sqlite:///{root}/mlflow.db" if store == "sqlite"
                       else cluster.new_database(f"load_{mode}"))  # fmt: skip
-                server, events = TrackingServer(db, root), {}
+                server = TrackingServer(db, root)
+                during, events = server.restart_at(1 / 3, DOWN_S)
                 server.start()
                 try:
                     spec = LoadSpec(uri=server.url, root=root / "runs", writers=args.writers,
                                     steps=args.steps, keys=args.keys)  # fmt: skip
-                    during = restart_in_the_middle(server, events) if mode == "restart" else None
+                    during = during if mode == "restart" else None
                     report = run_load(spec, during=during, progress=lambda m: print("  " + m))
                 finally:
                     server.stop()

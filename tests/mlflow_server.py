@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -87,6 +87,30 @@ class TrackingServer:
 
     def stop(self) -> None:
         self._signal(signal.SIGTERM, 20)
+
+    def restart_at(self, fraction: float, down_s: float, *, grace_s: float = 0.0,
+                   timeout_s: float = 1800.0) -> tuple[Callable, dict[str, float]]:  # fmt: skip
+        """A `during` for alpha_rl.tracking.load.run_load that kills this server once
+        `fraction` of the values arrived and starts it again after grace_s + down_s, and the
+        fractions sent it records: at the kill (after grace_s, for a writer between its last
+        answer and counting it), at the restart and once the server answers again."""
+        events: dict[str, float] = {}
+
+        def during(sent: Callable[[], float]) -> None:
+            deadline = time.monotonic() + timeout_s
+            while sent() < fraction and time.monotonic() < deadline:
+                time.sleep(0.05)
+            t = time.perf_counter()
+            self.kill()
+            time.sleep(grace_s)
+            events["killed_at"] = sent()
+            time.sleep(down_s)
+            events["restarting_at"] = sent()
+            self.start()
+            events["back_at"] = sent()
+            events["down_s"] = time.perf_counter() - t
+
+        return during, events
 
 
 @contextmanager

@@ -8,8 +8,6 @@ in docs/results.md; the tests use fewer values to stay within CI's time."""
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,21 +34,8 @@ def test_writers_through_a_server_on_postgresql_survive_its_restart_in_the_middl
     of the values arrived, and started again 3 s later: the writers buffer, resend and finish;
     every value is there once, every run FINISHED, no unsent.jsonl."""
     db = postgres.new_database("load_restart")
-    events: dict[str, float] = {}
     with started_server(db, tmp_path, workers=2) as server:
-
-        def restart(sent: Callable[[], float]) -> None:
-            deadline = time.monotonic() + 600
-            while sent() < 1 / 3 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            server.kill()
-            time.sleep(0.5)  # a writer between its last answer and counting it
-            events["killed_at"] = sent()
-            time.sleep(3.0)
-            events["restarting_at"] = sent()
-            server.start()
-            events["back_at"] = sent()
-
+        restart, events = server.restart_at(1 / 3, 3.0, grace_s=0.5, timeout_s=600)
         report = run_load(LoadSpec(uri=server.url, root=tmp_path / "runs", writers=16,
                                    steps=1000, keys=4), during=restart)  # fmt: skip
     assert report.problems == [], report.lines()

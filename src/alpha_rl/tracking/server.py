@@ -118,7 +118,6 @@ def _connect_timeout(db: str) -> dict[str, int]:
 
 def write_auth_config(directory: Path, auth_db: str, default_permission: str) -> Path:
     """basic_auth.ini for MLflow's basic-auth app in `directory` (it holds no credential)."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / AUTH_FILE
     path.write_text(
         "[mlflow]\n"

@@ -81,8 +81,8 @@ def sqlite_file(uri: str) -> Path | None:
     scheme, sep, rest = uri.strip().partition(":///")
     if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
         return None
-    path = rest.split("?", 1)[0]
-    return None if path in ("", ":memory:") else Path(path).resolve()
+    path = sqlite_path(SQLITE_PREFIX + rest)  # the driver named or not, the file is the same
+    return None if path is None else path.resolve()
 
 
 def _query(uri: str) -> str:
