@@ -11,20 +11,29 @@ with the column it concerns.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import is_bool_dtype, is_numeric_dtype
+import pyarrow.parquet as pq
 
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market.book import Book
+from alpha_rl.market.checks import (
+    Where,
+    book_problems,
+    infer_tick,
+    move_problems,
+    numbers,
+    show,
+    tick_warning,
+)
 from alpha_rl.market.times import (
     Gap,
     Stamps,
@@ -34,6 +43,8 @@ from alpha_rl.market.times import (
     parse_zone,
     read_stamps,
     session_breaks,
+    unit_change,
+    unit_changes,
 )
 
 log = logging.getLogger(__name__)
@@ -43,15 +54,19 @@ TIMESTAMP = "timestamp"
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _LEVEL_COLUMN = re.compile(r"^(bid_px|ask_px|bid_sz|ask_sz)_(0|[1-9][0-9]*)$")
-_TICK_DIGITS = 9  # significant digits kept of an inferred tick size (drops float noise)
-
-# a check: (column, [T] bool mask of offending rows, description of the value at a row)
-_Hit = tuple[str, np.ndarray, Callable[[int], str]]
 
 
 def resolve_path(path: str | Path) -> Path:
     """`path` made absolute; a relative path resolves against the current working directory."""
-    return (Path.cwd() / Path(path).expanduser()).resolve()
+    given = Path.cwd() / Path(path).expanduser()
+    try:
+        return given.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        loop = isinstance(exc, RuntimeError) or exc.errno == errno.ELOOP
+        what = "is a loop of symbolic links" if loop else f"cannot be resolved ({exc})"
+        raise MarketDataError(
+            f"{given} (market.path) {what}; point market.path at the quotes file itself"
+        ) from exc
 
 
 def read_quotes_file(
@@ -83,27 +98,35 @@ def read_quotes_file(
             f"{TIMESTAMP} column (columns: {[str(c) for c in frame.columns]}); map one with "
             "market.columns={<its time column>: timestamp} or set market.session_gap=null"
         )
-    where = _Where(file.suffix.lower() in CSV_SUFFIXES, {t: s for s, t in renames.items()})
+    where = Where(file.suffix.lower() in CSV_SUFFIXES, {t: s for s, t in renames.items()})
     names = [f"{family}_{level}" for family in FAMILIES for level in range(levels)]
-    values, problems = _numbers(frame, names, where)
+    values, problems = numbers(frame, names, where, levels)
     stamps = None
     if TIMESTAMP in frame.columns:
         stamps, stamp_problems = _timestamps(file, frame[TIMESTAMP], where, timestamp_format, zone)
         problems += stamp_problems
     sides = {f: np.stack([values[f"{f}_{lv}"] for lv in range(levels)], axis=1) for f in FAMILIES}
-    problems += _book_problems(sides, where)
+    problems += book_problems(sides, where)
+    warning = None
+    if not problems:  # the moves of valid prices only
+        problems, warning = move_problems(sides, where)
     if problems:
         raise MarketDataError(
-            f"{file}: malformed quotes; the first offending row of each problem:\n  "
-            + "\n  ".join(problems)
-            + "\nfix the file, or point market.path at another one"
+            f"{file}: malformed quotes, the first offending row of each problem: "
+            + " | ".join(problems)
+            + "; fix the file, or point market.path at another one"
         )
+    if warning:
+        log.warning("%s: %s", file, warning)
     if len(frame) < min_rows:
         raise MarketDataError(
             f"{file}: {len(frame)} data rows, fewer than market.min_rows={min_rows}; "
             "use a longer file or lower market.min_rows"
         )
-    tick = tick_size if tick_size is not None else _infer_tick(file, sides)
+    tick = tick_size if tick_size is not None else _inferred_tick(file, sides)
+    doubt = tick_warning(tick, tick_size is None, sides)
+    if doubt:
+        log.warning("%s: %s", file, doubt)
     breaks = _breaks(file, stamps, gap, where, session_gap)
     stamp_values = None if stamps is None else stamps.values
     return Book(
@@ -143,63 +166,52 @@ def check_default_size(size: float | None) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Where:
-    """How to name a data row: CSV files also give the line (the header is line 1)."""
-
-    csv: bool
-    sources: Mapping[str, str] = field(default_factory=dict)  # our column -> the file's name
-
-    def row(self, index: int) -> str:
-        """'row r (line n)' of 0-based data row `index`."""
-        return f"row {index + 1} (line {index + 2})" if self.csv else f"row {index + 1}"
-
-    def problem(self, hits: list[_Hit]) -> list[str]:
-        """[] or the one line naming the earliest offending row over `hits` (first hit on ties)."""
-        best: tuple[int, int] | None = None
-        for k, (_, mask, _) in enumerate(hits):
-            if mask.any():
-                row = int(mask.argmax())
-                if best is None or row < best[0]:
-                    best = (row, k)
-        if best is None:
-            return []
-        column, _, describe = hits[best[1]]
-        return [f"{self.row(best[0])}, column {self.column(column)}: {describe(best[0])}"]
-
-    def column(self, name: str) -> str:
-        """Our column `name`, with the file's own name where market.columns renamed it."""
-        return f"{self.sources[name]!r} (mapped to {name})" if name in self.sources else name
-
-
-def _show(value: object) -> str:
-    """repr of a cell, NumPy scalars shown as plain Python values."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def _read_frame(file: Path, text_column: str | None) -> pd.DataFrame:
-    """The file's table; a CSV's `text_column` (if any) is read as text, not as numbers."""
+def _read_frame(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
+    """The file's table; a CSV's `text_column` (if any) is read as text, not as numbers. A
+    column name the header has twice is refused: any in Parquet, a `used` one in CSV."""
     suffix = file.suffix.lower()
     if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
         raise MarketDataError(
             f"{file}: unknown file extension {suffix!r}; market=file reads CSV "
             f"({', '.join(CSV_SUFFIXES)}) or Parquet ({', '.join(PARQUET_SUFFIXES)})"
         )
-    if not file.exists():
+    try:
+        exists, is_file = file.exists(), file.is_file()
+    except OSError as exc:  # a directory on the way that cannot be searched, ...
+        what = f"{file}: cannot be opened ({exc.strerror}); check market.path"
+        raise MarketDataError(what) from exc
+    if not exists:
         raise MarketDataError(
             f"market data file not found: {file} (market.path resolves relative paths "
             f"against the working directory, {Path.cwd()})"
         )
-    if not file.is_file():
+    if not is_file:
         raise MarketDataError(f"{file} is not a file; market.path must name a quotes file")
+    csv = suffix in CSV_SUFFIXES
     try:
-        if suffix in CSV_SUFFIXES:
+        if csv:
+            header = pd.read_csv(file, header=None, nrows=1, dtype=str, skip_blank_lines=False)
+            _unique(file, [str(n) for n in header.iloc[0]], "the header (line 1)", used)
             dtype = None if text_column is None else {text_column: str}
             return pd.read_csv(file, skip_blank_lines=False, low_memory=False, dtype=dtype)
+        _unique(file, pq.read_schema(file).names, "the Parquet schema", lambda _: True)
         return pd.read_parquet(file, engine="pyarrow")
     except (OSError, ValueError) as exc:  # parser, encoding, Arrow and permission errors
-        kind = "CSV" if suffix in CSV_SUFFIXES else "Parquet"
-        raise MarketDataError(f"{file}: cannot be read as {kind}: {exc}") from exc
+        kind = "CSV" if csv else "Parquet"
+        what = str(exc).replace("\n", "; ")
+        raise MarketDataError(f"{file}: cannot be read as {kind}: {what}") from exc
+
+
+def _unique(file: Path, names: list[str], where: str, used: Callable[[str], bool]) -> None:
+    """Refuse a `used` column name that `names` holds twice (pandas would keep one of them)."""
+    doubled = [n for n, k in Counter(names).items() if k > 1 and used(n)]
+    if doubled:
+        at = [str(i + 1) for i, n in enumerate(names) if n == doubled[0]]
+        times = "twice" if len(at) == 2 else f"{len(at)} times"
+        raise MarketDataError(
+            f"{file}: {where} has column {doubled[0]!r} {times} (columns {', '.join(at[:-1])} "
+            f"and {at[-1]}); only one would be read: drop or rename the others"
+        )
 
 
 def _table(
@@ -207,7 +219,8 @@ def _table(
 ) -> pd.DataFrame:
     """The file's table with market.columns applied and absent sizes filled (default_size)."""
     source = next((s for s, t in renames.items() if t == TIMESTAMP), TIMESTAMP)
-    frame = _read_frame(file, source if fmt is not None else None)
+    used = lambda n: n == TIMESTAMP or n in renames or bool(_LEVEL_COLUMN.match(n))  # noqa: E731
+    frame = _read_frame(file, source if fmt is not None else None, used)
     return _fill_sizes(file, _rename(file, frame, renames), size)
 
 
@@ -281,56 +294,35 @@ def _count_levels(file: Path, found: list[str]) -> int:
     return count
 
 
-def _numbers(
-    frame: pd.DataFrame, names: list[str], where: _Where
-) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Each column as [T] float64 (NaN where unusable) and the non-numeric / NaN problems."""
-    columns: dict[str, np.ndarray] = {}
-    text_hits: list[_Hit] = []
-    nan_hits: list[_Hit] = []
-    for name in names:
-        series = frame[name]
-        if is_numeric_dtype(series) and not is_bool_dtype(series):
-            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
-            text = np.zeros(len(series), dtype=bool)
-        else:
-            coerced = pd.to_numeric(series, errors="coerce")
-            values = coerced.to_numpy(dtype=np.float64, na_value=np.nan)
-            text = (coerced.isna() & series.notna()).to_numpy()
-        raw = series.to_numpy()
-        columns[name] = values
-        text_hits.append((name, text, lambda r, raw=raw: f"non-numeric value {_show(raw[r])}"))
-        nan_hits.append(
-            (name, ~np.isfinite(values) & ~text, lambda r, v=values: f"missing or {v[r]} value")
-        )
-    return columns, where.problem(text_hits) + where.problem(nan_hits)
-
-
 def _timestamps(
-    file: Path, series: pd.Series, where: _Where, fmt: str | None, zone: ZoneInfo | None
+    file: Path, series: pd.Series, where: Where, fmt: str | None, zone: ZoneInfo | None
 ) -> tuple[Stamps, list[str]]:
     """The timestamp column read (times.read_stamps) and its problems, each at its first row."""
     raw = series.to_numpy()
     stamps = read_stamps(str(file), series, fmt, zone)
     bad = stamps.unreadable | stamps.dst
+    changed = unit_changes(stamps)  # seconds then milliseconds, ...: said as such, not "earlier"
     earlier = np.zeros(len(raw), dtype=bool)
-    earlier[1:] = (stamps.values[1:] < stamps.values[:-1]) & ~bad[1:] & ~bad[:-1]
+    earlier[1:] = (stamps.values[1:] < stamps.values[:-1]) & ~bad[1:] & ~bad[:-1] & ~changed[1:]
+    values = stamps.values
 
     def unreadable(r: int) -> str:
         if fmt is None:
-            return f"missing, non-numeric or not an ISO-8601 time: {_show(raw[r])}"
+            return f"missing, non-numeric or not an ISO-8601 time: {show(raw[r])}"
         if pd.isna(raw[r]):
             return "missing time"
         return (
-            f"{_show(raw[r])} does not match market.timestamp_format={fmt!r}; fix "
+            f"{show(raw[r])} does not match market.timestamp_format={fmt!r}; fix "
             "market.timestamp_format (or the file)"
         )
 
     checks: list[tuple[np.ndarray, Callable[[int], str]]] = [
         (stamps.unreadable, unreadable),
-        (stamps.dst, lambda r: f"{_show(raw[r])} is ambiguous or does not exist in "
+        (stamps.dst, lambda r: f"{show(raw[r])} is ambiguous or does not exist in "
             f"market.timezone={zone} (a daylight-saving change); export UTC times or offsets"),
-        (earlier, lambda r: f"decreasing timestamps: {_show(raw[r])} after {_show(raw[r - 1])}"),
+        (earlier, lambda r: f"decreasing timestamps: {show(raw[r])} after {show(raw[r - 1])}"),
+        (changed, lambda r: f"{show(raw[r])} after {show(raw[r - 1])}: "
+            f"{unit_change(float(values[r - 1]), float(values[r]))}"),
     ]  # fmt: skip
     problems = [line for mask, what in checks for line in where.problem([(TIMESTAMP, mask, what)])]
     if zone is not None and not stamps.times:
@@ -339,7 +331,7 @@ def _timestamps(
 
 
 def _breaks(
-    file: Path, stamps: Stamps | None, gap: Gap | None, where: _Where, setting: object
+    file: Path, stamps: Stamps | None, gap: Gap | None, where: Where, setting: object
 ) -> np.ndarray:
     """[S] int64 session breaks: none without market.session_gap (one session)."""
     if gap is None or stamps is None:
@@ -347,69 +339,11 @@ def _breaks(
     return session_breaks(str(file), stamps, gap, where.row, setting)
 
 
-def _book_problems(sides: dict[str, np.ndarray], where: _Where) -> list[str]:
-    """Non-positive prices, a crossed touch, misordered levels, negative sizes."""
-    bid, ask = sides["bid_px"], sides["ask_px"]
-    levels = range(bid.shape[1])
-
-    def value(family: str, r: int, lv: int) -> str:
-        return f"{family}_{lv}={sides[family][r, lv]:.10g}"
-
-    problems = where.problem(
-        [
-            (f"{f}_{lv}", sides[f][:, lv] <= 0, lambda r, f=f, lv=lv: f"{value(f, r, lv)} <= 0")
-            for f in ("bid_px", "ask_px")
-            for lv in levels
-        ]
-    )
-    problems = [f"{p}; prices must be > 0" for p in problems]
-    problems += where.problem(
-        [
-            (
-                "ask_px_0",
-                bid[:, 0] >= ask[:, 0],
-                lambda r: f"crossed book: {value('ask_px', r, 0)} <= {value('bid_px', r, 0)}",
-            )
-        ]
-    )
-    for family, mask, relation, order in (
-        ("bid_px", bid[:, 1:] >= bid[:, :-1], ">=", "strictly decreasing"),
-        ("ask_px", ask[:, 1:] <= ask[:, :-1], "<=", "strictly increasing"),
-    ):
-        problems += where.problem(
-            [
-                (
-                    f"{family}_{lv}",
-                    mask[:, lv - 1],
-                    lambda r, f=family, lv=lv, rel=relation, o=order: (
-                        f"{value(f, r, lv)} {rel} {value(f, r, lv - 1)}; levels must be {o}"
-                    ),
-                )
-                for lv in levels[1:]
-            ]
-        )
-    problems += where.problem(
-        [
-            (
-                f"{f}_{lv}",
-                sides[f][:, lv] < 0,
-                lambda r, f=f, lv=lv: f"negative size {value(f, r, lv)}",
-            )
-            for f in ("bid_sz", "ask_sz")
-            for lv in levels
-        ]
-    )
-    return problems
-
-
-def _infer_tick(file: Path, sides: dict[str, np.ndarray]) -> float:
+def _inferred_tick(file: Path, sides: dict[str, np.ndarray]) -> float:
     """The smallest positive step between distinct prices of the file, logged."""
-    prices = np.unique(np.concatenate([sides["bid_px"].ravel(), sides["ask_px"].ravel()]))
-    step = float(np.diff(prices).min())  # bid < ask on every row: at least two distinct prices
-    tick = float(f"{step:.{_TICK_DIGITS}g}")
+    tick = infer_tick(sides)
     log.info(
-        "%s: tick_size inferred as %s USD (the smallest price step); set market.tick_size "
-        "to choose it",
+        "%s: tick_size inferred as %s (the smallest price step); set market.tick_size to choose it",
         file,
         tick,
     )

@@ -17,19 +17,29 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import pandas as pd
 from pandas.api.types import (
-    is_bool_dtype,
     is_datetime64_any_dtype,
     is_integer_dtype,
     is_numeric_dtype,
 )
 
 from alpha_rl.errors import MarketDataError
+from alpha_rl.market.checks import booleans
 from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 
 log = logging.getLogger(__name__)
 
 PANDAS_FORMATS = ("ISO8601", "mixed")  # the named formats pd.to_datetime accepts besides %-codes
 _MIXED_ZONES = "Mixed timezones"  # pandas' ValueError when a column mixes offsets
+
+# plain-number stamps: consecutive ones this many times apart, both >= UNIT_FLOOR, change units
+# (an epoch clock in seconds x 1000 is one in milliseconds; counters and times since an open
+# start below the floor)
+UNIT_JUMP = 500.0
+UNIT_FLOOR = 1e6
+EPOCH_UNITS = (("seconds", 1.0), ("milliseconds", 1e3), ("microseconds", 1e6),
+               ("nanoseconds", 1e9))  # fmt: skip
+EPOCH_YEARS = (1990, 2100)  # the years an epoch number is taken to name a unit in
+YEAR_S = 365.25 * 86_400
 
 Gap = pd.Timedelta | float  # a session gap: a duration (times) or a number (plain-number stamps)
 
@@ -120,7 +130,11 @@ def read_stamps(source: str, series: pd.Series, fmt: str | None, zone: ZoneInfo 
     if fmt is not None:
         text = series.astype(str)  # missing cells stay missing
         return _to_utc(_parse(source, text, fmt, zone), zone)
-    numeric = is_numeric_dtype(series) and not is_bool_dtype(series)
+    flags = booleans(series)
+    if flags.any():  # True/False is not a time: those cells are unreadable, the rest numbers
+        values = pd.to_numeric(series.where(~flags), errors="coerce").to_numpy(np.float64)
+        return Stamps(values, flags | ~np.isfinite(values), none, times=False)
+    numeric = is_numeric_dtype(series)
     numbers = series if numeric else pd.to_numeric(series, errors="coerce")
     first = series.first_valid_index()
     if numeric or first is None or not pd.isna(numbers[first]):
@@ -130,6 +144,42 @@ def read_stamps(source: str, series: pd.Series, fmt: str | None, zone: ZoneInfo 
             return Stamps(numbers.to_numpy(dtype=np.int64), bad, none, times=False)
         return Stamps(values, bad, none, times=False)
     return _to_utc(_parse(source, series, "ISO8601", zone), zone)
+
+
+def unit_changes(stamps: Stamps) -> np.ndarray:
+    """[T] bool: plain-number stamps UNIT_JUMP or more times larger or smaller than the stamp
+    before, both at least UNIT_FLOOR (seconds then milliseconds, ...): no clock jumps so."""
+    changed = np.zeros(stamps.values.size, dtype=bool)
+    if stamps.times or stamps.values.size < 2:
+        return changed
+    values = stamps.values.astype(np.float64)
+    before, after = values[:-1], values[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = after / before
+        big = (before >= UNIT_FLOOR) & (after >= UNIT_FLOOR)
+        changed[1:] = big & ((ratio >= UNIT_JUMP) | (ratio <= 1 / UNIT_JUMP))
+    return changed & ~stamps.unreadable & ~np.roll(stamps.unreadable, 1)
+
+
+def unit_change(before: float, after: float) -> str:
+    """What a unit change from stamp `before` to `after` is (epoch units named where both look
+    like epoch times of 1990..2100), and what to do."""
+    ratio = after / before
+    how = f"{ratio:.4g} times larger" if ratio > 1 else f"{1 / ratio:.4g} times smaller"
+    units = (_epoch_unit(before), _epoch_unit(after))
+    named = f" (epoch {units[0]} then {units[1]})" if None not in units else ""
+    return (
+        f"the timestamps change units here, {how}{named}; numbers are kept in the file's own "
+        "unit: write every timestamp in one unit"
+    )
+
+
+def _epoch_unit(value: float) -> str | None:
+    """'seconds', 'milliseconds', ... when `value` is an epoch time of 1990..2100 in that unit."""
+    for unit, per_second in EPOCH_UNITS:
+        if EPOCH_YEARS[0] <= value / per_second / YEAR_S + 1970 <= EPOCH_YEARS[1]:
+            return unit
+    return None
 
 
 def _parse(source: str, text: pd.Series, fmt: str, zone: ZoneInfo | None) -> pd.Series:
