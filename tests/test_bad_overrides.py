@@ -47,6 +47,12 @@ CASES = {
                                  "the config cannot be resolved: Interpolation key 'nope'"),
     "backend_unknown": (["backend=tpu"], HYDRA_ERROR, "Could not find 'backend/tpu'"),
     "her_unknown": (["her=sideways"], HYDRA_ERROR, "Could not find 'her/sideways'"),
+    # a quotes file that parses but that the float32 kernels cannot hold: refused at its row
+    "file_price_beyond_float32": (
+        ["market=file", f"market.path={Path(__file__).parent}/market/data/float32_overflow.csv"],
+        USER_ERROR, "float32_overflow.csv: malformed quotes, the first offending row of each "
+        "problem: row 3 (line 4), column ask_px_0: 1e+300 is too large: the kernels compute in "
+        "float32"),
 }  # fmt: skip
 
 
