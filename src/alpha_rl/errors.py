@@ -54,3 +54,8 @@ class DivergenceError(AlphaRlError):
 
 class CheckpointError(AlphaRlError):
     """A checkpoint is missing, unreadable or does not fit the configured run."""
+
+
+class WriteError(AlphaRlError):
+    """A run's own record (diag.jsonl, a checkpoint) could not be written: a full disk, a
+    read-only file system. What was written before stays valid; the run stops FAILED."""

@@ -95,24 +95,27 @@ def failing_write(monkeypatch, at_step: int) -> None:
     monkeypatch.setattr(checkpoint, "write_state", write)
 
 
-def test_a_failed_write_keeps_the_earlier_checkpoint_valid_and_training_goes_on(
+def test_a_failed_write_with_on_error_continue_keeps_the_earlier_checkpoint_and_trains_on(
     tmp_path: Path, monkeypatch, caplog
 ) -> None:
     failing_write(monkeypatch, at_step=30)
     caplog.set_level(logging.ERROR, logger="alpha_rl")
-    out = job(tmp_path, EVERY_10, "run")
+    out = job(tmp_path, [*EVERY_10, "checkpoint.on_error=continue"], "run")
     assert out.status == "FINISHED" and out.steps == 30
     assert "checkpoint at step 30 not written" in caplog.text and "No space left" in caplog.text
     assert [p.name for p in checkpoint.saved(out.run_dir)] == ["0000000020", "0000000010"]
     assert not list(checkpoint.checkpoint_dir(out.run_dir).glob("*.tmp"))
+    missing = client(tmp_path).get_run(out.run_id).data.tags["alpha_rl.checkpoint_missing"]
+    assert missing.startswith("no checkpoint at step 30; the newest is ")
+    assert missing.endswith("0000000020")
     monkeypatch.undo()
     resumed = job(tmp_path, [*EVERY_10, f"resume={out.run_dir}"], "ignored")
     assert resumed.status == "FINISHED" and resumed.steps == 30  # from the kept step 20
 
 
-def test_a_failed_write_with_on_error_stop_ends_the_run_failed(tmp_path: Path, monkeypatch) -> None:
+def test_a_failed_write_ends_the_run_failed_by_default(tmp_path: Path, monkeypatch) -> None:
     failing_write(monkeypatch, at_step=20)
-    out = job(tmp_path, [*EVERY_10, "checkpoint.on_error=stop"], "run")
+    out = job(tmp_path, EVERY_10, "run")  # checkpoint.on_error=stop
     assert out.status == "FAILED" and out.steps == 20
     assert "checkpoint at step 20 not written" in (out.reason or "")
     run = client(tmp_path).get_run(out.run_id)

@@ -94,10 +94,11 @@ def _none_there(run_dir: Path) -> CheckpointError:
 
 
 def save(run_dir: Path, trainer: Trainer, with_replay: bool, config_yaml: str,
-         cfg: CheckpointConfig) -> Path | None:  # fmt: skip
+         cfg: CheckpointConfig, identity: str | None = None) -> Path | None:  # fmt: skip
     """Write the trainer's state after its step `trainer.t` and prune beyond `cfg.keep`; the
     checkpoint's directory, or None when the write failed and on_error is `continue` (logged;
-    every earlier checkpoint stays valid)."""
+    every earlier checkpoint stays valid). `identity`: the run directory's (pipeline/owner.py),
+    which a resume checks. `config_yaml` is written as given: pass it with secrets masked."""
     final = _step_dir(run_dir, trainer.t)
     tmp = final.with_name(final.name + ".tmp")
     be = trainer.backend
@@ -106,7 +107,7 @@ def save(run_dir: Path, trainer: Trainer, with_replay: bool, config_yaml: str,
         arrays["__step__"] = np.array([trainer.t], np.int64)
         meta = {"format": FORMAT, "step": trainer.t, "with_replay": with_replay,
                 "host": trainer.host_state(), "backend": be.name,
-                "config": config_yaml}  # fmt: skip
+                "config": config_yaml, "identity": identity}  # fmt: skip
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         write_state(tmp / STATE, arrays)
@@ -168,10 +169,33 @@ def _meta(where: Path) -> dict[str, Any]:
             f"{path}: checkpoint format {got!r}, expected {FORMAT} (a checkpoint of another "
             "version of the step cannot be resumed bit for bit; start the run afresh)"
         )
-    for key in ("step", "with_replay", "host", "config"):
+    for key, kind in _META_TYPES.items():
         if key not in meta:
             raise CheckpointError(f"{path}: checkpoint metadata lacks {key!r}")
+        value = meta[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            got = type(value).__name__
+            raise CheckpointError(f"{path}: checkpoint metadata {key}={_short(value)} is a "
+                                  f"{got}, expected {_kind_name(kind)}")  # fmt: skip
+    if not isinstance(meta.get("identity"), str | None):
+        raise CheckpointError(f"{path}: checkpoint metadata identity={_short(meta['identity'])} "
+                              "is not a string")  # fmt: skip
     return meta
+
+
+# what each key of meta.json must hold (identity: a string, absent in older checkpoints)
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "step": int, "with_replay": bool, "host": dict, "config": str}  # fmt: skip
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return {int: "a whole number", bool: "true or false", dict: "an object",
+            str: "a string"}.get(kind, str(kind))  # type: ignore[call-overload]  # fmt: skip
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _load(where: Path, trainer: Trainer) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+
+from alpha_rl.tracking.records import read_diag
 
 PANELS = (
     ("training TD loss", (("loss/l_q", "loss/l_q (batches)"),
@@ -26,11 +27,9 @@ NON_FINITE = ("nan", "inf", "-inf")  # how diag.jsonl spells a non-finite metric
 def read_series(diag: Path, finite_only: bool = True) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(steps, values) per metric of a run's diag.jsonl (finite values only, unless told)."""
     points: dict[str, list[tuple[int, float]]] = {}
-    for line in diag.read_text().splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        for key, value in record.get("metrics", {}).items():
+    for record in read_diag(diag):  # a torn last line is dropped, with a warning
+        metrics = record.get("metrics")
+        for key, value in (metrics if isinstance(metrics, dict) else {}).items():
             if not finite_only and value in NON_FINITE:  # written as strings (json_safe)
                 value = float(value)
             if isinstance(value, int | float) and (np.isfinite(value) or not finite_only):

@@ -15,6 +15,7 @@ from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
 from alpha_rl.session import Session, cubin_dir
+from alpha_rl.tracking.secrets import redact, secrets
 
 # keys a resume may change: how long, how often it logs, where it reports, which device runs it
 RESUMABLE = ("steps", "resume", "log_every", "tracking.", "checkpoint.", "eval.", "audit.",
@@ -46,14 +47,25 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def config_yaml(cfg: DictConfig) -> str:
-    """The resolved config as YAML (the run artifact and the checkpoint's record)."""
-    return yaml.safe_dump(resolved(cfg), sort_keys=False)
+    """The resolved config as YAML (the run artifact and the checkpoint's record), with the
+    environment's secrets masked in every key and value (alpha_rl.tracking.secrets): a value
+    taken from ${oc.env:MLFLOW_TRACKING_PASSWORD} is never written to disk or logged."""
+    return yaml.safe_dump(masked(resolved(cfg), secrets()), sort_keys=False)
+
+
+def masked(data: Any, values: tuple[str, ...]) -> Any:
+    """`data` with `redact` applied to every string key and value, at any depth."""
+    if isinstance(data, Mapping):
+        return {masked(k, values): masked(v, values) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [masked(v, values) for v in data]
+    return redact(data, values) if isinstance(data, str) else data
 
 
 def check_resumable(saved_yaml: str, cfg: DictConfig) -> None:
     """Raise CheckpointError naming each key (beyond RESUMABLE) that differs from the checkpoint."""
     before = flatten(yaml.safe_load(saved_yaml) or {})
-    now = flatten(resolved(cfg))
+    now = flatten(yaml.safe_load(config_yaml(cfg)) or {})  # masked as the checkpoint's is
     differ = sorted(
         k for k in set(before) | set(now)
         if before.get(k) != now.get(k) and not k.startswith(RESUMABLE)

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from omegaconf import DictConfig, open_dict
 
-from alpha_rl.errors import CheckpointError, DivergenceError
+from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
 from alpha_rl.market import Market
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline import checkpoint, owner
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.curves import plot_run
 from alpha_rl.pipeline.evaluate import Evaluator
@@ -52,13 +52,18 @@ from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
+from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
+from alpha_rl.tracking.records import dumps, read_diag, why
 from alpha_rl.tracking.system import SystemMetrics
+from alpha_rl.tracking.tracker import DIAG_FILE
 
 if TYPE_CHECKING:
     from alpha_rl.launch import GpuSlot
 
 log = logging.getLogger("alpha_rl")
+
+CHECKPOINT_TAG = "alpha_rl.checkpoint_missing"  # the last checkpoint failed (on_error=continue)
 
 
 @dataclass(frozen=True)
@@ -101,17 +106,35 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
     plan = plan_run(cfg)
     saving = checkpoint.checkpoint_config(cfg)
     tracking = TrackingConfig.from_cfg(cfg.tracking)
-    run_dir, meta = job.output_dir, None
     if plan.run.resume is None and saving.requeue and requeued_job(job.output_dir):
         log.info("a requeued job: resuming from its checkpoint in %s", job.output_dir)
         plan = dataclasses.replace(plan, run=dataclasses.replace(plan.run, resume=job.output_dir))
+    run_dir = job.output_dir if plan.run.resume is None else resume_dir(plan.run.resume)
+    with owner.owned(run_dir) as run_dir:  # nothing of ours is written before this
+        outcome = _owned_job(cfg, job, plan, saving, tracking, run_dir)
+    if outcome.stopped_by is not None and checkpoint.saved(run_dir):
+        outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
+    return outcome
+
+
+def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.CheckpointConfig,
+               tracking: TrackingConfig, run_dir: Path) -> Outcome:  # fmt: skip
+    """run_job in the run directory it owns."""
+    meta = None
     if plan.run.resume is not None:
-        run_dir = plan.run.resume.resolve()
         meta = checkpoint.read_meta(run_dir)
         check_resumable(meta["config"], cfg)
         plan = keep_beta_anneal(plan, cfg, meta["config"])
-    run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        owner.refuse_a_used_dir(run_dir)
     market, scaled = market_and_config(cfg, plan.run.seed, plan.validation)
+    digest = owner.market_digest(market.train, market.heldout)
+    identity = owner.read_identity(run_dir) if meta is not None else None
+    if identity is None:
+        if meta is not None:
+            log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
+                     owner.IDENTITY_FILE)  # fmt: skip
+        identity = owner.write_identity(run_dir, plan.run.seed, digest)
     with StopSignals(saving.requeue) as stop, open_session(scaled, job.choices) as session:
         log.info("%s", session.isv.layout.table())
         log.info("money: %s; rewards: %s", *money_units(session.cfg).values())
@@ -121,12 +144,16 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         resume_id = None
         if meta is not None:
             meta = checkpoint.restore(run_dir, trainer)
-            keep_diag_until(run_dir / "diag.jsonl", trainer.t)
             resume_id = previous_run_id(run_dir)
+            owner.check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
+                                 run_id=resume_id, checkpoint_id=meta.get("identity"))  # fmt: skip
+            keep_diag_until(run_dir / DIAG_FILE, trainer.t)
             log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
         parent = parent_run_for(job.sweep_dir, tracking) if job.sweep_dir else None
         tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
+        owner.set_run_id(run_dir, tracker.run_id)
+        owner.set_identity_run(run_dir, identity, tracker.run_id)
         if meta is None:
             describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
             if cfg.search.trial is not None:
@@ -134,16 +161,25 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                           RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
         summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
-        saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving)
+        saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving,
+                      identity["id"])  # fmt: skip
         system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
         try:
             outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
         finally:
             system.stop()
             trainer.close()
-    if outcome.stopped_by is not None and checkpoint.saved(run_dir):
-        outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
+    owner.set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
     return outcome
+
+
+def resume_dir(resume: Path) -> Path:
+    """The run directory `resume=` names, which must exist (CheckpointError otherwise)."""
+    path = Path(resume).expanduser().absolute()
+    if not path.is_dir():
+        raise CheckpointError(f"resume={resume}: no such run directory; give the directory of "
+                              "a run that saved a checkpoint")  # fmt: skip
+    return path.resolve()
 
 
 @dataclass
@@ -155,12 +191,26 @@ class Saver:
     with_replay: bool
     config_yaml: str
     cfg: checkpoint.CheckpointConfig
+    identity: str  # the run directory's identity (owner.py), which each checkpoint carries
     last_step: int = -1
+
+    missed_step: int = -1  # the step of the last checkpoint that failed (on_error=continue)
 
     def save(self) -> None:
         if checkpoint.save(self.run_dir, self.trainer, self.with_replay, self.config_yaml,
-                           self.cfg) is not None:  # fmt: skip
+                           self.cfg, self.identity) is not None:  # fmt: skip
             self.last_step = self.trainer.t
+        else:
+            self.missed_step = self.trainer.t
+
+    def missing_final(self) -> dict[str, str]:
+        """A tag saying the run's last checkpoint could not be written (on_error=continue),
+        and which one a resume would use; {} when it was written."""
+        if self.missed_step != self.trainer.t:
+            return {}
+        newest = checkpoint.saved(self.run_dir)
+        kept = f"the newest is {newest[0]}" if newest else "there is none"
+        return {CHECKPOINT_TAG: f"no checkpoint at step {self.trainer.t}; {kept}"}
 
 
 def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
@@ -246,7 +296,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 metrics |= evaluator.run()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
             if t == run.steps and plan.objective is not None:  # with the last point's metrics
-                objective = plan.objective.value(run_dir / "diag.jsonl", run.steps, (t, metrics))
+                objective = plan.objective.value(run_dir / DIAG_FILE, run.steps, (t, metrics))
                 if math.isfinite(objective):
                     metrics[OBJECTIVE_METRIC] = objective
             if metrics:
@@ -255,6 +305,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             if t == run.steps or (run.checkpoint_every and t % run.checkpoint_every == 0):
                 tracker.flush()
                 saver.save()
+                if t == run.steps and saver.missing_final():
+                    tracker.set_tags(saver.missing_final())
             progress.update(t, metrics)
         if stop.requested:
             if trainer.t > 0 and saver.last_step != trainer.t:
@@ -266,8 +318,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)
-    except CheckpointError as exc:  # a failed write with checkpoint.on_error=stop
-        status, reason = "FAILED", str(exc)
+    except (CheckpointError, WriteError) as exc:  # a checkpoint (on_error=stop) or diag.jsonl
+        status, reason = "FAILED", str(exc)  # that could not be written: a full disk, say
         log.error("run stopped: %s", exc)
     except KeyboardInterrupt:
         status, reason = "KILLED", f"interrupted at step {trainer.t}"
@@ -323,17 +375,36 @@ def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
 
 
 def keep_diag_until(path: Path, step: int) -> None:
-    """Drop the diag JSONL lines after `step` (written after the checkpoint a resume starts at)."""
+    """Drop the diag JSONL lines after `step` (written after the checkpoint a resume starts at)
+    and any torn or damaged line (read_diag warns); the file is replaced whole."""
     if not path.is_file():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]  # fmt: skip
-    path.write_text("".join(f"{line}\n" for line in kept))
+    kept = [r for r in read_diag(path) if r["step"] <= step]
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text("".join(f"{dumps(r)}\n" for r in kept), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(f"cannot rewrite {path} for the resume ({why(exc)}); free space and "
+                         "resume again") from exc  # fmt: skip
 
 
 def previous_run_id(run_dir: Path) -> str | None:
-    """The MLflow run id a run directory reported to (its tracking.json), if any."""
-    path = run_dir / "tracking.json"
+    """The MLflow run id a run directory reported to (its tracking.json), if any; a damaged
+    file is a CheckpointError naming it."""
+    path = run_dir / TRACKING_FILE
     if not path.is_file():
         return None
-    return json.loads(path.read_text()).get("run_id")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        record, problem = None, f"unreadable ({exc})"
+    else:
+        problem = "not a JSON object with a run_id string"
+    if isinstance(record, dict) and isinstance(record.get("run_id", ""), str | None):
+        return record.get("run_id") or None
+    raise CheckpointError(
+        f"{path}: {problem}; it names the MLflow run this directory reports to: restore it, "
+        "or delete it to continue the run's training into a new MLflow run"
+    )

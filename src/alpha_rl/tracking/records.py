@@ -8,6 +8,7 @@ non-finite values as the strings "nan", "inf", "-inf"), `artifact` (a local path
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -16,6 +17,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from alpha_rl.errors import WriteError
 
 log = logging.getLogger("alpha_rl.tracking")
 
@@ -102,42 +105,91 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 class DiagWriter:
-    """Appends one complete JSON line per call to a file (kept open between calls)."""
+    """Appends one complete JSON line per call to a file (kept open between calls).
+
+    A write that fails (a full disk, a read-only file system) is undone, so the file keeps only
+    whole lines, and raised as WriteError: the run stops rather than train on unrecorded."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: Any = None
-        self._warned = False
+        self._fd: int | None = None
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append record as one line; a local disk error is logged once, never raised."""
+        """Append record as one line; WriteError (the file as it was before) when it fails."""
+        data = (dumps(record) + "\n").encode("utf-8")
+        end = None
         try:
-            if self._file is None:
-                self._file = self._open()
-            self._file.write(dumps(record) + "\n")
-            self._file.flush()
+            if self._fd is None:
+                self._fd = self._open()
+            end = os.lseek(self._fd, 0, os.SEEK_END)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            if not self._warned:
-                log.warning("cannot write %s (%s); diagnostics are not recorded", self.path, exc)
-                self._warned = True
+            if end is not None:
+                _truncate(self._fd, end)
+            raise WriteError(f"cannot write {self.path} ({why(exc)}); the run's metrics are "
+                             "recorded there first, so it stops here") from exc  # fmt: skip
 
     def close(self) -> None:
-        """Close the file (a later write reopens it in append mode)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file (a later write reopens it in append mode); never raises."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
-    def _open(self) -> Any:
-        # a line cut short by a crash of an earlier attempt must not swallow the first new one
-        torn = False
-        if self.path.exists() and self.path.stat().st_size > 0:
-            with self.path.open("rb") as f:
-                f.seek(-1, os.SEEK_END)
-                torn = f.read(1) != b"\n"
-        handle = self.path.open("a", encoding="utf-8")
-        if torn:
-            handle.write("\n")
-        return handle
+    def _open(self) -> int:
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:  # a line cut short by a crash of an earlier attempt must not swallow the next one
+            end = os.lseek(fd, 0, os.SEEK_END)
+            if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
+                os.write(fd, b"\n")
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _truncate(fd: int | None, size: int) -> None:
+    """Cut the file of `fd` back to `size` bytes (a failed append undone), if it can be."""
+    if fd is None:
+        return
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        log.warning("could not undo a partial write (%s)", exc)
+
+
+def why(exc: OSError) -> str:
+    """An OSError in a few words: 'No space left on device [errno 28]'."""
+    if exc.errno is None:
+        return str(exc)
+    return f"{exc.strerror or os.strerror(exc.errno)} [errno {exc.errno}]"
+
+
+def read_diag(path: Path) -> list[dict[str, Any]]:
+    """The records of a diag.jsonl, in order. A line that is not a whole JSON record with a step
+    (the torn last line a crash or a full disk leaves, a line damaged by hand) is dropped with a
+    warning naming the file and the line; a file that cannot be read raises OSError."""
+    records, dropped = [], []
+    lines = Path(path).read_bytes().split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            dropped.append(number)
+            continue
+        records.append(record)
+    if dropped:
+        last = len(lines) - (1 if lines[-1] == b"" else 0)
+        torn = "its torn last line" if dropped == [last] else f"{len(dropped)} damaged line(s)"
+        shown = ", ".join(map(str, dropped[:5])) + ("..." if len(dropped) > 5 else "")
+        log.warning("%s: dropped %s (line %s): not a whole record", path, torn, shown)
+    return records
 
 
 def write_unsent(path: Path, spec: RunSpec, box: Outbox) -> None:

@@ -41,6 +41,9 @@ def mlflow_client_class() -> type:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
 
+    # its SQL store logs each failed request with a full traceback before raising it; the
+    # outage is reported here in one line (Store.call), the request kept for a retry
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     return MlflowClient
 
 

@@ -10,14 +10,24 @@ final_retry_s), and what it still cannot send it leaves in run_dir/unsent.jsonl 
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import Delivery, now_ms
-from alpha_rl.tracking.records import MAX_TAG_LEN, DiagWriter, Outbox, RunSpec, clip, write_unsent
+from alpha_rl.tracking.records import (
+    MAX_TAG_LEN,
+    DiagWriter,
+    Outbox,
+    RunSpec,
+    clip,
+    why,
+    write_unsent,
+)
 from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Store, resolve_uri, set_http_limits
 from alpha_rl.tracking.sync import StoreUnreachableError, sync_run, unsent_files
@@ -58,13 +68,13 @@ class Tracker:
         """Queue and send params (a flattened config); over-long values are truncated, secrets
         of the environment masked (alpha_rl.tracking.secrets)."""
         if self._open("log_params"):
-            self._box.add_params({k: self._redact(v) for k, v in params.items()})
+            self._box.add_params({self._redact(k): self._redact(v) for k, v in params.items()})
             self.flush()
 
     def set_tags(self, tags: dict[str, str]) -> None:
         """Queue and send tags; over-long values are truncated, secrets masked."""
         if self._open("set_tags"):
-            self._box.add_tags({k: self._redact(v) for k, v in tags.items()})
+            self._box.add_tags({self._redact(k): self._redact(v) for k, v in tags.items()})
             self.flush()
 
     def log_point(self, step: int, metrics: dict[str, float], diag: dict | None = None) -> None:
@@ -75,12 +85,12 @@ class Tracker:
         record: dict[str, Any] = {"step": step, "time": now, "metrics": metrics}
         for key, value in (diag or {}).items():
             record.setdefault(key, value)  # a diag key named step, time or metrics yields to ours
-        self._diag.write(record)
         timestamp = int(now * 1000)
         for key, value in metrics.items():
             number = self._number(key, value)
             if number is not None:
                 self._box.metrics.append((key, number, timestamp, int(step)))
+        self._diag.write(record)  # WriteError: the metrics above still go to the store
         waited = time.monotonic() - self._last_send
         if len(self._box.metrics) >= self.cfg.batch_size or waited >= self.cfg.flush_every_s:
             self.flush()
@@ -150,10 +160,12 @@ class Tracker:
             self._keep_unsent()
 
     def _keep_unsent(self) -> None:
-        """Write what is still buffered to unsent.jsonl and say how to send it later."""
-        path = _free_name(self.run_dir, UNSENT_FILE)
-        write_unsent(path, self._delivery.spec, self._box)
-        command = f"python -m alpha_rl.tracking sync {shlex.quote(str(self.run_dir))}"
+        """Write what is still buffered to unsent.jsonl (the run directory's, else one in a
+        fallback directory when the run's disk is full) and say how to send it later."""
+        path = self._write_unsent()
+        if path is None:
+            return
+        command = f"python -m alpha_rl.tracking sync {shlex.quote(str(path.parent))}"
         log.warning(
             "MLflow store %s still unreachable after %.0f s; %d unsent item(s) kept in %s. "
             "Send them later with: %s",
@@ -163,6 +175,27 @@ class Tracker:
             path,
             command,
         )
+
+    def _write_unsent(self) -> Path | None:
+        """The unsent file written: in the run directory, else in the first fallback directory
+        that takes it; None (logged, with the count) when no place could hold it."""
+        places = [self.run_dir, *fallback_dirs(self.run_dir, self._delivery.spec.run_id)]
+        problems = []
+        for place in places:
+            try:
+                place.mkdir(parents=True, exist_ok=True)
+                path = _free_name(place, UNSENT_FILE)
+                write_unsent(path, self._delivery.spec, self._box)
+            except OSError as exc:
+                problems.append(f"{place}: {why(exc)}")
+                continue
+            if place != self.run_dir:
+                log.warning("cannot write unsent.jsonl into %s (%s); kept in %s instead",
+                            self.run_dir, problems[0], path)  # fmt: skip
+            return path
+        log.error("%d unsent item(s) of run %s are lost: no place could hold them (%s)",
+                  len(self._box), self.run_id, "; ".join(problems))  # fmt: skip
+        return None
 
     def _open(self, what: str) -> bool:
         if self._finished:
@@ -218,6 +251,16 @@ def _send_leftovers(run_dir: Path) -> None:
         sync_run(run_dir)
     except (StoreUnreachableError, ValueError, OSError) as exc:
         log.warning("%s (a resume may then send steps twice)", exc)
+
+
+def fallback_dirs(run_dir: Path, run_id: str | None) -> list[Path]:
+    """Where unsent data goes when the run directory cannot take it (its disk full, read-only):
+    $ALPHA_RL_UNSENT_DIR if set, else ~/.cache/alpha_rl/unsent and the system's temporary
+    directory; one directory per run inside each."""
+    name = f"{run_dir.name}-{run_id or 'no-run-id'}"
+    roots = [os.environ.get("ALPHA_RL_UNSENT_DIR"), Path.home() / ".cache" / "alpha_rl" / "unsent",
+             Path(tempfile.gettempdir()) / "alpha_rl_unsent"]  # fmt: skip
+    return [Path(root) / name for root in roots if root]
 
 
 def _free_name(run_dir: Path, name: str) -> Path:
