@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from alpha_rl.tracking.server_watch import end, tree
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -23,8 +25,9 @@ def free_port() -> int:
 
 class TrackingServer:
     """`python -m alpha_rl.tracking server --db <db>` on a free loopback port, artifacts in
-    <root>/mlartifacts, its output in <root>/mlflow_server.log; `kill()` ends it at once (every
-    process of it, as a crash would), `start()` brings it back on the same port."""
+    <root>/mlartifacts, its output in <root>/mlflow_server.log; started once it answers and its
+    launcher checked where it listens, `kill()` ends it at once (every process of it, as a crash
+    would), `start()` brings it back on the same port."""
 
     def __init__(self, db: str, root: Path, *, credentials: Path | None = None, workers: int = 4,
                  start_timeout_s: float = 180.0) -> None:  # fmt: skip
@@ -42,8 +45,13 @@ class TrackingServer:
                 "--artifacts", str(self.root / "mlartifacts"), "--host", "127.0.0.1",
                 "--port", str(self.port), "--workers", str(self.workers), *auth]  # fmt: skip
 
+    def _checked(self) -> int:
+        """How many times the log says the launcher checked the server's listening sockets."""
+        return self.log_path.read_text().count("listening on ") if self.log_path.exists() else 0
+
     def start(self) -> None:
         env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+        checked = self._checked()
         with open(self.log_path, "a") as log:
             self._proc = subprocess.Popen(
                 self.command(),
@@ -59,7 +67,7 @@ class TrackingServer:
                 raise RuntimeError(f"mlflow server exited: {self.log_path.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
-                    if r.status == 200:
+                    if r.status == 200 and self._checked() > checked:
                         return
             except OSError:
                 pass
@@ -68,25 +76,25 @@ class TrackingServer:
                                    f"{self.start_timeout_s} s")  # fmt: skip
             time.sleep(0.25)
 
-    def _signal(self, sig: int, wait_s: float) -> None:
+    def kill(self) -> None:
+        """SIGKILL to the launcher, the server and its workers (each process group of the tree:
+        the launcher runs `mlflow server` in a group of its own): requests in flight get no
+        answer."""
         if self._proc is None or self._proc.poll() is not None:
             return
-        try:
-            os.killpg(self._proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            self._proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(timeout=30)
-
-    def kill(self) -> None:
-        """SIGKILL to the server and its workers: requests in flight get no answer."""
-        self._signal(signal.SIGKILL, 30)
+        left = end(tree(self._proc.pid), signal.SIGKILL, 30)
+        self._proc.wait(timeout=30)
+        assert not left, f"still running after SIGKILL: {left}"
 
     def stop(self) -> None:
-        self._signal(signal.SIGTERM, 20)
+        """SIGTERM to the launcher, which forwards it to the server; kill() after 20 s."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.kill()
 
     def restart_at(self, fraction: float, down_s: float, *, grace_s: float = 0.0,
                    timeout_s: float = 1800.0) -> tuple[Callable, dict[str, float]]:  # fmt: skip

@@ -9,12 +9,17 @@ Nobody gets in who does not belong: a server bound beyond loopback must run MLfl
 app (`--auth`), refused otherwise. The admin account is created on the first start from
 `--credentials FILE` (one line `username:password`, readable by its owner only) or from
 MLFLOW_AUTH_ADMIN_USERNAME / MLFLOW_AUTH_ADMIN_PASSWORD, the accounts kept in `--state-dir`
-(`./mlflow_server`) with the app's settings and signing key; jobs then authenticate with
-MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD in their environment. Credentials never go
-on the command line of `mlflow server`, into the repository or into a run.
+(`./mlflow_server`, mode 700; the accounts' database basic_auth.db mode 600) with the app's
+settings and signing key; jobs then authenticate with MLFLOW_TRACKING_USERNAME /
+MLFLOW_TRACKING_PASSWORD in their environment. Credentials never go on the command line of
+`mlflow server`, into the repository or into a run.
 
-The command checks what it can before `mlflow server` replaces it (os.execve): the database is
-reachable, the flags agree. Exit 2 with a message naming the flag on bad input.
+The command decides where the server listens: options after `--` pass only from an allow-list,
+and environment variables that could move the address or loosen auth are refused
+(alpha_rl.tracking.server_checks). It checks what it can before it starts `mlflow server` as a
+child: the database is reachable, the flags agree. Then it watches that the server listens where
+announced and nowhere else (alpha_rl.tracking.server_watch). Exit 2 with one line naming the
+flag, the option or the variable on bad input.
 """
 
 from __future__ import annotations
@@ -22,30 +27,32 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import socket
 import stat
 import sys
 from pathlib import Path
 
-from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.config import is_loopback, store_of
 from alpha_rl.tracking.mounts import network_filesystem
 from alpha_rl.tracking.secrets import hide_password, uri_has_password
+from alpha_rl.tracking.server_checks import (
+    STRANGE_HOSTS,
+    ServerError,
+    check_environment,
+    check_mlflow_args,
+    private_directory,
+    private_file,
+    too_wide,
+)
+from alpha_rl.tracking.server_watch import Announced, run_watched
 from alpha_rl.tracking.store import sqlite_file
 
 ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"
 AUTH_CONFIG_ENV = "MLFLOW_AUTH_CONFIG_PATH"
 JOBS_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 SECRET_KEY_ENV, SECRET_KEY_FILE = "MLFLOW_FLASK_SERVER_SECRET_KEY", "server_secret_key"
-# `mlflow server` options this command sets after its checks; not to be given again after --
-RESERVED = frozenset({"--backend-store-uri", "--host", "-h", "--port", "-p", "--app-name",
-                      "--artifacts-destination", "--gunicorn-opts", "--uvicorn-opts",
-                      "--waitress-opts", "--dev", "--disable-security-middleware"})  # fmt: skip
 PERMISSIONS = ("READ", "EDIT", "MANAGE", "NO_PERMISSIONS")
 AUTH_FILE, AUTH_DB = "basic_auth.ini", "basic_auth.db"
-
-
-class ServerError(AlphaRlError):
-    """The server cannot be started as asked (the message names the flag and what to do)."""
 
 
 def read_credentials(path: Path | None, env: dict[str, str]) -> tuple[str, str] | None:
@@ -117,15 +124,18 @@ def _connect_timeout(db: str) -> dict[str, int]:
 
 
 def write_auth_config(directory: Path, auth_db: str, default_permission: str) -> Path:
-    """basic_auth.ini for MLflow's basic-auth app in `directory` (it holds no credential)."""
+    """basic_auth.ini for MLflow's basic-auth app in `directory` (no credential in it; mode 600
+    all the same: it says how requests are authorised)."""
     path = directory / AUTH_FILE
-    path.write_text(
-        "[mlflow]\n"
-        f"default_permission = {default_permission}\n"
-        f"database_uri = {auth_db.replace('%', '%%')}\n"  # configparser interpolates %
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
-        encoding="utf-8",
-    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(
+            "[mlflow]\n"
+            f"default_permission = {default_permission}\n"
+            f"database_uri = {auth_db.replace('%', '%%')}\n"  # configparser interpolates %
+            "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        )
     return path
 
 
@@ -155,10 +165,11 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
             "app) with --credentials FILE or MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD, or serve "
             "on 127.0.0.1"
         )
-    reserved = sorted({a.split("=", 1)[0] for a in args.mlflow_args} & RESERVED)
-    if reserved:
-        raise ServerError(f"after --: {', '.join(reserved)} would override what this command "
-                          "checked; use its own flags (--db, --host, --auth, ...)")  # fmt: skip
+    if args.allowed_hosts and (wide := too_wide(args.allowed_hosts, STRANGE_HOSTS)):
+        raise ServerError(f"--allowed-hosts {args.allowed_hosts}: {wide!r} lets in any Host "
+                          "header; name the hosts the server answers to")  # fmt: skip
+    check_mlflow_args(args.mlflow_args)
+    check_environment(env)
     check_database(args.db)
     artifacts = Path(args.artifacts).expanduser().resolve()
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.db,
@@ -168,24 +179,34 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
     # nothing of alpha_rl uses it, and on a small machine it takes the CPU from the requests
     env = {"MLFLOW_DISABLE_TELEMETRY": "true", JOBS_ENV: "false", **env}
     if args.auth:
-        credentials = read_credentials(args.credentials, env)
-        if credentials is None:
-            raise ServerError("--auth needs the admin's credentials: --credentials FILE (one "
-                              f"line username:password, chmod 600) or {ADMIN_USER_ENV} and "
-                              f"{ADMIN_PASSWORD_ENV}")  # fmt: skip
-        state = Path(args.state_dir).expanduser().resolve()
-        state.mkdir(parents=True, exist_ok=True)
-        auth_db = args.auth_db or f"sqlite:///{state / AUTH_DB}"
-        check_database(auth_db, "--auth-db")
-        config = write_auth_config(state, auth_db, args.default_permission)
-        env |= {AUTH_CONFIG_ENV: str(config), ADMIN_USER_ENV: credentials[0],
-                ADMIN_PASSWORD_ENV: credentials[1]}  # fmt: skip
-        if SECRET_KEY_ENV not in env:
-            env[SECRET_KEY_ENV] = server_secret_key(state)
+        env |= auth_state(args, env)
         command += ["--app-name", "basic-auth"]
     if args.allowed_hosts:
         command += ["--allowed-hosts", args.allowed_hosts]
     return command + list(args.mlflow_args), env
+
+
+def auth_state(args: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
+    """The basic-auth app's variables, after its state is made private: --state-dir mode 700
+    (refused when others can enter it), an SQLite accounts' database created mode 600 before
+    MLflow opens it (an existing one of this user's tightened to 600)."""
+    credentials = read_credentials(args.credentials, env)
+    if credentials is None:
+        raise ServerError("--auth needs the admin's credentials: --credentials FILE (one line "
+                          f"username:password, chmod 600) or {ADMIN_USER_ENV} and "
+                          f"{ADMIN_PASSWORD_ENV}")  # fmt: skip
+    state = Path(args.state_dir).expanduser().resolve()
+    private_directory(state, "--state-dir")
+    auth_db = args.auth_db or f"sqlite:///{state / AUTH_DB}"
+    check_database(auth_db, "--auth-db")
+    if (path := sqlite_file(auth_db)) is not None:
+        private_file(path, "--auth-db" if args.auth_db else "--state-dir")
+    config = write_auth_config(state, auth_db, args.default_permission)
+    found = {AUTH_CONFIG_ENV: str(config), ADMIN_USER_ENV: credentials[0],
+             ADMIN_PASSWORD_ENV: credentials[1]}  # fmt: skip
+    if SECRET_KEY_ENV not in env:
+        found[SECRET_KEY_ENV] = server_secret_key(state)
+    return found
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -239,12 +260,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--allowed-hosts", help="Host headers the server answers (MLflow's default: "
                    "localhost and private addresses); set it for a public name")  # fmt: skip
     p.add_argument(
-        "mlflow_args", nargs=argparse.REMAINDER, help="after --: more `mlflow server` options"
+        "mlflow_args",
+        nargs=argparse.REMAINDER,
+        help="after --: more `mlflow server` options, from an allow-list: --cors-allowed-origins, "
+        "--x-frame-options, --secrets-cache-ttl, --secrets-cache-max-size",
     )
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Check everything, then become `mlflow server` (returns only on a refused start: 2)."""
+    """Check everything, then run `mlflow server` watched (alpha_rl.tracking.server_watch): 2 on
+    a refused start or a listener where none was announced, else the server's exit status."""
     if args.mlflow_args[:1] == ["--"]:
         args.mlflow_args = args.mlflow_args[1:]
     if not args.db:
@@ -252,12 +277,20 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         command, env = plan(args, dict(os.environ))
+        announced = _announced(args.host, args.port)
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     auth = " with basic-auth" if args.auth else ""
-    print(f"MLflow tracking server{auth} on http://{args.host}:{args.port} over "
+    print(f"starting the MLflow tracking server{auth} on {announced} over "
           f"{hide_password(args.db)}; jobs: tracking=server "
           f"MLFLOW_TRACKING_URI=http://<this host>:{args.port}", flush=True)  # fmt: skip
-    os.execve(command[0], command, env)
-    return 0  # not reached
+    return run_watched(command, env, announced)
+
+
+def _announced(host: str, port: int) -> Announced:
+    try:
+        return Announced.resolve(host, port)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ServerError(f"--host {host}: cannot resolve it ({exc}); give an address or a "
+                          "name this machine resolves") from exc  # fmt: skip

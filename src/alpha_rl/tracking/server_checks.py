@@ -1,0 +1,190 @@
+"""What `python -m alpha_rl.tracking server` lets through to `mlflow server`, and how it keeps
+the accounts' state private.
+
+The launcher decides where the server listens (--host, --port), its app (basic-auth with
+--auth), its store and its artifacts, after its checks. Two channels could undo them:
+
+- Options after `--`. Only an allow-list is passed on (ACCEPTED), each parsed as click parses
+  a value option: `--opt value` or `--opt=value`. Everything else is refused whatever its
+  spelling: `-h X`, `-hX`, `-h=X`, `--host=X`, an abbreviation such as `--ho`, combined short
+  options, `--gunicorn-opts` / `--uvicorn-opts` / `--waitress-opts` with any contents, `--dev`,
+  `--disable-security-middleware`, a stray word. A CORS origin or allowed host that matches any
+  host (`*`, `*:5000`, `http://*`) is refused too.
+- The environment. click reads MLFLOW_HOST, MLFLOW_PORT, MLFLOW_UVICORN_OPTS, ... for options
+  missing from the command line; the workers read MLFLOW_SERVER_* (the security middleware),
+  MLFLOW_BASIC_AUTH_FAIL_CLOSED and MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH (what basic-auth lets
+  through) and MLFLOW_AUTH_CONFIG_PATH; uvicorn reads every UVICORN_* (UVICORN_FD and
+  UVICORN_UDS bind elsewhere, UVICORN_ENV_FILE loads more variables into the workers); gunicorn
+  reads GUNICORN_CMD_ARGS. Such a variable is refused (exit 2, naming it), not dropped from the
+  server's environment: whoever exported it expects it to act, and a server that ignores it
+  behaves otherwise than its environment says, with at most a warning line lost in a job log.
+  Some have no effect today because the launcher passes the option on the command line
+  (MLFLOW_HOST, MLFLOW_PORT); they are refused all the same, so that whether the environment
+  speaks for the bind address never depends on an MLflow release.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking.secrets import hide_password
+
+log = logging.getLogger(__name__)
+
+
+class ServerError(AlphaRlError):
+    """The server cannot be started as asked (the message names the flag and what to do)."""
+
+
+# Host headers and origins that no lab's allow-list names: a pattern matching one of them lets
+# in any host or any website (mlflow matches with fnmatch once a pattern holds a `*`)
+STRANGE_HOSTS = ("attacker.example", "attacker.example:5000", "203.0.113.9", "203.0.113.9:5000",
+                 "[2001:db8::9]:5000")  # fmt: skip
+STRANGE_ORIGINS = ("http://attacker.example", "https://attacker.example:8443",
+                   "http://203.0.113.9:5000")  # fmt: skip
+
+
+def too_wide(value: str, strangers: tuple[str, ...]) -> str | None:
+    """The first comma-separated pattern of `value` that admits anyone (`*`, or one matching a
+    stranger's host or origin), None when each names someone."""
+    for pattern in (p.strip() for p in value.split(",")):
+        if pattern == "*" or ("*" in pattern and any(fnmatchcase(s, pattern) for s in strangers)):
+            return pattern
+    return None
+
+
+def _origins(value: str) -> str | None:
+    wide = too_wide(value, STRANGE_ORIGINS)
+    return f"{wide!r} lets every website send requests; name the origins" if wide else None
+
+
+def _frame_options(value: str) -> str | None:
+    ok = value.upper() in ("SAMEORIGIN", "DENY")
+    return None if ok else "only SAMEORIGIN or DENY (NONE would drop the clickjacking header)"
+
+
+def _integer(value: str) -> str | None:
+    return None if value.isascii() and value.isdigit() else "expected a whole number"
+
+
+# `mlflow server` options passed on from after `--`, each with the check of its value (the
+# reason a value is refused, None when it is accepted); none of them reaches the bind address,
+# the port, the app, the store or the security middleware beyond what the check allows.
+# Left out, among others: --static-prefix (the basic-auth app matches its public routes on
+# paths with the prefix taken off), --expose-prometheus (a /metrics endpoint), store options.
+ACCEPTED: dict[str, Callable[[str], str | None]] = {
+    "--cors-allowed-origins": _origins,
+    "--x-frame-options": _frame_options,
+    "--secrets-cache-ttl": _integer,  # seconds, mlflow checks 10..300
+    "--secrets-cache-max-size": _integer,  # entries, mlflow checks 1..10000
+}
+# refused options that have a flag of the launcher's own
+OWN_FLAG = {"-h": "--host", "--host": "--host", "-p": "--port", "--port": "--port",
+            "-w": "--workers", "--workers": "--workers", "--allowed-hosts": "--allowed-hosts",
+            "--app-name": "--auth", "--backend-store-uri": "--db",
+            "--artifacts-destination": "--artifacts"}  # fmt: skip
+
+
+def _refused(token: str, why: str) -> ServerError:
+    return ServerError(f"after --: {hide_password(token)}: {why}")
+
+
+def _not_passed_on(token: str, own: str | None) -> ServerError:
+    accepted = ", ".join(sorted(ACCEPTED))
+    why = (f"this command sets it itself, use its own {own}" if own else
+           "not passed on to mlflow server")  # fmt: skip
+    return _refused(token, f"{why}; accepted after -- are only {accepted} (--opt VALUE or "
+                    "--opt=VALUE)")  # fmt: skip
+
+
+def check_mlflow_args(args: list[str]) -> None:
+    """Refuse any option after `--` but those of ACCEPTED, parsed exactly, with values their
+    check accepts (the message names the option as given)."""
+    i = 0
+    while i < len(args):
+        token = args[i]
+        name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        check = ACCEPTED.get(name)
+        if check is None:
+            raise _not_passed_on(token, OWN_FLAG.get(name if token.startswith("--") else token[:2]))
+        if not eq:
+            if i + 1 == len(args):
+                raise _refused(token, "needs a value")
+            i += 1
+            value = args[i]
+        if value.startswith("-") or value == "":
+            raise _refused(f"{name} {value}".strip(), "needs a value (one not starting with -)")
+        reason = check(value)
+        if reason:
+            raise _refused(f"{name} {value}", reason)
+        i += 1
+
+
+# variables that could move the server's address or port, or loosen its auth or its security
+# middleware (the module docstring says where each is read), with what to use instead
+REFUSED_ENV = {"MLFLOW_HOST": "--host", "MLFLOW_PORT": "--port", "MLFLOW_GUNICORN_OPTS": "",
+               "MLFLOW_UVICORN_OPTS": "", "MLFLOW_SERVER_ALLOWED_HOSTS": "--allowed-hosts",
+               "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "-- --cors-allowed-origins",
+               "MLFLOW_SERVER_DISABLE_SECURITY_MIDDLEWARE": "",
+               "MLFLOW_SERVER_X_FRAME_OPTIONS": "-- --x-frame-options",
+               "MLFLOW_BASIC_AUTH_FAIL_CLOSED": "", "MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH": "",
+               "MLFLOW_AUTH_CONFIG_PATH": "--auth", "GUNICORN_CMD_ARGS": ""}  # fmt: skip
+REFUSED_ENV_PREFIX = "UVICORN_"
+
+
+def check_environment(env: dict[str, str]) -> None:
+    """Refuse an environment holding a variable of REFUSED_ENV or UVICORN_* (set, even empty)."""
+    names = sorted(n for n in env if n in REFUSED_ENV or n.startswith(REFUSED_ENV_PREFIX))
+    if not names:
+        return
+    instead = sorted({REFUSED_ENV.get(n, "") for n in names} - {""})
+    use = f" (this command's {', '.join(instead)} instead)" if instead else ""
+    them = "it" if len(names) == 1 else "them"
+    raise ServerError(f"{', '.join(names)} set in the environment: could change where the "
+                      "server listens, its auth or its security middleware, which this command "
+                      f"decides itself; unset {them}{use}")  # fmt: skip
+
+
+def private_directory(path: Path, flag: str) -> None:
+    """Make the directory `path` with mode 700, or refuse an existing one that others can enter
+    (it may be a directory shared on purpose: it is not chmod-ed behind its owner's back)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError as exc:
+        raise ServerError(f"{flag} {path}: cannot make it ({exc.strerror})") from exc
+    if mode & 0o077:
+        raise ServerError(f"{flag} {path}: others can enter it (mode {mode:o}), and it holds the "
+                          f"accounts' password hashes; chmod 700 {path}, or name a directory "
+                          "of its own")  # fmt: skip
+
+
+def private_file(path: Path, flag: str) -> None:
+    """Create `path` empty with mode 600 before anything opens it (SQLite takes an empty file for
+    a new database, and gives its journal the file's mode), or tighten an existing one of this
+    user's to 600 with a warning: the launcher made it, an older one with the umask's 644."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ServerError(f"{flag} {path}: cannot create it ({exc.strerror})") from exc
+    else:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.close(fd)
+        return
+    info = path.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if not mode & 0o077:
+        return
+    if info.st_uid != os.geteuid():
+        raise ServerError(f"{flag} {path}: others can read it (mode {mode:o}) and it belongs to "
+                          f"uid {info.st_uid}; its owner should chmod 600 {path}")  # fmt: skip
+    os.chmod(path, mode & 0o700)
+    log.warning("%s %s: others could read it (mode %o); now %o", flag, path, mode, mode & 0o700)

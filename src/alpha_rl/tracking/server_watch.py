@@ -1,0 +1,228 @@
+"""`mlflow server` as a watched child of the launcher: it listens where announced, nowhere else.
+
+The launcher does not become `mlflow server` (os.execve) but starts it as a child in a process
+group of its own and stays beside it:
+- SIGINT, SIGTERM and SIGHUP are forwarded to that group, so that every process of the server
+  (MLflow's command, uvicorn's supervisor, its workers) gets them as from a terminal's Ctrl-C.
+  The launcher exits with the child's status (128 + the signal's number for a signal); whatever
+  of the group outlives the child (uvicorn's supervisor when a SIGHUP ended MLflow's command)
+  gets SIGTERM, then SIGKILL after STOP_WAIT_S.
+- The listening TCP sockets of the child's process tree (psutil; LISTEN is a TCP state) are read
+  every STARTING_POLL_S while it starts. A listener on any other address or port (0.0.0.0 when
+  127.0.0.1 was announced) stops the whole tree at once with SIGKILL, a server listening where
+  nobody checked must not answer one more request, and the launcher exits 2 with one line naming
+  it. Once the announced listener is there and no other, "listening on ..." is printed. uvicorn
+  binds before its workers import the app, which takes seconds, so a stray listener is caught
+  before it serves.
+- Then they are read every WATCH_POLL_S while it runs: uvicorn replaces a worker that dies for
+  the life of the server, and a listener opened later would otherwise never be seen. A reading
+  scans /proc for the tree and reads /proc/<pid>/net/tcp{,6} for each process holding a socket
+  (3 with 2 workers): about a millisecond of CPU on a plain Linux kernel, 50 ms in a sandbox
+  whose /proc is emulated (10% of a core while the server starts, 1% afterwards).
+Addresses are compared resolved: the announced host's addresses (getaddrinfo for a name), an
+IPv4-mapped IPv6 address as its IPv4 one, and for a loopback announcement any loopback address,
+IPv4 or IPv6, counts as announced, since only this machine reaches either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import psutil
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STARTING_POLL_S = 0.5  # how often the sockets are read until the server listens
+WATCH_POLL_S = 5.0  # ... and afterwards
+STOP_WAIT_S = 10.0  # how long a SIGTERM-ed process gets before SIGKILL
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def ip(text: str) -> Address:
+    """The address of `text` ('::ffff:127.0.0.1' as 127.0.0.1, '[::1]' as ::1)."""
+    address = ipaddress.ip_address(text.strip("[]"))
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped
+    return address
+
+
+@dataclass(frozen=True)
+class Announced:
+    """Where the server was announced: `host` as given, its resolved `addresses`, `port`."""
+
+    host: str
+    port: int
+    addresses: frozenset[Address]
+
+    @classmethod
+    def resolve(cls, host: str, port: int) -> Announced:
+        """`host` resolved as the server will bind it (socket.gaierror when it cannot be)."""
+        try:
+            return cls(host, port, frozenset({ip(host)}))
+        except ValueError:  # a name
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            return cls(host, port, frozenset(ip(info[4][0]) for info in infos))
+
+    def admits(self, address: Address, port: int) -> bool:
+        """True for a listener on the announced port at an announced address."""
+        if port != self.port:
+            return False
+        loopback = all(a.is_loopback for a in self.addresses)
+        return address in self.addresses or (loopback and address.is_loopback)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A listening TCP socket of process `pid`."""
+
+    address: Address
+    port: int
+    pid: int
+
+    def __str__(self) -> str:
+        host = f"[{self.address}]" if self.address.version == 6 else str(self.address)
+        return f"{host}:{self.port} (pid {self.pid})"
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """Process `pid` and its descendants ([] once it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def group(pgid: int) -> list[psutil.Process]:
+    """The processes of process group `pgid` (this user's, as far as they can be read)."""
+    members = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid:
+                members.append(proc)
+    return members
+
+
+def listeners(procs: list[psutil.Process]) -> list[Listener]:
+    """The listening TCP sockets of `procs` (psutil.AccessDenied when one cannot be read)."""
+    found = []
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except psutil.NoSuchProcess:  # ended meanwhile, or a zombie
+            continue
+        found += [Listener(ip(c.laddr.ip), c.laddr.port, proc.pid) for c in conns
+                  if c.status == psutil.CONN_LISTEN]  # fmt: skip
+    return found
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of `procs` still running (a zombie has ended: it holds no socket any more)."""
+    running = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                running.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return running
+
+
+def signal_all(procs: list[psutil.Process], sig: int) -> None:
+    """`sig` to every process group of `procs` (reaching members started since) and to each."""
+    groups = set()
+    for proc in alive(procs):
+        try:
+            groups.add(os.getpgid(proc.pid))
+            proc.send_signal(sig)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    for group in groups - {os.getpgrp()}:  # never the caller's own group
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sig)
+
+
+def end(procs: list[psutil.Process], sig: int, wait_s: float) -> list[psutil.Process]:
+    """`sig` to `procs` (signal_all), then wait up to `wait_s` for them; those still running."""
+    signal_all(procs, sig)
+    deadline = time.monotonic() + wait_s
+    while (left := alive(procs)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def run_watched(command: list[str], env: dict[str, str], announced: Announced) -> int:
+    """Run `command` as a watched child (see the module docstring); its exit status, or 2 when
+    its process tree listened anywhere else than `announced`."""
+    child: list[subprocess.Popen] = []
+    pending: list[int] = []  # signals that came before the child
+
+    def forward(sig: int, _frame: object) -> None:
+        if not child:
+            pending.append(sig)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child[0].pid, sig)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    seen: dict[int, psutil.Process] = {}
+    try:
+        child.append(subprocess.Popen(command, env=env, process_group=0))
+        for sig in pending:
+            forward(sig, None)
+        return _watch(child[0], announced, seen)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if child:  # what outlives the child (its group, and any seen that left it); the child
+            # too, should the watch itself fail. Its pid names no other process while its group
+            # lives on: Linux gives out no pid in use as a process group's
+            members = [*seen.values(), *group(child[0].pid)]
+            rest = list({p.pid: p for p in members}.values())
+            if end(rest, signal.SIGTERM, STOP_WAIT_S):
+                end(rest, signal.SIGKILL, STOP_WAIT_S)
+            child[0].wait()
+
+
+def _watch(child: subprocess.Popen, announced: Announced, seen: dict[int, psutil.Process]) -> int:
+    listening = False
+    while True:
+        try:
+            code = child.wait(timeout=WATCH_POLL_S if listening else STARTING_POLL_S)
+            return code if code >= 0 else 128 - code
+        except subprocess.TimeoutExpired:
+            pass
+        procs = tree(child.pid)
+        seen |= {p.pid: p for p in procs[1:]}
+        try:
+            found = listeners(procs)
+        except psutil.AccessDenied as exc:
+            return _stop(child, procs, f"cannot read the sockets of its process {exc.pid}")
+        stray = [f for f in found if not announced.admits(f.address, f.port)]
+        if stray:
+            where = ", ".join(str(s) for s in stray)
+            found_at = f"it listens on {where}, not only on the announced {announced}"
+            return _stop(child, procs, found_at)
+        if found and not listening:
+            print(f"listening on {announced} (checked: nowhere else)", flush=True)
+            listening = True
+
+
+def _stop(child: subprocess.Popen, procs: list[psutil.Process], what: str) -> int:
+    end(procs, signal.SIGKILL, STOP_WAIT_S)
+    child.wait()
+    print(f"error: stopped the tracking server: {what}; check the options after -- and the "
+          "environment", file=sys.stderr, flush=True)  # fmt: skip
+    return 2
