@@ -10,7 +10,6 @@ the index and the config groups that declared them.
 from __future__ import annotations
 
 import itertools
-import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.reference.reward import RC_AUX_ALIGN, has_aux_align
+from alpha_rl.settings import F32_MAX, representable
 
 ABSENT = -1  # the slot index kernels read as "not in this layout"
 
@@ -74,13 +74,14 @@ def _parse_slot(group: str, name: str, node: object, where: str, source: str) ->
     init = node.get("init", 0.0)
     values = tuple(init) if isinstance(init, list | tuple) else (init,) * count
     if len(values) != count or not all(
-        isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in values
+        isinstance(v, numbers.Real) and not isinstance(v, bool) and representable(v) for v in values
     ):
         hint = ("; a value resolved from the data (reward.scale=auto) is set by the run once "
                 "the market is built: alpha_rl.pipeline.scale, or pass a number"
                 if init == "auto" else "")  # fmt: skip
         raise IsvLayoutError(
-            f"{where}.init: expected a finite number or {count} of them, got {init!r}{hint}"
+            f"{where}.init: expected a finite number or {count} of them, each within float32's "
+            f"±{F32_MAX:.4g} (the ISV is float32), got {init!r}{hint}"
         )
     kind = node.get("kind", "param")
     if kind not in KINDS:

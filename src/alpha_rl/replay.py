@@ -72,17 +72,26 @@ class ReplayConfig:
         else:
             anneal = whole("beta_anneal_updates", lambda v: v >= 1,
                            ">= 1 (learner updates; or null: the run's own)")  # fmt: skip
+        capacity_log2 = whole(
+            "capacity_log2", lambda v: 1 <= v <= 30, "in 1..30 (2^capacity_log2 transitions)"
+        )
+        batch_size = whole(
+            "batch_size", lambda v: 1 <= v <= per.MAX_BATCH, f"in 1..{per.MAX_BATCH}"
+        )
+        if batch_size > 1 << capacity_log2:
+            raise ConfigError(
+                f"replay.batch_size={batch_size} is more than the replay holds: "
+                f"2^replay.capacity_log2 = 2^{capacity_log2} = {1 << capacity_log2} transitions; "
+                f"lower replay.batch_size or raise replay.capacity_log2 to "
+                f">= {(batch_size - 1).bit_length()} (see {where})"
+            )
         return cls(
-            capacity_log2=whole(
-                "capacity_log2", lambda v: 1 <= v <= 30, "in 1..30 (2^capacity_log2 transitions)"
-            ),
+            capacity_log2=capacity_log2,
             alpha=num("alpha", lambda v: v >= 0, ">= 0 (0: uniform sampling)"),
             beta0=num("beta0", lambda v: 0 <= v <= 1, "in [0, 1]"),
             beta_anneal_updates=anneal,
             eps=num("eps", lambda v: v > 0, "> 0 (a zero priority is never sampled again)"),
-            batch_size=whole(
-                "batch_size", lambda v: 1 <= v <= per.MAX_BATCH, f"in 1..{per.MAX_BATCH}"
-            ),
+            batch_size=batch_size,
         )
 
 

@@ -3,14 +3,19 @@ value, the range it must be in and where the setting lives."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl.errors import ConfigError
 
 _ABSENT = object()
+# the largest float32: every number of the config reaches the kernels as a float32 (a scalar
+# argument or an ISV slot), where a larger one is inf
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _value(cfg: DictConfig, key: str, where: str) -> object:
@@ -27,11 +32,33 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, where: str) -> float:
+def representable(value: float) -> bool:
+    """Whether the number `value` is finite and within float32's range (|value| <= 3.4e38)."""
+    try:
+        return math.isfinite(value) and abs(float(value)) <= F32_MAX
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def _not_representable(key: str, value: object, what: str, where: str) -> ConfigError:
+    """`what`: "a finite number > 0", "2 finite numbers, each in [0, 1)"."""
+    return ConfigError(
+        f"{key}={value!r} must be {what}; the kernels compute in float32, whose largest "
+        f"magnitude is {F32_MAX:.4g} (see {where})"
+    )
+
+
+def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, where: str,
+           *, finite: bool = True) -> float:  # fmt: skip
     """The number at `key` (an int or a float), refused unless `ok(value)`; `what` says the range
-    ("> 0", "in (0, 1]")."""
+    ("> 0", "in (0, 1]"). NaN, +-inf and magnitudes beyond float32's are refused too, unless the
+    key allows them (`finite=False`)."""
     value = _value(cfg, key, where)
-    if not _is_number(value) or not ok(float(value)):
+    if not _is_number(value):
+        raise ConfigError(f"{key}={value!r} must be a number {what} (see {where})")
+    if finite and not representable(value):
+        raise _not_representable(key, value, f"a finite number {what}", where)
+    if not ok(float(value)):
         raise ConfigError(f"{key}={value!r} must be a number {what} (see {where})")
     return float(value)
 
@@ -62,11 +89,15 @@ def choice(cfg: DictConfig, key: str, options: Sequence[str], where: str) -> str
 
 def numbers(cfg: DictConfig, key: str, count: int, ok: Callable[[float], bool], what: str,
             where: str) -> tuple[float, ...]:  # fmt: skip
-    """The list of `count` numbers at `key`, each refused unless `ok(value)`."""
+    """The list of `count` numbers at `key`, each refused unless `ok(value)` and finite within
+    float32's range."""
     value = _value(cfg, key, where)
-    if not (OmegaConf.is_list(value) and len(value) == count
-            and all(_is_number(x) and ok(float(x)) for x in value)):  # fmt: skip
-        shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+    shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
+    if not (OmegaConf.is_list(value) and len(value) == count and all(map(_is_number, value))):
+        raise ConfigError(f"{key}={shown!r} must be {count} numbers, each {what} (see {where})")
+    if not all(representable(x) for x in value):
+        raise _not_representable(key, shown, f"{count} finite numbers, each {what}", where)
+    if not all(ok(float(x)) for x in value):
         raise ConfigError(f"{key}={shown!r} must be {count} numbers, each {what} (see {where})")
     return tuple(float(x) for x in value)
 

@@ -137,7 +137,7 @@ def test_step_copies_nothing_to_the_host(monkeypatch) -> None:
 
 def test_long_her_run_stays_finite() -> None:
     """Synthetic rows are pushed at boost^alpha * max priority; the max must not compound."""
-    with trainer_for(["agent.learn_start=1000", "steps=400"]) as (trainer, _):
+    with trainer_for(["agent.learn_start=1000", "steps=1001"]) as (trainer, _):
         for _ in range(400):
             trainer.step()
         _, diag = trainer.read_log_point()
@@ -232,7 +232,8 @@ def test_sharpe_of_interval_pnl() -> None:
 
 def test_forward_her_fires_at_the_default_config() -> None:
     """The forward ring must outlive the lookahead at the default B (256 slots did not)."""
-    with trainer_for(["agent.learn_start=100000"], base=("backend=numpy",)) as (trainer, _):
+    no_update = ["agent.learn_start=100000", "steps=100001"]  # (a run's steps pass learn_start)
+    with trainer_for(no_update, base=("backend=numpy",)) as (trainer, _):
         for _ in range(2 * int(trainer.session.cfg.her.lookahead) + 20):
             trainer.step()
         _, diag = trainer.read_log_point()

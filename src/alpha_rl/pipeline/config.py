@@ -25,7 +25,7 @@ from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
 from alpha_rl.pipeline.objective import Objective
-from alpha_rl.pipeline.scale import scale_setting
+from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import ReplayConfig
 
@@ -308,8 +308,10 @@ def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
 
 
 def plan_run(cfg: DictConfig) -> Plan:
-    """Parse and check every section; raises ConfigError naming the first bad key."""
+    """Parse and check every section; raises ConfigError naming the first bad key. Money that
+    overflows float32 and a learner that would never update are refused too."""
     run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
+    check_lot_mult(env)
     plan = Plan(
         run=run,
         env=env,
@@ -324,10 +326,30 @@ def plan_run(cfg: DictConfig) -> Plan:
         alpha=alpha_config(cfg),
         objective=Objective.from_cfg(cfg),
     )
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: Plan) -> None:
+    """The checks between sections (ConfigError)."""
+    agent, run = plan.agent, plan.run
     if plan.alpha is not None and agent.distributional:
         raise ConfigError(
             "alpha='on' biases the Q-values, and agent.distributional=true learns distributions: "
             "the two are not built together; use alpha='off' or agent.distributional=false"
+        )
+    if agent.learn_start >= run.steps:  # steps: the whole run's, a resumed run's included
+        raise ConfigError(
+            f"agent.learn_start={agent.learn_start} is not below steps={run.steps}: the learner "
+            "would never update and the run would end FINISHED untrained; set "
+            f"agent.learn_start < {run.steps} or raise steps (see conf/agent/)"
+        )
+    her, B = plan.her, plan.env.num_envs
+    if her is not None and her.forward and her.closed_ring < B:  # Hindsight's, before any work
+        raise ConfigError(
+            f"her.closed_ring={her.closed_ring} is smaller than env.num_envs={B}: the forward "
+            "ring must hold one step's closes; raise her.closed_ring to a power of two >= "
+            f"{1 << (B - 1).bit_length()} (see conf/her/)"
         )
     if plan.max_push > plan.replay.capacity:
         raise ConfigError(
@@ -335,4 +357,3 @@ def plan_run(cfg: DictConfig) -> Plan:
             f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs x "
             "agent.n_step); raise replay.capacity_log2"
         )
-    return plan

@@ -20,12 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from alpha_rl import settings
+from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError, MarketDataError
 from alpha_rl.market import Market, Validation, load_market
 from alpha_rl.market.book import Book
+from alpha_rl.reference.reward import has_aux_align
+from alpha_rl.settings import F32_MAX
 
 log = logging.getLogger("alpha_rl")
 AUTO = "auto"
+F32_TINY = float(np.finfo(np.float32).tiny)  # float32's smallest normal number
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,11 @@ def scale_setting(cfg: DictConfig) -> float | None:
         raise ConfigError(
             f"reward.scale={value!r} must be auto (from the market's training ticks) or a "
             "number > 0 (see conf/reward/stride6.yaml)"
+        )
+    if not settings.representable(value):
+        raise ConfigError(
+            f"reward.scale={value!r} must be auto or a finite number > 0; the kernels compute "
+            f"in float32, whose largest magnitude is {F32_MAX:.4g} (see conf/reward/stride6.yaml)"
         )
     return float(value)
 
@@ -144,8 +154,101 @@ def with_scale(cfg: DictConfig, scale: RewardScale) -> DictConfig:
     return out
 
 
+def check_lot_mult(env: EnvConfig) -> None:
+    """Refuse (ConfigError) money settings whose float32 products the kernels cannot hold: the
+    money of a 1.0 price move (env.lot x env.multiplier, the kernels' `lot_mult`, outside
+    float32's normal range), and a flip's two fees (2 x env.fee_per_lot x env.lot)."""
+    lot_mult, fees = env.lot * env.multiplier, 2 * env.fee_per_lot * env.lot
+    if not F32_TINY <= lot_mult <= F32_MAX:
+        bound = "beyond float32's largest" if lot_mult > F32_MAX else "below float32's smallest"
+        limit = F32_MAX if lot_mult > F32_MAX else F32_TINY
+        raise ConfigError(
+            f"env.lot x env.multiplier = {env.lot:g} x {env.multiplier:g} = {lot_mult:.4g} (the "
+            f"money a 1.0 price move pays a position) is {bound} {limit:.4g}: the kernels "
+            "compute PnL in float32; set env.lot and env.multiplier for the instrument (see "
+            "conf/env/)"
+        )
+    if fees > F32_MAX:
+        raise ConfigError(
+            f"2 x env.fee_per_lot x env.lot = 2 x {env.fee_per_lot:g} x {env.lot:g} = "
+            f"{fees:.4g} (a flip's two fills) is beyond float32's largest {F32_MAX:.4g}: the "
+            "kernels compute fees in float32; lower env.fee_per_lot (see conf/env/)"
+        )
+
+
+def price_range(market: Market) -> float:
+    """The largest price move a trade can make on either part of the market: the part's largest
+    best ask less its smallest best bid (price units)."""
+    return max(float(b.ask_px[:, 0].max() - b.bid_px[:, 0].min())
+               for b in (market.train, market.heldout))  # fmt: skip
+
+
+def check_pnl(cfg: DictConfig, market: Market) -> float:
+    """The largest |PnL| of a trade (price range x env.multiplier x env.lot), refused
+    (ConfigError) beyond float32's range, in which the kernels compute it."""
+    lot_mult = float(cfg.env.lot) * float(cfg.env.multiplier)
+    move = price_range(market)
+    pnl = move * lot_mult
+    if pnl > F32_MAX:
+        raise ConfigError(
+            f"a trade's PnL can reach {move:.6g} {cfg.market.currency} (the market's largest ask "
+            f"less its smallest bid) x env.multiplier x env.lot {lot_mult:.4g} = {pnl:.4g}, "
+            f"beyond float32's largest {F32_MAX:.4g}: the kernels compute PnL in float32; set "
+            "env.multiplier and env.lot for the instrument (see conf/env/)"
+        )
+    return pnl
+
+
+def check_rewards(cfg: DictConfig, pnl: float, scale: RewardScale) -> None:
+    """Refuse (ConfigError) a reward scale or a step's |reward| beyond float32's range: the
+    bound is sum_c |w_c| x the largest |c_c| (PnL moves of up to `pnl`, a flip's two fees, the
+    penalties kappa, lambda and rho, c6 at beta.scale) x reward.scale (cuda/experience.cu)."""
+    env, rw = cfg.env, cfg.reward
+    if scale.value > F32_MAX:
+        raise ConfigError(
+            f"reward.scale resolves to {scale.value:.4g}, beyond float32's largest "
+            f"{F32_MAX:.4g} (the ISV slot reward_scale is float32); set reward.scale to a number "
+            "or check env.multiplier and env.lot (see conf/reward/)"
+        )
+    fees = 2 * float(env.fee_per_lot) * float(env.lot)
+    parts = [pnl, pnl, fees, float(rw.opp_cost_kappa) * pnl,
+             float(rw.inventory_lambda) * float(env.lot), float(rw.drawdown_rho) * pnl]  # fmt: skip
+    weights = [abs(float(w)) for w in rw.weights]
+    if has_aux_align(int(rw.stride)):
+        steered = cfg.beta.controller == "share"  # w_aux_align moves up to beta.w_max
+        weights.append(abs(float(cfg.beta.w_max if steered else rw.aux_align_weight)))
+        parts.append(float(cfg.beta.scale) * pnl)
+    raw = sum(w * part for w, part in zip(weights, parts, strict=True))
+    if raw * scale.value > F32_MAX:
+        raise ConfigError(
+            f"a step's |reward| can reach {raw:.4g} (reward.weights x components of up to "
+            f"{max(parts):.4g} {cfg.market.currency}: PnL, fees, penalties) x reward.scale "
+            f"{scale.value:.4g} = {raw * scale.value:.4g}, beyond float32's largest "
+            f"{F32_MAX:.4g}: the kernels compute rewards in float32; lower reward.scale or "
+            "reward.weights (see conf/reward/)"
+        )
+
+
+def check_eval_steps(cfg: DictConfig, market: Market) -> None:
+    """Refuse eval.steps beyond the held-out part's ticks: each evaluation env would step
+    through the same held-out ticks again and again (episodes restart at its start ticks)."""
+    steps, ticks = int(cfg.eval.steps), market.heldout.T
+    if steps > ticks:
+        raise ConfigError(
+            f"eval.steps={steps} is more than the held-out part's {ticks} ticks "
+            f"({market.fold.describe(market.book.timestamps)}): an evaluation would step through "
+            f"them about {steps / ticks:.3g} times over; set eval.steps <= {ticks} (see "
+            "conf/eval/)"
+        )
+
+
 def market_and_config(cfg: DictConfig, seed: int,
                       validation: Validation) -> tuple[Market, DictConfig]:  # fmt: skip
-    """The run's market and its config with the values resolved from it (reward.scale)."""
+    """The run's market and its config with the values resolved from it (reward.scale); refused
+    (ConfigError) when the evaluation outruns the held-out part or a reward overflows float32."""
     market = load_market(cfg.market, seed, validation)
-    return market, with_scale(cfg, reward_scale(cfg, market.train))
+    check_eval_steps(cfg, market)
+    pnl = check_pnl(cfg, market)
+    scale = reward_scale(cfg, market.train)
+    check_rewards(cfg, pnl, scale)
+    return market, with_scale(cfg, scale)
