@@ -174,12 +174,11 @@ def _meta(where: Path) -> dict[str, Any]:
             raise CheckpointError(f"{path}: checkpoint metadata lacks {key!r}")
         value = meta[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            got = type(value).__name__
-            raise CheckpointError(f"{path}: checkpoint metadata {key}={_short(value)} is a "
-                                  f"{got}, expected {_kind_name(kind)}")  # fmt: skip
+            raise CheckpointError(f"{path}: checkpoint metadata {key}={_short(value)}, "
+                                  f"expected {_kind_name(kind)}")  # fmt: skip
     if not isinstance(meta.get("identity"), str | None):
-        raise CheckpointError(f"{path}: checkpoint metadata identity={_short(meta['identity'])} "
-                              "is not a string")  # fmt: skip
+        raise CheckpointError(f"{path}: checkpoint metadata identity={_short(meta['identity'])}, "
+                              "expected a string")  # fmt: skip
     return meta
 
 

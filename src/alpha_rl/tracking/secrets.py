@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 
 MASK = "***"
+KEY_MASK = "_masked_"  # in a param or tag key, where MLflow refuses '*'
 # environment variables whose values are secrets wherever they would turn up in a run
 SECRET_ENV = (
     "MLFLOW_TRACKING_PASSWORD",
@@ -53,3 +54,11 @@ def redact(text: str, values: tuple[str, ...]) -> str:
         if value in text:
             text = text.replace(value, MASK)
     return hide_password(text)
+
+
+def redact_key(key: str, values: tuple[str, ...]) -> str:
+    """A param or tag key with every secret value in `values` replaced by _masked_."""
+    for value in values:
+        if value in key:
+            key = key.replace(value, KEY_MASK)
+    return key

@@ -28,7 +28,7 @@ from alpha_rl.tracking.records import (
     why,
     write_unsent,
 )
-from alpha_rl.tracking.secrets import redact, secrets
+from alpha_rl.tracking.secrets import redact, redact_key, secrets
 from alpha_rl.tracking.store import Store, resolve_uri, set_http_limits
 from alpha_rl.tracking.sync import StoreUnreachableError, sync_run, unsent_files
 
@@ -68,13 +68,13 @@ class Tracker:
         """Queue and send params (a flattened config); over-long values are truncated, secrets
         of the environment masked (alpha_rl.tracking.secrets)."""
         if self._open("log_params"):
-            self._box.add_params({self._redact(k): self._redact(v) for k, v in params.items()})
+            self._box.add_params({self._key(k): self._redact(v) for k, v in params.items()})
             self.flush()
 
     def set_tags(self, tags: dict[str, str]) -> None:
         """Queue and send tags; over-long values are truncated, secrets masked."""
         if self._open("set_tags"):
-            self._box.add_tags({self._redact(k): self._redact(v) for k, v in tags.items()})
+            self._box.add_tags({self._key(k): self._redact(v) for k, v in tags.items()})
             self.flush()
 
     def log_point(self, step: int, metrics: dict[str, float], diag: dict | None = None) -> None:
@@ -115,6 +115,9 @@ class Tracker:
 
     def _redact(self, value: Any) -> str:
         return redact(str(value), self._secrets)
+
+    def _key(self, key: Any) -> str:
+        return redact_key(str(key), self._secrets)
 
     def flush(self) -> bool:
         """Send what is buffered unless the store is in its retry backoff; True if all went."""
@@ -180,21 +183,22 @@ class Tracker:
         """The unsent file written: in the run directory, else in the first fallback directory
         that takes it; None (logged, with the count) when no place could hold it."""
         places = [self.run_dir, *fallback_dirs(self.run_dir, self._delivery.spec.run_id)]
-        problems = []
+        problems: list[tuple[Path, str]] = []
         for place in places:
             try:
                 place.mkdir(parents=True, exist_ok=True)
                 path = _free_name(place, UNSENT_FILE)
                 write_unsent(path, self._delivery.spec, self._box)
             except OSError as exc:
-                problems.append(f"{place}: {why(exc)}")
+                problems.append((place, why(exc)))
                 continue
             if place != self.run_dir:
                 log.warning("cannot write unsent.jsonl into %s (%s); kept in %s instead",
-                            self.run_dir, problems[0], path)  # fmt: skip
+                            self.run_dir, problems[0][1], path)  # fmt: skip
             return path
+        tried = "; ".join(f"{place}: {reason}" for place, reason in problems)
         log.error("%d unsent item(s) of run %s are lost: no place could hold them (%s)",
-                  len(self._box), self.run_id, "; ".join(problems))  # fmt: skip
+                  len(self._box), self.run_id, tried)  # fmt: skip
         return None
 
     def _open(self, what: str) -> bool:
