@@ -19,20 +19,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from alpha_rl import paths
+from alpha_rl.errors import ConfigError
+from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.keys import (
+    SKIP_GROUPS,
+    WHOLE,
+    check_added_keys,
+    declared_keys,
+    file_keys,
+    option_files,
+)
 from alpha_rl.pipeline.run import Job, run_job
 from tests.helpers import compose_train, write_quotes
 
 TINY = ["backend=numpy", "debug=tiny"]
-# Hydra's own (launchers), which Hydra reads; the kill check's settings, which
-# alpha-rl-kill-check loads from conf/kill_criteria/ itself (not a group of train.yaml)
-SKIP_GROUPS = ("hydra", "kill_criteria")
-# subtrees a parser takes whole (to_container) and checks field by field, refusing unknown and
-# missing ones, so reading the subtree reads every key in it: the ISV slots (isv._parse_slot),
-# the market (market.config._build) and tracking (TrackingConfig.from_cfg)
-WHOLE = ("isv.slots", "market", "tracking")
 _INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([A-Za-z_][\w.]*)")
 
 
@@ -63,39 +66,6 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         "objective_capture_search_learner": ["objective=capture_iqm",
                                              "hparams_search=learner_optuna"],
     }  # fmt: skip
-
-
-def option_files() -> list[Path]:
-    """Every option file of every config group (conf/<group>[/<sub>]/<option>.yaml)."""
-    conf = paths.conf_dir()
-    grouped = [p for p in conf.rglob("*.yaml") if p.parent != conf]
-    return sorted(p for p in grouped if p.relative_to(conf).parts[0] not in SKIP_GROUPS)
-
-
-def _package(path: Path) -> str:
-    """Where a file's keys land: the root with `# @package _global_`, else its group path."""
-    head = path.read_text(encoding="utf-8").split("\n", 1)[0]
-    if head.strip() == "# @package _global_":
-        return ""
-    return ".".join(path.parent.relative_to(paths.conf_dir()).parts)
-
-
-def leaves(tree: object, prefix: str = "") -> Iterator[str]:
-    """Dotted keys of the leaves of a nested dict (a list is one leaf)."""
-    if isinstance(tree, dict) and tree:
-        for key, value in tree.items():
-            yield from leaves(value, f"{prefix}.{key}" if prefix else str(key))
-    elif prefix:
-        yield prefix
-
-
-def file_keys(path: Path) -> set[str]:
-    """The keys an option file sets, as full dotted keys of the composed config."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    data.pop("defaults", None)
-    data.pop("hydra", None)
-    package = _package(path)
-    return {f"{package}.{k}" if package else k for k in leaves(data)}
 
 
 def files_composed(cfg: DictConfig) -> set[Path]:
@@ -173,15 +143,36 @@ def follow_interpolations(cfg: DictConfig, reads: Reads) -> None:
                 pending.extend(k for k in values if k == target or k.startswith(target + "."))
 
 
-def run_recorded(tmp_path: Path, name: str, overrides: list[str]) -> tuple[Reads, set[Path]]:
-    """A tiny job of `overrides`; the keys it read and the option files it took."""
+def run_recorded(tmp_path: Path, name: str, overrides: list[str],
+                 extra: dict[str, object] | None = None) -> tuple[Reads, set[Path]]:  # fmt: skip
+    """A tiny job of `overrides` (and `extra` keys set in the composed config, as a file would
+    set them); the keys it read and the option files it took."""
     cfg, choices = compose_train([*TINY, f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
                                   *overrides])  # fmt: skip
+    with open_dict(cfg):
+        for key, value in (extra or {}).items():
+            OmegaConf.update(cfg, key, value)
     with recording() as reads:
         outcome = run_job(cfg, Job(tmp_path / name, choices))
     assert outcome.status == "FINISHED", (name, outcome.reason)
     follow_interpolations(cfg, reads)
     return reads, files_composed(cfg)
+
+
+# read with a default only when Hydra's choices lack the group, which a composed run never does
+# (labels.tags: the her label), so a `+her.name` changes nothing and is rightly refused
+FALLBACK_READS = {"her.name"}
+
+
+def undeclared(reads: Reads) -> set[str]:
+    """Keys a run read that no file of conf/ declares (Hydra's own, its defaults lists and the
+    WHOLE subtrees aside): those a `+key` could add that keys.check_added_keys would refuse
+    although read."""
+    declared = declared_keys()
+    return {k for k in reads.keys - FALLBACK_READS
+            if k.split(".", 1)[0].split("[", 1)[0] not in ("hydra", "defaults")
+            and not any(k == w or k.startswith(w + ".") for w in WHOLE)
+            and k not in declared and not any(d.startswith(k + ".") for d in declared)}  # fmt: skip
 
 
 def unread(runs: list[tuple[Reads, set[Path]]],
@@ -212,11 +203,14 @@ def test_every_key_of_every_option_file_is_read(tmp_path: Path) -> None:
                if not any(p in files for _, files in runs)]  # fmt: skip
     assert not untaken, f"no composition takes {untaken}: add one to compositions()"
     assert unread(runs) == {}, "keys nothing reads (remove them, or read and test them)"
+    read_undeclared = set().union(*(undeclared(reads) for reads, _ in runs))
+    assert not read_undeclared, f"keys read but declared in no file of conf/: {read_undeclared}"
 
 
 def test_a_key_nothing_reads_is_found(tmp_path: Path) -> None:
     # her.ring_len: the kind of key this test exists for (the mid ring is the compiled HER_RING)
-    reads, files = run_recorded(tmp_path, "dead", ["+her.ring_len=512"])
+    # (set as a stale file would set it: a +her.ring_len=512 override is refused before the job)
+    reads, files = run_recorded(tmp_path, "dead", [], {"her.ring_len": 512})
     assert not reads.covers("her.ring_len")
     assert reads.covers("her.threshold") and reads.covers("isv.slots.her.her_threshold")
     assert paths.conf_dir() / "her" / "common" / "inject.yaml" in files
@@ -224,3 +218,29 @@ def test_a_key_nothing_reads_is_found(tmp_path: Path) -> None:
     stale = tmp_path / "backward_with_ring.yaml"  # an option file that still sets it
     stale.write_text("# @package _global_\nher:\n  threshold: 1.5\n  ring_len: 512\n")
     assert unread([(reads, files | {stale})], [stale]) == {str(stale): ["her.ring_len"]}
+
+
+def test_an_added_key_nothing_reads_is_refused_with_the_nearest_declared_one() -> None:
+    cfg, _ = compose_train([*TINY, "+agent.gama=0.5"])
+    with pytest.raises(
+        ConfigError,
+        match=r"^\+agent\.gama=0\.5: no file of conf/ declares "
+        r"agent\.gama, so nothing would read it; did you mean agent\.gamma=0\.5 ",
+    ):
+        plan_run(cfg)
+    with pytest.raises(ConfigError, match=r"\+\+her\.closed_rings=8: .* her\.closed_ring=8 "):
+        check_added_keys(["++her.closed_rings=8"])
+    with pytest.raises(ConfigError, match=r"\+her\.ring_len=512: .* remove it, or declare it"):
+        check_added_keys(["+her.ring_len=512"])
+
+
+def test_no_legitimate_addition_is_refused() -> None:
+    declared = sorted(declared_keys())
+    assert "agent.gamma" in declared and "debug.market_ticks" in declared and "seed" in declared
+    check_added_keys([f"+{key}=1" for key in declared] + [f"++{key}=1" for key in declared])
+    check_added_keys(["+experiment=her_ablation", "+hydra/launcher=slurm", "+her/common=inject",
+                      "+hydra.job.chdir=true", "+isv.slots.extra.x={index:900,doc:x}",
+                      "+market.extra=1", "+tracking.extra=1", "agent.gama=1", "~agent.lr",
+                      "+agent.epsilon=x", "+scale=gpu", "+db@agent=x"])  # fmt: skip
+    # a key a file declares is taken where the composed options leave it out
+    plan_run(compose_train(["backend=numpy", "+debug.market_ticks=1000"])[0])

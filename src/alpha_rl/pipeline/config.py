@@ -24,6 +24,7 @@ from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
+from alpha_rl.pipeline.keys import check_added_keys, task_overrides
 from alpha_rl.pipeline.objective import Objective
 from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
@@ -308,8 +309,10 @@ def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
 
 
 def plan_run(cfg: DictConfig) -> Plan:
-    """Parse and check every section; raises ConfigError naming the first bad key. Money that
-    overflows float32 and a learner that would never update are refused too."""
+    """Parse and check every section; raises ConfigError naming the first bad key. A `+key`
+    that nothing reads, money that overflows float32 and a learner that would never update are
+    refused too."""
+    check_added_keys(task_overrides(cfg))
     run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
     check_lot_mult(env)
     plan = Plan(

@@ -1,0 +1,126 @@
+"""The keys conf/ declares, and the refusal of a `+key` that adds one nothing reads.
+
+A `+key=value` (or `++key=value`) override adds a key the composed config does not have; Hydra
+takes any, so a typo (`+agent.gama=0.5`) is logged as a param and silently does nothing. Which
+added keys are read is only known by running the code (tests/test_config_keys.py records the
+reads of whole runs); before any work, the safe test is the set of keys that the files of conf/
+declare: every key the code reads is declared in an option file (that test fails otherwise), so
+an added key that no file declares is read by nothing and is refused, with the nearest declared
+key as a did-you-mean. The test cannot refuse a legitimate `+`:
+- a key some option file declares is taken, even where the composed options do not declare it
+  (`+debug.market_ticks=500`: the synthetic market reads it through `oc.select`);
+- a group selection (`+experiment=her_ablation`, `+hydra/launcher=slurm`) is Hydra's to check;
+- Hydra's own keys (`hydra.`) are Hydra's, and the subtrees whose parsers take every key and
+  judge it themselves (WHOLE: `isv.slots` declares slots, `market` and `tracking` refuse unknown
+  keys naming them) are left to those parsers.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from functools import cache
+from pathlib import Path
+
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from alpha_rl import paths
+from alpha_rl.errors import ConfigError
+
+# Hydra's own (launchers), which Hydra reads; the kill check's settings, which
+# alpha-rl-kill-check loads from conf/kill_criteria/ itself (not a group of train.yaml)
+SKIP_GROUPS = ("hydra", "kill_criteria")
+# subtrees a parser takes whole (to_container) and checks field by field, refusing unknown and
+# missing ones: the ISV slots (isv._parse_slot), the market (market.config) and tracking
+# (TrackingConfig.from_cfg)
+WHOLE = ("isv.slots", "market", "tracking")
+
+
+def option_files() -> list[Path]:
+    """Every option file of every config group (conf/<group>[/<sub>]/<option>.yaml)."""
+    conf = paths.conf_dir()
+    grouped = [p for p in conf.rglob("*.yaml") if p.parent != conf]
+    return sorted(p for p in grouped if p.relative_to(conf).parts[0] not in SKIP_GROUPS)
+
+
+def _package(path: Path) -> str:
+    """Where a file's keys land: the root with `# @package _global_`, else its group path."""
+    head = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    if head.strip() == "# @package _global_":
+        return ""
+    return ".".join(path.parent.relative_to(paths.conf_dir()).parts)
+
+
+def leaves(tree: object, prefix: str = "") -> Iterator[str]:
+    """Dotted keys of the leaves of a nested dict (a list is one leaf)."""
+    if isinstance(tree, dict) and tree:
+        for key, value in tree.items():
+            yield from leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    elif prefix:
+        yield prefix
+
+
+def file_keys(path: Path) -> set[str]:
+    """The keys a config file sets, as full dotted keys of the composed config."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.pop("defaults", None)
+    data.pop("hydra", None)
+    package = _package(path)
+    return {f"{package}.{k}" if package else k for k in leaves(data)}
+
+
+@cache
+def declared_keys() -> frozenset[str]:
+    """The keys that conf/train.yaml and the option files of its groups declare."""
+    keys = file_keys(paths.conf_dir() / "train.yaml")
+    for path in option_files():
+        keys |= file_keys(path)
+    return frozenset(keys)
+
+
+def task_overrides(cfg: DictConfig) -> list[str]:
+    """The command line's overrides of the job `cfg` is: its `hydra` node's (a config composed
+    with Hydra's), else the running Hydra job's; [] outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    task = OmegaConf.select(cfg, "hydra.overrides.task", default=None)
+    if task is None and HydraConfig.initialized():
+        task = HydraConfig.get().overrides.task
+    return [] if task is None else [str(o) for o in task]
+
+
+def _is_group(key: str) -> bool:
+    """Whether an override's key selects a config group (`experiment`, `hydra/launcher`)."""
+    return "/" in key or (paths.conf_dir() / key).is_dir()
+
+
+def _left_to_others(key: str) -> bool:
+    """Hydra's keys and those under a subtree whose own parser judges every key (WHOLE)."""
+    return key.split(".", 1)[0] == "hydra" or any(
+        key == w or key.startswith(w + ".") for w in WHOLE
+    )
+
+
+def check_added_keys(overrides: Iterable[str]) -> None:
+    """Refuse (ConfigError) a `+key=...` or `++key=...` whose key no file of conf/ declares:
+    nothing would read it (see the module docstring for what is never refused)."""
+    declared = declared_keys()
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if not (override.is_add() or override.is_force_add()):
+            continue
+        key = override.key_or_group
+        if override.package is not None or _is_group(key) or _left_to_others(key):
+            continue
+        if key in declared or any(k.startswith(key + ".") for k in declared):
+            continue
+        near = difflib.get_close_matches(key, sorted(declared), n=1, cutoff=0.6)
+        value = override.input_line.split("=", 1)[1] if "=" in override.input_line else "..."
+        fix = (
+            f"did you mean {near[0]}={value} (a declared key: set it without the +)?"
+            if near
+            else "remove it, or declare it in the option file of the code that reads it"
+        )
+        raise ConfigError(f"{override.input_line}: no file of conf/ declares {key}, so nothing "
+                          f"would read it; {fix} (see conf/)")  # fmt: skip
