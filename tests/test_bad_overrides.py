@@ -105,7 +105,7 @@ def _tracking(uri: str) -> TrackingConfig:
 
 @pytest.mark.parametrize(
     "uri",
-    ["sqlite:///mlflow.db", "sqlite:////abs/m.db", "postgresql://u@host:5432/db",
+    ["sqlite:///mlflow.db", "sqlite:////tmp/m.db", "postgresql://u@host:5432/db",
      "postgresql+psycopg2://u@host/db", "mysql://u@host/db", "mysql+pymysql://u@host/db",
      "mssql://u@host/db", "mssql+pyodbc://u@host/db", "http://127.0.0.1:5000",
      "https://mlflow.example.org", "databricks", "databricks://profile"],
@@ -129,3 +129,15 @@ def test_a_tracking_uri_mlflow_cannot_track_into_is_refused(uri: str, says: str)
     what = "MLFLOW_TRACKING_PASSWORD" if "password" in says else "sqlite:///"  # what to do
     with pytest.raises(ConfigError, match=rf"tracking\.uri='{shown}'.*{says}.*{what}"):
         _tracking(uri)
+
+
+def test_an_sqlite_store_whose_directory_does_not_exist_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative path is taken from the working directory
+    says = rf"^tracking\.uri='sqlite:///runs/m\.db': the SQLite store's directory {tmp_path}/runs "
+    with pytest.raises(ConfigError, match=says + "does not exist"):
+        _tracking("sqlite:///runs/m.db")
+    assert not (tmp_path / "runs").exists()
+    (tmp_path / "runs").mkdir()
+    assert _tracking("sqlite:///runs/m.db").uri == "sqlite:///runs/m.db"

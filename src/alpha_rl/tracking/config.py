@@ -81,6 +81,7 @@ class TrackingConfig:
                     f"tracking.uri={shown!r} is not a tracking URI MLflow can store runs "
                     f"in; use {ACCEPTED_URIS}",
                 ),
+                sqlite_directory_exists(uri, shown),
                 (
                     bool(self.experiment.strip()) and len(self.experiment) <= 500,
                     f"tracking.experiment={self.experiment!r}: needs 1..500 characters",
@@ -140,6 +141,18 @@ class TrackingConfig:
             WHERE,
         )
         return cls(**{name: _CONVERT[name](name, data[name]) for name in names})
+
+
+def sqlite_directory_exists(uri: str, shown: str) -> tuple[bool, str]:
+    """(ok, message): an SQLite store's directory must exist (a relative path is taken from the
+    working directory), so that a mistyped path is refused instead of made."""
+    path = sqlite_file(uri)
+    if path is None or path.parent.is_dir():
+        return True, ""
+    return False, (
+        f"tracking.uri={shown!r}: the SQLite store's directory {path.parent} does not exist "
+        "(a relative path is taken from the working directory); create it or fix the path"
+    )
 
 
 def check_launcher(cfg: TrackingConfig, launcher: str, mountinfo: Path = MOUNTINFO) -> str | None:
