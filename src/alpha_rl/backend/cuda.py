@@ -42,6 +42,23 @@ def import_pycuda():
     return drv
 
 
+def free_device_memory(device: int = 0) -> int:
+    """Bytes free on CUDA device `device` (cuMemGetInfo), asked before the backend opens: its
+    primary context (the one CudaBackend uses) is retained for the query and released after."""
+    drv = import_pycuda()
+    count = drv.Device.count()
+    if not 0 <= device < count:
+        raise BackendError(f"CUDA device {device} requested, {count} present")
+    ctx = drv.Device(device).retain_primary_context()
+    ctx.push()
+    try:
+        free, _total = drv.mem_get_info()
+    finally:
+        drv.Context.pop()
+        ctx.detach()
+    return int(free)
+
+
 class CudaBackend(Backend):
     """Device arrays are pycuda GPUArrays on GPU `device`."""
 

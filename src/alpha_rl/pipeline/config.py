@@ -25,6 +25,7 @@ from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
 from alpha_rl.pipeline.keys import check_added_keys, task_overrides
+from alpha_rl.pipeline.memory import check_memory
 from alpha_rl.pipeline.objective import Objective
 from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
@@ -310,8 +311,8 @@ def learner_updates(run: RunConfig, agent: AgentConfig) -> int:
 
 def plan_run(cfg: DictConfig) -> Plan:
     """Parse and check every section; raises ConfigError naming the first bad key. A `+key`
-    that nothing reads, money that overflows float32 and a learner that would never update are
-    refused too."""
+    that nothing reads, money that overflows float32, a learner that would never update and a
+    run the machine's memory cannot hold are refused too."""
     check_added_keys(task_overrides(cfg))
     run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
     check_lot_mult(env)
@@ -330,6 +331,7 @@ def plan_run(cfg: DictConfig) -> Plan:
         objective=Objective.from_cfg(cfg),
     )
     check_plan(plan)
+    check_memory(plan, settings.integer(cfg, "isv.size", lambda v: v >= 1, ">= 1", "conf/isv/"))
     return plan
 
 

@@ -1,0 +1,300 @@
+"""The memory a run allocates, estimated from its plan before anything is, and refused when the
+machine cannot hold it.
+
+`estimate(plan, isv_size)` adds up, part by part, the arrays the run's objects allocate on the
+backend, from the shapes their constructors use: the replay (replay.py), the learner's networks
+with Adam's moments, the target and the gradient (agent.py), the learner's activation and batch
+buffers, the n-step rings (nstep.py), HER's state and forward ring (hindsight.py), the training,
+evaluation and probe environments (env.py, pipeline/evaluate.py, pipeline/probe.py) and the
+ISV. A test builds a run and compares the estimate with the bytes its backend allocated. On the
+numpy backend the host also holds, for a moment, what the parameter initialisation and the
+kernels' NumPy oracles compute along the way (`transient`: the largest of their peaks, from
+per-element figures a test measures); on the cuda backend the host holds the initialisation's
+peak. Not counted, as the run is checked before the
+market is built: the market's series and the books each environment uploads (4 float32 [T, L]
+sides: tens of MB for 200,000 ticks), nor the CUDA context, a CUDA graph or a checkpoint's host
+copies.
+
+`check_memory(plan, isv_size)` compares the estimate with what is free where the run will
+allocate: psutil's available host memory for the numpy backend, and for the cuda backend the
+device's free memory (asked of the driver lazily: alpha_rl.backend.cuda.free_device_memory) and
+the host's for the initialisation. A run that does not fit is refused (ConfigError) naming the
+figure in GiB, what is available and the key to change.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import psutil
+
+from alpha_rl.agent import ACTIONS, MAX_SPLITS, SPLIT_ROWS, AgentConfig, NetLayout
+from alpha_rl.env import OUT_F32, OUT_I32, OUT_U8, STATE_F32, STATE_I32, STATS, EnvConfig
+from alpha_rl.errors import ConfigError
+from alpha_rl.hindsight import ENV_STATE, HerConfig
+from alpha_rl.kernels import dqn, her, per
+from alpha_rl.reference.per import STATE_WORDS, tree_layout
+from alpha_rl.reference.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
+from alpha_rl.replay import ReplayConfig
+
+if TYPE_CHECKING:
+    from alpha_rl.pipeline.config import Plan
+
+GIB = 2**30
+F32, I32, U8, U64 = 4, 4, 1, 8  # bytes per element
+# host bytes the parameter initialisation and the NumPy oracles hold for a moment on top of the
+# run's arrays; tests/pipeline/test_memory.py measures each with tracemalloc (the figure in
+# brackets) and a whole run's peak, and holds these above them
+INIT_BYTES_PER_PARAM = 80  # init_params: Philox words over P indices, float64 uniforms (76)
+ADAM_BYTES_PER_PARAM = 24  # dqn_adam's float32 temporaries (20)
+SAMPLE_BYTES_PER_ROW = 24_000  # per_sample's lane sums and scans per batch row (21,600)
+REBUILD_BYTES_PER_LEAF = 16  # per_tree_reduce's level sums (11.7)
+ENV_BYTES_PER_ENV = 256  # env step, perception, reward diagnostics, HER, push per env (185)
+ENV_BYTES_PER_FEATURE = 16  # ... and per feature of h_t per env (12)
+GEMM_BYTES_PER_VALUE = 10  # a layer's product, bias, ReLU and mask per row and unit (8 to 9)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes by part: `arrays` on the backend; `peaks`, what the host holds for a moment on top
+    of them (the parameters' initialisation on either backend, the NumPy oracles' on numpy)."""
+
+    arrays: dict[str, int]
+    peaks: dict[str, int]
+
+    @property
+    def device(self) -> int:
+        """Bytes the backend's arrays take."""
+        return sum(self.arrays.values())
+
+    @property
+    def init(self) -> int:
+        """The host's peak while the parameters are initialised."""
+        return self.peaks["initialisation"]
+
+    @property
+    def transient(self) -> int:
+        """The host's largest peak on the numpy backend."""
+        return max(self.peaks.values())
+
+    @property
+    def host_numpy(self) -> int:
+        """Bytes the host needs on the numpy backend: the arrays and the largest peak."""
+        return self.device + self.transient
+
+    def host_parts(self) -> dict[str, int]:
+        """The arrays and the largest peak, by name, for the numpy backend."""
+        name = max(self.peaks, key=lambda k: self.peaks[k])
+        return self.arrays | {f"peak of the {name}": self.transient}
+
+
+def gib(size: int) -> str:
+    """Bytes as GiB with 3 significant figures."""
+    return f"{size / GIB:.3g} GiB"
+
+
+def env_bytes(cfg: EnvConfig, num_envs: int, rc_stride: int) -> int:
+    """Environment's arrays for `num_envs` envs (its book upload aside)."""
+    n, p = num_envs, cfg.perception
+    size = (len(STATE_I32) + len(OUT_I32)) * n * I32
+    size += (len(STATE_F32) + len(OUT_F32) + len(STATS)) * n * F32 + len(OUT_U8) * n * U8
+    size += n * rc_stride * F32 + DECOMP_ROWS * decomp_cols(rc_stride) * F32
+    size += len(p.horizons) * I32
+    if p.projection:
+        size += (p.features * p.hidden_dim + p.hidden_dim) * F32
+    return size + blocks(n) * block_sums(rc_stride) * F32 + U64
+
+
+def replay_bytes(cfg: ReplayConfig, obs_dim: int, max_push: int, discounts: bool) -> int:
+    """Replay's arrays: storage, leaves, the sum and max trees, counters and the batch."""
+    N, M = cfg.capacity, cfg.batch_size
+    layout, tree = tree_layout(N)
+    size = 2 * N * obs_dim * F32 + N * (I32 + 2 * F32 + U8 + F32) + 2 * tree * F32 + F32
+    size += STATE_WORDS * U64 + -(-max_push // per.PUSH_BLOCK) * U64 + M * (I32 + 2 * F32)
+    return size + (N * F32 if discounts else 0) + layout.nbytes
+
+
+def net_buffers(layout: NetLayout, rows: int) -> int:
+    """QNetwork.buffers(rows): activations and their gradients per layer, the dueling
+    combination, the split-K scratch of the weight gradients."""
+    widths = sum(ly.n_out for ly in layout.layers)
+    splits = max(1, min(MAX_SPLITS, rows // SPLIT_ROWS))
+    biggest = max(ly.n_in * ly.n_out for ly in layout.layers)
+    size = 2 * rows * widths + (rows * layout.outputs if layout.dueling else 0)
+    return (size + (splits * biggest if splits > 1 else 0)) * F32
+
+
+def net_layout(agent: AgentConfig, obs_dim: int) -> NetLayout:
+    """The learner's network layout."""
+    atoms = agent.atoms if agent.distributional else 1
+    return NetLayout.build(obs_dim, agent.hidden, ACTIONS, agent.dueling, atoms)
+
+
+def network_bytes(agent: AgentConfig, layout: NetLayout, obs_dim: int, alpha: bool) -> int:
+    """Learner's parameters: theta, target, Adam's m and v and the gradient (noisy: mu and sigma
+    each, and the composed weights), counters, the aux head, w_α's state."""
+    P = layout.size
+    n = 2 * P if agent.noisy else P
+    size = 5 * n * F32 + dqn.COUNTERS * U64 + F32 + (obs_dim + 1) * F32
+    if agent.noisy:
+        size += 2 * P * I32 + 4 * P * F32  # unit_in, unit_out; act, learn (2P), noise
+    return size + (4 * ACTIONS * F32 if alpha else 0)
+
+
+def learner_buffer_bytes(agent: AgentConfig, layout: NetLayout, obs_dim: int, num_envs: int,
+                         batch: int, alpha: bool) -> int:  # fmt: skip
+    """Learner's buffers: acting over the envs, the update's forward of 2 x batch rows and the
+    target's of batch rows, the gathered batch and its scratch."""
+    B, M, H = num_envs, batch, obs_dim
+    atoms = agent.atoms if agent.distributional else 1
+    size = net_buffers(layout, B) + net_buffers(layout, 2 * M) + net_buffers(layout, M)
+    size += (B * ACTIONS * F32 if agent.distributional else 0) + 2 * M * H * F32
+    size += M * (I32 + 2 * F32 + U8 + F32) + M * layout.outputs * F32
+    size += M * F32 if agent.n_step > 1 else 0
+    size += (M * atoms * F32 + U64) if agent.distributional else 0
+    size += 2 * M * F32 if alpha else 0
+    return size + B * (I32 + F32) + -(-B // dqn.AUX_ROWS) * (H + 3) * F32
+
+
+def nstep_bytes(num_envs: int, obs_dim: int, n: int) -> int:
+    """nstep.allocate: the n-step rings and the staged transitions (none with n = 1)."""
+    if n == 1:
+        return 0
+    B, H = num_envs, obs_dim
+    state = n * B * H * F32 + n * B * (I32 + F32) + 3 * B * I32
+    return state + B * n * U8 + 2 * B * n * H * F32 + B * n * (I32 + 3 * F32)
+
+
+def her_bytes(cfg: HerConfig | None, num_envs: int, obs_dim: int) -> int:
+    """Hindsight's per-env state and counters, and with forward HER the ring of closed trades."""
+    if cfg is None:
+        return 0
+    B, R = num_envs, cfg.closed_ring
+    size = sum((B * her.RING if k == "mid_ring" else B) * np.dtype(dt).itemsize
+               for k, dt in ENV_STATE.items()) + her.COUNTERS * U64  # fmt: skip
+    if cfg.forward:
+        sizes = {"R": R, "R*H": R * obs_dim}
+        size += sum(sizes[n] * np.dtype(dt).itemsize for dt, n in her.RING_ARRAYS.values())
+        size += STATE_WORDS * U64 + -(-B // her.BLOCK) * U64
+    return size
+
+
+def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
+    """The evaluation's environments, greedy policy and observation, the probe's environment
+    and observations, and ProbeLoss's inputs and buffers (pipeline/evaluate.py, probe.py)."""
+    ev, agent, stride = plan.eval, plan.agent, plan.reward.stride
+    E, n, H = ev.num_envs, ev.probe.size, obs_dim
+    q = (lambda rows: rows * ACTIONS * F32) if agent.distributional else (lambda rows: 0)
+    policy = net_buffers(layout, E) + q(E) + E * (I32 + F32) + dqn.COUNTERS * U64 + E * H * F32
+    probe_env = env_bytes(plan.env, ev.probe.envs, stride) + 2 * ev.probe.envs * H * F32
+    loss = 2 * n * H * F32 + n * (I32 + 3 * F32) + net_buffers(layout, 2 * n)
+    loss += net_buffers(layout, n) + q(2 * n) + q(n) + n * F32 + n * ACTIONS * F32 + F32
+    return env_bytes(plan.env, E, stride) + policy + probe_env + loss
+
+
+def estimate(plan: Plan, isv_size: int) -> Estimate:
+    """The run's allocations by part (the books aside: see the module docstring)."""
+    env, agent, H = plan.env, plan.agent, plan.env.perception.dim
+    B, alpha = env.num_envs, plan.alpha is not None
+    layout = net_layout(agent, H)
+    arrays = {
+        "replay": replay_bytes(plan.replay, H, plan.max_push, agent.n_step > 1),
+        "networks": network_bytes(agent, layout, H, alpha),
+        "learner buffers": learner_buffer_bytes(agent, layout, H, B, plan.replay.batch_size, alpha),
+        "n-step rings": nstep_bytes(B, H, agent.n_step),
+        "HER": her_bytes(plan.her, B, H),
+        "environments": env_bytes(env, B, plan.reward.stride) + 2 * B * H * F32 + isv_size * F32,
+        "evaluation": evaluation_bytes(plan, layout, H),
+    }
+    return Estimate(arrays, peaks(plan, layout, H))
+
+
+def peaks(plan: Plan, layout: NetLayout, obs_dim: int) -> dict[str, int]:
+    """The host's peaks above the arrays: the parameters' initialisation, and the NumPy oracles
+    of Adam's step, a batch's sampling, the tree's rebuild, and the env kernels with a forward
+    over the most rows at once (the constants above)."""
+    agent, ev, rp = plan.agent, plan.eval, plan.replay
+    params = layout.size * (2 if agent.noisy else 1)
+    envs = max(plan.env.num_envs, ev.num_envs, ev.probe.envs)
+    rows = max(plan.env.num_envs, 2 * rp.batch_size, ev.num_envs, 2 * ev.probe.size)
+    width = max(max(ly.n_in, ly.n_out) for ly in layout.layers)
+    step = envs * (ENV_BYTES_PER_ENV + ENV_BYTES_PER_FEATURE * obs_dim)
+    return {
+        "initialisation": INIT_BYTES_PER_PARAM * layout.size,
+        "Adam step": ADAM_BYTES_PER_PARAM * params,
+        "batch sampling": SAMPLE_BYTES_PER_ROW * rp.batch_size,
+        "tree rebuild": REBUILD_BYTES_PER_LEAF * rp.capacity,
+        "env step": step + GEMM_BYTES_PER_VALUE * rows * width,
+    }
+
+
+def host_available() -> int:
+    """Bytes of host memory available to a new allocation (psutil)."""
+    return int(psutil.virtual_memory().available)
+
+
+def backend_of(plan: Plan) -> str:
+    """Where the run will allocate, as far as it is known before the backend opens: "numpy", or
+    "cuda" (backend=cuda, or backend=auto where pycuda finds a device)."""
+    name = plan.backend.name
+    if name != "auto":
+        return name
+    if importlib.util.find_spec("pycuda") is None:
+        return "numpy"
+    from alpha_rl.backend.select import probe_gpu
+
+    return "cuda" if probe_gpu(plan.backend.device).usable else "numpy"
+
+
+def check_memory(plan: Plan, isv_size: int) -> Estimate:
+    """The run's estimate, refused (ConfigError) when it exceeds what is free where the run
+    allocates; see the module docstring."""
+    est = estimate(plan, isv_size)
+    if backend_of(plan) == "cuda":
+        from alpha_rl.backend.cuda import free_device_memory
+
+        device = plan.backend.device
+        _refuse(plan, est.arrays, free_device_memory(device), f"CUDA device {device}'s memory")
+        _refuse(plan, {"initialisation": est.init}, host_available(),
+                "host memory to initialise the parameters")  # fmt: skip
+    else:
+        _refuse(plan, est.host_parts(), host_available(), "host memory (numpy backend)")
+    return est
+
+
+def keys_to_lower(plan: Plan, part: str) -> str:
+    """The settings that size `part` of the estimate, with their values."""
+    rp, agent, ev, B = plan.replay, plan.agent, plan.eval, plan.env.num_envs
+    hidden = f"agent.hidden={list(agent.hidden)}"
+    return {
+        "replay": f"replay.capacity_log2={rp.capacity_log2}",
+        "networks": hidden,
+        "initialisation": hidden,
+        "peak of the initialisation": hidden,
+        "peak of the Adam step": hidden,
+        "peak of the batch sampling": f"replay.batch_size={rp.batch_size}",
+        "peak of the tree rebuild": f"replay.capacity_log2={rp.capacity_log2}",
+        "peak of the env step": f"env.num_envs={B}, eval.num_envs={ev.num_envs} or {hidden}",
+        "learner buffers": f"replay.batch_size={rp.batch_size}, env.num_envs={B} or {hidden}",
+        "n-step rings": f"agent.n_step={agent.n_step} or env.num_envs={B}",
+        "HER": f"her.closed_ring={plan.her.closed_ring if plan.her else 0} or env.num_envs={B}",
+        "environments": f"env.num_envs={B}",
+        "evaluation": f"eval.num_envs={ev.num_envs} or eval.probe.size={ev.probe.size}",
+    }[part]
+
+
+def _refuse(plan: Plan, parts: dict[str, int], free: int, what: str) -> None:
+    """ConfigError when the parts' sum exceeds `free` bytes, naming the largest parts and the
+    keys of the largest."""
+    need = sum(parts.values())
+    if need <= free:
+        return
+    ranked = sorted(parts.items(), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{name} {gib(size)}" for name, size in ranked[:3] if size)
+    raise ConfigError(
+        f"the run needs about {gib(need)} of {what} ({shown}), but {gib(free)} is available; "
+        f"lower {keys_to_lower(plan, ranked[0][0])}"
+    )

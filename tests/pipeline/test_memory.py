@@ -1,0 +1,162 @@
+"""The memory estimate matches what a run allocates, and a run that does not fit is refused."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from alpha_rl.agent import NetLayout, init_params
+from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import ConfigError
+from alpha_rl.pipeline import memory
+from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.evaluate import Evaluator
+from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.reference.dqn import dqn_adam
+from alpha_rl.reference.experience import start_ticks
+from alpha_rl.session import open_session
+from tests.helpers import compose_train
+
+TINY = ["backend=numpy", "debug=tiny"]
+
+
+def _book_uploads(book, history: int) -> int:
+    """What one Environment uploads of its book (not in the estimate: see pipeline/memory.py)."""
+    last = book.session_last()
+    return 4 * book.T * book.L * 4 + last.nbytes + start_ticks(last, history).nbytes
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [[], ["her=forward", "agent=rainbow", "alpha='off'"], ["alpha='on'", "agent.dueling=true"],
+     ["her='off'", "agent=dqn_nstep3", "env.perception.projection=false"],
+     ["agent=dqn_c51", "env.num_envs=300", "her.closed_ring=512", "replay.batch_size=300",
+      "eval.probe.size=600"]],
+)  # fmt: skip
+def test_the_estimate_is_what_a_run_allocates(monkeypatch: pytest.MonkeyPatch,
+                                              overrides: list[str]) -> None:  # fmt: skip
+    allocated = []
+    for name in ("zeros", "alloc", "upload"):
+        method = getattr(NumpyBackend, name)
+        monkeypatch.setattr(NumpyBackend, name, lambda self, *a, _m=method: allocated.append(
+            _m(self, *a)) or allocated[-1])  # fmt: skip
+    cfg, choices = compose_train([*TINY, *overrides])
+    plan = plan_run(cfg)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        Evaluator(session, market.heldout, plan, trainer.learner)
+    history = max(plan.env.perception.horizons)
+    books = _book_uploads(market.train, history) + 2 * _book_uploads(market.heldout, history)
+    probe = plan.eval.probe
+    actions = probe.steps * probe.envs * 4  # the probe's per-step action uploads, let go at once
+    est = memory.estimate(plan, int(cfg.isv.size))
+    assert sum(a.nbytes for a in allocated) - books - actions == est.device
+    assert (est.arrays["HER"] > 0) == (plan.her is not None)
+    assert (est.arrays["n-step rings"] > 0) == (plan.agent.n_step > 1)
+
+
+def test_the_initialisation_and_adam_peaks_per_parameter_stay_below_the_estimates() -> None:
+    layout = NetLayout.build(32, (300, 300), 3, False)
+    tracemalloc.start()
+    init_params(layout, 0)
+    _, init_peak = tracemalloc.get_traced_memory()
+    n = layout.size
+    grad, m, v, param, target = (np.full(n, 0.5, np.float32) for _ in range(5))
+    counters, stats = np.array([3, 0, 0, 0], np.uint64), np.array([5.0], np.float32)
+    held = tracemalloc.get_traced_memory()[0]  # the arrays above: the run's own, not transient
+    tracemalloc.reset_peak()
+    dqn_adam(grad, stats, counters, param, m, v, target, n, 1e-3, 0.9, 0.999, 1e-8, 1.0, 0.0, 1000)
+    adam_peak = tracemalloc.get_traced_memory()[1] - held
+    tracemalloc.stop()
+    assert 0.8 * memory.INIT_BYTES_PER_PARAM < init_peak / n <= memory.INIT_BYTES_PER_PARAM
+    assert 0.7 * memory.ADAM_BYTES_PER_PARAM < adam_peak / n <= memory.ADAM_BYTES_PER_PARAM
+
+
+def _peak_above(run) -> int:
+    """Bytes `run()` held at its peak above what was held before it (tracemalloc running)."""
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    run()
+    return tracemalloc.get_traced_memory()[1] - held
+
+
+@pytest.mark.parametrize(
+    ("overrides", "largest"),
+    [([], "batch sampling"),
+     (["agent.hidden=[512,512]"], "Adam step"),
+     (["replay.capacity_log2=17"], "tree rebuild"),
+     (["agent.hidden=[256]", "env.num_envs=1024", "her.closed_ring=1024",
+       "replay.capacity_log2=12"], "env step"),
+     (["agent=rainbow", "env.perception.hidden_dim=64"], "batch sampling")],
+)  # fmt: skip
+def test_a_run_s_host_peak_on_numpy_stays_below_its_estimate(overrides: list[str],
+                                                             largest: str) -> None:  # fmt: skip
+    cfg, choices = compose_train([*TINY, "agent.learn_start=3", *overrides])
+    plan = plan_run(cfg)
+    market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
+    with open_session(cfg, choices) as session:
+        trainer = Trainer(session, market.train, plan)
+        evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+        tracemalloc.start()
+        measured = max([_peak_above(trainer.step) for _ in range(6)] + [_peak_above(evaluator.run)])
+        tracemalloc.stop()
+    oracles = {k: v for k, v in memory.estimate(plan, int(cfg.isv.size)).peaks.items()
+               if k != "initialisation"}  # measured above  # fmt: skip
+    assert max(oracles, key=lambda k: oracles[k]) == largest
+    assert measured <= max(oracles.values()) <= 2 * measured
+
+
+@pytest.mark.parametrize(
+    ("overrides", "available", "says"),
+    [(["replay.capacity_log2=30"], "2 GiB",
+      r"\(replay [0-9.]+ GiB.*lower replay\.capacity_log2=30$"),
+     (["agent.hidden=[100000,100000]"], "2 GiB",
+      r"\(peak of the initialisation [0-9.]+ GiB, networks .*lower agent\.hidden=\[100000, "
+      r"100000\]$"),
+     (["eval.num_envs=20000"], "0.00098 GiB",
+      r"\(peak of the env step [0-9.]+ GiB, evaluation .*lower env\.num_envs=8, "
+      r"eval\.num_envs=20000 or agent\.hidden=\[16\]$")],
+)  # fmt: skip
+def test_a_run_the_host_cannot_hold_is_refused_naming_the_key(
+    monkeypatch: pytest.MonkeyPatch, overrides: list[str], available: str, says: str
+) -> None:
+    free = int(float(available.split()[0]) * memory.GIB) + 1
+    monkeypatch.setattr(memory, "host_available", lambda: free)
+    cfg, _ = compose_train([*TINY, *overrides])
+    with pytest.raises(ConfigError, match=r"^the run needs about [0-9.e-]+ GiB of host memory "
+                                          r"\(numpy backend\) " + says) as caught:  # fmt: skip
+        plan_run(cfg)
+    assert f"but {available} is available" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_run_that_fits_passes_and_reports_its_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, _ = compose_train(TINY)
+    est = memory.check_memory(plan_run(cfg), int(cfg.isv.size))
+    monkeypatch.setattr(memory, "host_available", lambda: est.host_numpy - 1)
+    with pytest.raises(ConfigError, match="of host memory"):
+        plan_run(cfg)
+    monkeypatch.setattr(memory, "host_available", lambda: est.host_numpy)
+    plan_run(cfg)
+
+
+def test_the_cuda_backend_is_checked_against_the_device_and_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from alpha_rl.backend import cuda
+
+    cfg, _ = compose_train([*TINY, "backend=cuda"])
+    asked = []
+    monkeypatch.setattr(cuda, "free_device_memory", lambda device: asked.append(device) or 1024)
+    with pytest.raises(ConfigError, match=r"of CUDA device 0's memory \(.*but 9\.54e-07 GiB"):
+        plan_run(cfg)
+    assert asked == [0]
+    monkeypatch.setattr(cuda, "free_device_memory", lambda device: 2**40)
+    monkeypatch.setattr(memory, "host_available", lambda: 1024)
+    with pytest.raises(ConfigError, match=r"of host memory to initialise the parameters "
+                                          r"\(initialisation "):  # fmt: skip
+        plan_run(cfg)
