@@ -304,6 +304,7 @@ CASES = {
         "checkpoint metadata with_replay=1, expected true or false",
         ["resume={run}"],
     ),
+    "tracking_json_of_another_run": ("its tracking.json names 00000000", ["resume={run}"]),
     "run_dir_under_a_file": (
         "cannot be created (Not a directory [errno 20])",
         ["hydra.run.dir={tmp}/afile/run"],
@@ -314,6 +315,9 @@ CASES = {
 def damage(case: str, tmp: Path, run: Path) -> None:
     if case == "tracking_json_damaged":
         (run / "tracking.json").write_text("{")
+    elif case == "tracking_json_of_another_run":
+        record = json.loads((run / "tracking.json").read_text())
+        (run / "tracking.json").write_text(json.dumps({**record, "run_id": "0" * 32}))
     elif case == "meta_json_wrong_type":
         for saved in checkpoint.saved(run):
             path = saved / "meta.json"
