@@ -45,6 +45,38 @@ CASES = {
                                   "market.fold=None: validation=walk_forward runs one fold"),
     "interpolation_unresolved": (["env.num_envs=${nope}"], USER_ERROR,
                                  "the config cannot be resolved: Interpolation key 'nope'"),
+    # settings that cannot run, refused before any work (or once the market shows it)
+    "lr_inf": (["agent.lr=inf"], USER_ERROR,
+               "agent.lr=inf must be a finite number > 0 (Adam's learning rate); the kernels "
+               "compute in float32"),
+    "multiplier_inf": (["env.multiplier=inf"], USER_ERROR,
+                       "env.multiplier=inf must be a finite number > 0"),
+    "fee_inf": (["env.fee_per_lot=inf"], USER_ERROR,
+                "env.fee_per_lot=inf must be a finite number >= 0"),
+    "lot_beyond_float32": (["env.lot=1e39"], USER_ERROR,
+                           "env.lot=1e+39 must be a finite number > 0 (lots per position); the "
+                           "kernels compute in float32, whose largest magnitude is 3.403e+38"),
+    "pnl_beyond_float32": (["market.tick_size=1.0", "env.lot=1e19", "env.multiplier=1e19"],
+                           USER_ERROR, "a trade's PnL can reach 78 USD (the market's largest ask "
+                           "less its smallest bid) x env.multiplier x env.lot 1e+38 = 7.8e+39, "
+                           "beyond float32's largest 3.403e+38"),
+    "added_key_typo": (["+agent.gama=0.5"], USER_ERROR,
+                       "+agent.gama=0.5: no file of conf/ declares agent.gama, so nothing would "
+                       "read it; did you mean agent.gamma=0.5"),
+    "sqlite_dir_missing": (["tracking.uri=sqlite:///nonexistent/dir/x.db"], USER_ERROR,
+                           "the SQLite store's directory "),  # its path: the case's (below)
+    "learn_start_not_below_steps": (["agent.learn_start=40"], USER_ERROR,
+                                    "agent.learn_start=40 is not below steps=40: the learner "
+                                    "would never update"),
+    "batch_beyond_capacity": (["replay.batch_size=2048"], USER_ERROR,
+                              "replay.batch_size=2048 is more than the replay holds: "
+                              "2^replay.capacity_log2 = 2^10 = 1024 transitions"),
+    "eval_beyond_heldout": (["eval.steps=100000"], USER_ERROR,
+                            "eval.steps=100000 is more than the held-out part's 800 ticks"),
+    "replay_beyond_memory": (["replay.capacity_log2=30"], USER_ERROR,
+                             "of host memory (numpy backend) (replay 81 GiB"),
+    "network_beyond_memory": (["agent.hidden=[100000,100000]"], USER_ERROR,
+                              "is available; lower agent.hidden=[100000, 100000]"),
     "backend_unknown": (["backend=tpu"], HYDRA_ERROR, "Could not find 'backend/tpu'"),
     "her_unknown": (["her=sideways"], HYDRA_ERROR, "Could not find 'her/sideways'"),
     # a quotes file that parses but that the float32 kernels cannot hold: refused at its row
@@ -87,6 +119,15 @@ def test_a_bad_override_is_refused_in_one_line_without_a_traceback(
     assert any(says in line for line in out.splitlines()), out[-3000:]
     assert "Traceback" not in out
     assert not (where / "run" / "diag.jsonl").exists()  # refused before any step
+
+
+@pytest.mark.slow
+def test_a_missing_sqlite_directory_is_named_and_not_made(
+    refusals: dict[str, tuple[int, str, Path]],
+) -> None:
+    _, out, where = refusals["sqlite_dir_missing"]
+    assert f"the SQLite store's directory {where}/nonexistent/dir does not exist" in out
+    assert not (where / "nonexistent").exists()
 
 
 def test_debug_tiny_shortens_the_synthetic_market_and_leaves_a_file_market_alone() -> None:
