@@ -126,7 +126,7 @@ def test_values_that_cannot_run_are_refused_before_any_work(overrides: list[str]
         plan_run(cfg)
 
 
-def test_a_resumed_run_may_grow_its_steps_past_learn_start() -> None:
+def test_a_learn_start_below_steps_is_taken() -> None:
     plan = plan_run(compose_train(["debug=tiny", "agent.learn_start=50", "steps=60"])[0])
     assert (plan.agent.learn_start, plan.run.steps) == (50, 60)
 
