@@ -21,8 +21,11 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from scipy.stats import norm
 
 from alpha_rl.errors import ConfigError
+from alpha_rl.search import confirm as confirm_module
 from alpha_rl.search import space
 from alpha_rl.search.confirm import deflated_sharpe, unseen_folds
+from alpha_rl.search.study import STUDY_TAG
+from tests.bad_stores import PASSWORD, fingerprint, make
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
 # a grid of four trials, one of which (lookahead -1) is refused by the config checks
@@ -149,6 +152,46 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
 def confirm(tmp_path: Path, parent: str, *args: str) -> subprocess.CompletedProcess:
     return module(tmp_path, "alpha_rl.search.confirm", "--parent", parent, "--tracking-uri",
                   f"sqlite:///{tmp_path}/mlflow.db", "--out", "confirm", *args)  # fmt: skip
+
+
+def confirm_in_process(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str]:
+    """(exit status, stderr) of `alpha-rl-confirm argv` run in this process."""
+    with pytest.raises(SystemExit) as stop:
+        confirm_module.main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and PASSWORD not in out + err
+    return stop.value.code, err
+
+
+@pytest.mark.parametrize("kind", ["random bytes", "missing", "server down", "database down"])
+def test_the_confirmation_cannot_judge_a_store_it_cannot_read(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    uri, refusal = make(kind, tmp_path / "no template needed", tmp_path)
+    before = fingerprint(tmp_path)
+    code, err = confirm_in_process(capsys, "--parent", "0" * 32, "--tracking-uri", uri)
+    line, verdict = err.splitlines()
+    assert code == 2 and line.startswith("alpha-rl-confirm: ") and refusal in line
+    assert verdict == "verdict: CANNOT-JUDGE"
+    assert fingerprint(tmp_path) == before  # nothing created
+
+
+def test_the_confirmation_does_not_create_a_missing_study_storage(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    storage = tmp_path / "gone" / "optuna.db"
+    tags = {STUDY_TAG: "her_optuna", "search.storage": f"sqlite:///{storage}"}
+    parent = client.create_run(client.create_experiment("alpha_rl"), tags=tags).info.run_id
+    code, err = confirm_in_process(
+        capsys, "--parent", parent, "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"
+    )
+    assert code == 2 and err.splitlines() == [
+        f"alpha-rl-confirm: no study storage at {storage} (the search.storage tag of --parent "
+        f"{parent}): put the search's storage back there",
+        "verdict: CANNOT-JUDGE",
+    ]
+    assert not storage.parent.exists()
 
 
 def test_the_deflated_sharpe_ratio_deflates_by_the_number_of_trials() -> None:

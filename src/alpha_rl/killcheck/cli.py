@@ -5,7 +5,8 @@ Runs are paired along one axis (`--axis her` by default; beta, reward, agent or 
 each treatment value against the baseline value, run by run of the same config and seed. Exit
 status:
 0 every treatment kept, 1 any killed (the table says which), 2 cannot judge (no pairs, runs too
-short, a required criterion not evaluated, or a store / experiment / run that cannot be read).
+short, a required criterion not evaluated, or a store / experiment / run that cannot be read:
+a missing store, which is never created, a damaged one, a server that does not answer).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,8 +45,11 @@ from alpha_rl.killcheck.report import (
 from alpha_rl.killcheck.speed import capture_key, judge_area, judge_speed
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.parent import PARENT_FILE
+from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.tracking.stores import bound_requests
 
 WANTED = ("loss/", "her/", "audit/", "trade/", "eval/")
+REMEDY = "give --tracking-uri of an existing MLflow store"
 PNG, JSON = "kill_check.png", "kill_check.json"
 
 
@@ -160,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
     """Read, pair, judge, report; the exit status."""
     crit = Criteria.load(overrides=args.overrides)
     axis = axis_for(args.axis, args.baseline)
-    reader = RunReader(args.tracking_uri)
+    bound_requests()
+    reader = RunReader(args.tracking_uri, REMEDY)
     parents = [*args.parent, *(parent_of_sweep(s) for s in args.sweep)]
     runs: list[RunRecord] = []
     for parent in parents or [None]:
@@ -172,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
     print(table(treatments, verdict, pairing))
     out = args.out or Path("kill_check") / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"tracking_uri": reader.uri, "experiment": args.experiment, "parents": parents,
-            "filter": args.filter, "settings": vars(crit)}  # fmt: skip
+    meta = {"tracking_uri": hide_password(reader.uri), "experiment": args.experiment,
+            "parents": parents, "filter": args.filter, "settings": vars(crit)}  # fmt: skip
     write_json(out / JSON, treatments, verdict, pairing, meta)
     files = [out / JSON]
     if pairing.pairs:
@@ -188,12 +194,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def exit_with_verdict(prog: str, work: Callable[[], int]) -> None:
-    """Run a verdict command and exit with its status; an AlphaRlError is printed and exits as
-    CANNOT-JUDGE (2)."""
+    """Run a verdict command and exit with its status; an AlphaRlError is printed in its one line
+    and exits as CANNOT-JUDGE (2), and so does a failure of ours (with its traceback): a crash
+    must never read as 1, a treatment killed."""
     try:
         code = work()
     except AlphaRlError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"verdict: {CANNOT_JUDGE}", file=sys.stderr)
+        code = EXIT[CANNOT_JUDGE]
+    except Exception:  # a bug: its traceback, and no verdict
+        traceback.print_exc()
         print(f"verdict: {CANNOT_JUDGE}", file=sys.stderr)
         code = EXIT[CANNOT_JUDGE]
     sys.exit(code)

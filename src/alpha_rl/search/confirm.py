@@ -40,8 +40,12 @@ from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.parent import PARENT_FILE
+from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.tracking.store import sqlite_file
+from alpha_rl.tracking.stores import bound_requests, first_line
 
 EULER_GAMMA = 0.5772156649015329
+REMEDY = "give --tracking-uri of the MLflow store the search logged to"
 GROUP = "candidate"  # the config group the confirmation writes its candidates into
 # overrides of the search that the confirmation sets itself
 OWN = ("hparams_search=", "seed=", "validation=", "validation.", "market.fold=", "hydra.",
@@ -134,11 +138,18 @@ def load_study(reader: RunReader, parent: str) -> Any:
             f"--parent {parent}: not the parent run of a search (no {STUDY_TAG} "
             "and search.storage tags)"
         )
+    shown, db = hide_password(storage), sqlite_file(storage)
+    if db is not None and not db.is_file():  # Optuna would create an empty storage there
+        raise AlphaRlError(f"no study storage at {db} (the search.storage tag of --parent "
+                           f"{parent}): put the search's storage back there")  # fmt: skip
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         return optuna.load_study(study_name=study_name, storage=storage)
     except KeyError as exc:
-        raise AlphaRlError(f"study {study_name!r} is not in {storage}: {exc}") from exc
+        raise AlphaRlError(f"study {study_name!r} is not in {shown}: {exc}") from exc
+    except Exception as exc:  # the storage boundary: whatever Optuna or SQLAlchemy raises
+        raise AlphaRlError(f"study storage {shown} cannot be read ({first_line(exc)}): put "
+                           "the search's storage back (from a backup)") from exc  # fmt: skip
 
 
 def candidates(study: Any, top: int) -> list[Candidate]:
@@ -300,7 +311,8 @@ def describe(rep: dict, metric: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    reader = RunReader(args.tracking_uri)
+    bound_requests()
+    reader = RunReader(args.tracking_uri, REMEDY)
     study = load_study(reader, args.parent)
     if args.top < 1:
         raise AlphaRlError(f"--top {args.top}: confirm at least the best trial (1)")

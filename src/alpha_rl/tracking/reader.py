@@ -3,7 +3,9 @@
 `RunReader(uri)` lists an experiment's runs (optionally only the children of one parent run,
 optionally narrowed by an MLflow filter string) as `RunRecord`s: params, tags, status and the full
 history of the metrics asked for. Unlike the Tracker, which must never stop a training run, a
-reader that cannot reach its store raises TrackingReadError: there is nothing to judge without it.
+reader that cannot read its store raises TrackingReadError in one line: there is nothing to judge
+without it. It never creates a store, nor writes MLflow's schema into one (alpha_rl.tracking.stores
+looks first).
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ import numpy as np
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.store import mlflow_client_class, resolve_uri
+from alpha_rl.tracking.stores import (
+    NotInStoreError,
+    TrackingReadError,
+    check_store,
+    failure,
+    store_name,
+)
 
 PARENT_TAG = "mlflow.parentRunId"
 PAGE = 1000
-
-
-class TrackingReadError(AlphaRlError):
-    """The tracking store, experiment or run asked for cannot be read."""
+REMEDY = "give the URI of an existing MLflow store"
+__all__ = ["NotInStoreError", "RunReader", "RunRecord", "TrackingReadError"]
 
 
 @dataclass(frozen=True)
@@ -50,11 +57,15 @@ class RunRecord:
 
 
 class RunReader:
-    """Runs of one tracking store."""
+    """Runs of one tracking store; `remedy` ends a refusal where another store is the way out
+    (a command names its option: "give --tracking-uri of an existing MLflow store")."""
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, remedy: str = REMEDY) -> None:
         self.uri = resolve_uri(uri)
-        self.client = mlflow_client_class()(tracking_uri=self.uri)
+        self.name = store_name(self.uri)  # the file of an SQLite store, else the URI, masked
+        self.remedy = remedy
+        check_store(self.uri, remedy)
+        self.client = self._call("open it", lambda: mlflow_client_class()(tracking_uri=self.uri))
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         try:
@@ -62,16 +73,20 @@ class RunReader:
         except AlphaRlError:
             raise
         except Exception as exc:  # the store boundary: any client failure
-            raise TrackingReadError(f"{self.uri}: cannot {what}: {exc}") from exc
+            raise failure(self.uri, what, exc, self.remedy) from exc
+
+    def ping(self) -> None:
+        """One small request (an experiment listed): a store that does not answer is told now."""
+        self._call("list experiments", lambda: self.client.search_experiments(max_results=1))
 
     def experiment_id(self, name: str) -> str:
         """The id of experiment `name` (TrackingReadError naming the store when it is absent)."""
         found = self._call(f"read experiment {name!r}",
                            lambda: self.client.get_experiment_by_name(name))  # fmt: skip
         if found is None:
-            raise TrackingReadError(
-                f"{self.uri} has no experiment {name!r}; pass the one the runs were logged to "
-                "(tracking.experiment)"
+            raise NotInStoreError(
+                f"tracking store {self.name} has no experiment {name!r}; pass the one the runs "
+                "were logged to (tracking.experiment)"
             )
         return found.experiment_id
 
