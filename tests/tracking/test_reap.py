@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +30,10 @@ from alpha_rl.tracking.reap import (
 )
 from alpha_rl.tracking.sync import main
 from alpha_rl.tracking.tracker import REASON_TAG
+from tests.bad_stores import KINDS, PASSWORD, fingerprint, make
 
 HOUR_MS = 3_600_000
+NOBODY = 65534  # the user and group id of nobody
 
 
 @dataclass(frozen=True)
@@ -170,12 +177,71 @@ def test_reap_command_reads_the_environment_and_one_experiment(
 def test_reap_command_refuses_what_it_cannot_read(
     uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(["reap", "--uri", uri, "--experiment", "nope"]) == 1
+    assert main(["reap", "--uri", uri, "--experiment", "nope"]) == 2
     assert "has no experiment 'nope'" in capsys.readouterr().err
     missing = tmp_path / "typo" / "mlflow.db"
-    assert main(["reap", "--uri", f"sqlite:///{missing}"]) == 1
-    assert "no such SQLite store" in capsys.readouterr().err
+    assert main(["reap", "--uri", f"sqlite:///{missing}"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: no tracking store at {missing}: no such file; give --uri (or "
+        "MLFLOW_TRACKING_URI) of an existing MLflow store\n"
+    )
     assert not missing.parent.exists()  # not created as an empty store
+
+
+@pytest.mark.parametrize("mark", [False, True], ids=["list", "mark"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_reap_refuses_a_store_it_cannot_read_in_one_line(
+    kind: str, mark: bool, empty_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    uri, refusal = make(kind, empty_store, tmp_path)
+    before = fingerprint(tmp_path)
+    assert main(["reap", "--uri", uri, *(["--mark"] if mark else [])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and refusal in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and PASSWORD not in err
+    assert fingerprint(tmp_path) == before  # nothing created, nothing written
+
+
+def _as_nobody(argv: list[str]) -> tuple[int, str]:
+    """(exit status, stderr) of `main(argv)` in a child process of this one as the user nobody
+    (root reads any file whatever its mode)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                code = main(argv)
+            os.write(write, json.dumps([code, err.getvalue()]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    code, err = json.loads(data)
+    return code, err
+
+
+def test_reap_refuses_a_store_it_may_not_read(
+    empty_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    store = tmp_path / "mlflow.db"
+    shutil.copyfile(empty_store, store)
+    store.chmod(0)
+    argv = ["reap", "--uri", f"sqlite:///{store}"]
+    if os.geteuid() == 0:
+        code, err = _as_nobody(argv)
+    else:
+        code, err = main(argv), capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"error: tracking store {store} cannot be opened ([Errno 13] "
+                          "Permission denied: ")  # fmt: skip
+    assert err.endswith("give yourself read and write access to the file and its folder (or "
+                        "work on a copy)\n")  # fmt: skip
+    assert len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("text", ["10", "10x", "-5m", "0s", "m", "1.5.2h", ""])

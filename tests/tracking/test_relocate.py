@@ -6,10 +6,12 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.tracking.store import artifact_location
 from alpha_rl.tracking.sync import main
+from tests.bad_stores import FILE_KINDS, fingerprint, make
 
 
 def test_a_copied_store_finds_its_artifacts_after_relocate(
@@ -39,9 +41,22 @@ def test_a_copied_store_finds_its_artifacts_after_relocate(
 
 
 def test_relocate_refuses_what_is_not_a_store(tmp_path: Path, capsys) -> None:
-    assert main(["relocate", str(tmp_path / "missing.db")]) == 1
+    assert main(["relocate", str(tmp_path / "missing.db")]) == 2
     assert "no such file" in capsys.readouterr().err
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
-    assert main(["relocate", str(other)]) == 1
-    assert "not an MLflow tracking store" in capsys.readouterr().err
+    assert main(["relocate", str(other)]) == 2
+    assert "is a database but not an MLflow store" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)  # any MLflow schema will do for relocate
+def test_relocate_refuses_a_file_it_cannot_use_in_one_line(
+    kind: str, empty_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    uri, refusal = make(kind, empty_store, tmp_path)
+    before = fingerprint(tmp_path)
+    assert main(["relocate", uri.removeprefix("sqlite:///")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and refusal in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert fingerprint(tmp_path) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
 from alpha_rl.tracking import TrackingConfig, open_tracker, sync_run
+from alpha_rl.tracking.records import Outbox, RunSpec, write_unsent
 from alpha_rl.tracking.sync import main
+from tests.bad_stores import KINDS, PASSWORD, fingerprint, free_port, make
 from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history, make_cfg
 
 
@@ -90,16 +93,19 @@ def test_unsent_data_is_kept_and_sync_sends_it(
 def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
+    (tmp_path / "store").mkdir()  # the config is checked while the store's folder is there
+    cfg = make_cfg(f"sqlite:///{tmp_path}/store/mlflow.db", retry_s=0.0, final_retry_s=0.0)
+    (tmp_path / "store").rmdir()
     store = BlockedStore(tmp_path)
     uri = store.uri
-    tracker = open_tracker(make_cfg(uri, retry_s=0.0, final_retry_s=0.0), run_dir, run_name="cmd")
+    tracker = open_tracker(cfg, run_dir, run_name="cmd")
     tracker.log_params({"seed": 2})
     _log(tracker, range(250))
     tracker.finish()
     assert tracker.run_id is None and (run_dir / "unsent.jsonl").exists()
 
-    assert main(["sync", str(run_dir)]) == 1  # in-process: the store is still down
-    assert "unreachable" in capsys.readouterr().err
+    assert main(["sync", str(run_dir)]) == 2  # in-process: the store is still down
+    assert "does not answer; " in capsys.readouterr().err
     assert (run_dir / "unsent.jsonl").exists()
 
     store.restore()
@@ -116,3 +122,83 @@ def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     )
     assert history(client, run_id, "loss/l_q") == [(s, s / 8) for s in range(250)]
     assert [a.path for a in client.list_artifacts(run_id)] == ["diag.jsonl"]
+
+
+def _unsent(run_dir: Path, uri: str, run_id: str | None) -> Path:
+    """run_dir/unsent.jsonl of a job that logged to run_id of the store at uri (None: the job
+    never reached it), holding one metric value."""
+    box = Outbox()
+    box.metrics.append(("loss/l_q", 0.5, 0, 1))
+    spec = RunSpec(uri=uri, experiment="alpha_rl", run_name="r", run_dir=str(run_dir),
+                   run_id=run_id)  # fmt: skip
+    write_unsent(run_dir / "unsent.jsonl", spec, box)
+    return run_dir / "unsent.jsonl"
+
+
+def _sync(capsys: pytest.CaptureFixture, run_dir: Path) -> tuple[int, str]:
+    code = main(["sync", str(run_dir)])
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, out + err
+    assert "Traceback" not in err and PASSWORD not in err
+    return code, err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sync_refuses_a_store_it_cannot_read_in_one_line(
+    kind: str, empty_store: Path, tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    uri, refusal = make(kind, empty_store, store)
+    unsent = _unsent(run_dir, uri, "0123456789abcdef0123456789abcdef")
+    before, kept = fingerprint(store), unsent.read_bytes()
+    code, err = _sync(capsys, run_dir)
+    assert code == 2 and err.startswith("error: ") and refusal in err
+    assert f"{unsent} keeps what is unsent" in err
+    assert fingerprint(store) == before and unsent.read_bytes() == kept
+
+
+def test_sync_tells_a_store_gone_a_run_not_in_it_and_a_server_down_apart(
+    uri: str,
+    client: MlflowClient,
+    empty_store: Path,
+    tmp_path: Path,
+    run_dir: Path,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    run_id = client.create_run(client.create_experiment("alpha_rl")).info.run_id
+    db = tmp_path / "mlflow.db"
+    unsent = _unsent(run_dir, uri, run_id)
+
+    moved = db.rename(tmp_path / "moved.db")  # the store was deleted (or moved away)
+    assert _sync(capsys, run_dir) == (
+        2,
+        f"error: no tracking store at {db}: no such file; run {run_id} was logged there: put "
+        f"that store back ({unsent} keeps what is unsent)\n",
+    )
+    assert not db.exists()  # not created again, empty
+
+    other = tmp_path / "other" / "mlflow.db"  # another store where the job's was
+    other.parent.mkdir()
+    shutil.copyfile(empty_store, other)
+    _unsent(run_dir, f"sqlite:///{other}", run_id)
+    assert _sync(capsys, run_dir) == (
+        2,
+        f"error: run {run_id} is not in tracking store {other}: the store was replaced, or is "
+        f"another one than the job logged to; put back the one that holds the run ({unsent} "
+        "keeps what is unsent)\n",
+    )
+
+    port = free_port()
+    _unsent(run_dir, f"http://127.0.0.1:{port}", run_id)  # a server that does not answer
+    assert _sync(capsys, run_dir) == (
+        2,
+        f"error: tracking server http://127.0.0.1:{port} does not answer (Connection refused): "
+        "start it (make tracking-server) or check the address; trying again later may help "
+        f"({unsent} keeps what is unsent)\n",
+    )
+
+    moved.rename(db)  # the store is back: the same command sends it
+    _unsent(run_dir, uri, run_id)
+    assert main(["sync", str(run_dir)]) == 0
+    assert history(client, run_id, "loss/l_q") == [(1, 0.5)]

@@ -23,8 +23,7 @@ from typing import Any
 
 from alpha_rl.tracking.delivery import RUN_DIR_TAG
 from alpha_rl.tracking.parent import SWEEP_TAG
-from alpha_rl.tracking.reader import PAGE, RunReader, TrackingReadError
-from alpha_rl.tracking.store import resolve_uri, sqlite_path
+from alpha_rl.tracking.reader import PAGE, RunReader
 from alpha_rl.tracking.tracker import REASON_TAG
 
 HEARTBEAT = "sys/heartbeat"  # metric: unix time in seconds, at every log point
@@ -33,6 +32,7 @@ PID_TAG = "alpha_rl.pid"  # its process id
 RESUME_TAG = "alpha_rl.resume_command"  # the shell command that resumes the run
 FROM_HEARTBEAT, FROM_START = "heartbeat", "start time"  # DeadRun.source
 RUNNING = "attributes.status = 'RUNNING'"
+REMEDY = "give --uri (or MLFLOW_TRACKING_URI) of an existing MLflow store"
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([smhd])")
 
@@ -148,16 +148,11 @@ def _dead_run(run: Any, experiment: str, last: float, source: str) -> DeadRun:
 
 
 class _Store(RunReader):
-    """A RunReader that also lists experiments and RUNNING runs, and ends runs."""
+    """A RunReader that also lists experiments and RUNNING runs, and ends runs; a store it
+    cannot read is refused (never created) in one line."""
 
     def __init__(self, uri: str) -> None:
-        path = sqlite_path(resolve_uri(uri))
-        if path is not None and not path.is_file():  # a client would create an empty store there
-            raise TrackingReadError(
-                f"{uri}: no such SQLite store ({path}); pass the store the runs were logged to "
-                "(tracking.uri)"
-            )
-        super().__init__(uri)
+        super().__init__(uri, REMEDY)
 
     def experiment_names(self, experiment: str | None) -> dict[str, str]:
         """{id: name} of the named experiment, or of every active one."""

@@ -5,7 +5,8 @@ records that folder as an absolute path of the machine it ran on. After copying 
 its `mlartifacts/` folder (say, back from a GPU host), `relocate` rewrites those paths — every
 experiment whose artifact root ends in `mlartifacts` and the artifact URI of each of its runs —
 to the `mlartifacts/` beside the database's new place, so `make ui STORE=<file>` serves the
-runs' artifacts (config, ISV table, diagnostics, kill-check report) again.
+runs' artifacts (config, ISV table, diagnostics, kill-check report) again. A file that is not
+an MLflow store, or that cannot be read or written, is refused in one line (TrackingReadError).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alpha_rl.tracking.store import ARTIFACT_DIR
+from alpha_rl.tracking.stores import check_sqlite, sqlite_failure
+
+REMEDY = "give the SQLite tracking store (e.g. mlflow.db)"
 
 
 @dataclass(frozen=True)
@@ -28,16 +32,20 @@ class Relocation:
 
 
 def relocate_artifacts(db: Path, root: Path | None = None) -> list[Relocation]:
-    """Rewrite artifact roots under `root` (default: `mlartifacts/` beside `db`)."""
-    db = Path(db)
-    if not db.is_file():
-        raise ValueError(f"{db}: no such file (pass the SQLite tracking store, e.g. mlflow.db)")
+    """Rewrite artifact roots under `root` (default: `mlartifacts/` beside `db`); any MLflow
+    schema revision will do (only the artifact columns change)."""
+    db = Path(db).resolve()
+    check_sqlite(db, REMEDY, schema=False)
     new_root = (Path(root) if root is not None else db.parent / ARTIFACT_DIR).resolve().as_uri()
+    try:
+        return _rewrite(db, new_root)
+    except sqlite3.Error as exc:  # damaged further in, read-only, locked
+        raise sqlite_failure(db, exc, REMEDY) from None
+
+
+def _rewrite(db: Path, new_root: str) -> list[Relocation]:
     con = sqlite3.connect(db)
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not {"experiments", "runs"} <= tables:
-            raise ValueError(f"{db}: not an MLflow tracking store (no experiments/runs tables)")
         moved = []
         rows = con.execute("SELECT experiment_id, name, artifact_location FROM experiments")
         for exp_id, name, old in rows.fetchall():

@@ -2,7 +2,10 @@
 
 The run is created if the job never reached the store; its terminal status and end time are the
 ones the job recorded. A file sent in full is renamed `<name>.sent`; one the store stops taking
-part-way is rewritten with the rest, so sync can simply be run again.
+part-way is rewritten with the rest, so sync can simply be run again. Before anything is sent,
+sync tells a store that is gone or damaged, and a run that is not in it (the store was replaced),
+from a store that does not answer now: only the last is worth trying again later. It creates a
+store only for a run that never reached one (as the job would have).
 
 The same command line also offers `relocate <store.db>` (alpha_rl.tracking.relocate) and
 `reap [--older-than 10m] [--mark]`: list, and with --mark end FAILED, the RUNNING runs whose
@@ -15,20 +18,25 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import load, server
-from alpha_rl.tracking.config import MAX_METRICS_PER_REQUEST, TrackingConfig
+from alpha_rl.tracking.config import MAX_METRICS_PER_REQUEST
 from alpha_rl.tracking.delivery import Delivery
-from alpha_rl.tracking.records import read_unsent, write_unsent
-from alpha_rl.tracking.store import Store, set_http_limits
+from alpha_rl.tracking.reader import RunReader
+from alpha_rl.tracking.records import RunSpec, read_unsent, write_unsent
+from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.tracking.store import Store, sqlite_file
+from alpha_rl.tracking.stores import (
+    NotInStoreError,
+    StoreDownError,
+    TrackingReadError,
+    bound_requests,
+    store_name,
+)
 
 log = logging.getLogger("alpha_rl.tracking")
 
@@ -36,7 +44,7 @@ UNSENT_GLOB = "unsent*.jsonl"
 
 
 class StoreUnreachableError(AlphaRlError):
-    """The tracking store still cannot be reached; unsent.jsonl keeps what is left."""
+    """The tracking store does not answer now; unsent.jsonl keeps what is left: try later."""
 
 
 def unsent_files(run_dir: Path) -> list[Path]:
@@ -49,34 +57,63 @@ def unsent_files(run_dir: Path) -> list[Path]:
     return sorted(run_dir.glob(UNSENT_GLOB), key=index)
 
 
-def sync_run(run_dir: Path) -> int:
-    """Send run_dir's unsent*.jsonl to its store; the number of metric values sent."""
+def check_destination(spec: RunSpec, path: Path) -> None:
+    """Refuse, before anything of `path` is sent, a store that is gone or cannot be read and a
+    run that is not in it (TrackingReadError), or a store that does not answer now
+    (StoreUnreachableError). A run that never reached the store may find no SQLite file: sync
+    creates it there, as the job would have."""
+    db = sqlite_file(spec.uri)
+    if spec.run_id is None and db is not None and not db.exists():
+        return
+    keeps = f"{path} keeps what is unsent"
+    logged = f"run {spec.run_id} was logged" if spec.run_id else "the job logged"
+    try:
+        reader = RunReader(spec.uri, f"{logged} there: put that store back")
+        if spec.run_id is None:
+            reader.ping()
+        else:
+            reader.run(spec.run_id, lambda key: False)
+    except StoreDownError as exc:
+        raise StoreUnreachableError(f"{exc} ({keeps})") from None
+    except NotInStoreError:
+        raise TrackingReadError(
+            f"run {spec.run_id} is not in tracking store {store_name(spec.uri)}: the store was "
+            f"replaced, or is another one than the job logged to; put back the one that holds "
+            f"the run ({keeps})"
+        ) from None
+    except TrackingReadError as exc:
+        raise type(exc)(f"{exc} ({keeps})") from None
+
+
+def sync_run(run_dir: Path, strict: bool = False) -> int:
+    """Send run_dir's unsent*.jsonl to its store; the number of metric values sent. `strict`
+    (the command) first refuses a store that is gone or cannot be read and a run not in it
+    (check_destination); without it (a resume sending an earlier attempt's leftovers, best
+    effort) whatever stops the sending is StoreUnreachableError."""
     run_dir = Path(run_dir).resolve()
     sent = 0
     for path in unsent_files(run_dir):
         spec, box = read_unsent(path)
+        if strict:
+            check_destination(spec, path)
         delivery = Delivery(spec, Store(spec.uri, retry_s=0), run_dir, MAX_METRICS_PER_REQUEST)
         ok = delivery.send(box)
         sent += delivery.sent_metrics
         if not ok:
             write_unsent(path, delivery.spec, box)
             raise StoreUnreachableError(
-                f"MLflow store {spec.uri} is still unreachable; {len(box)} item(s) remain in "
-                f"{path} ({sent} metric values sent). Run this command again later."
+                f"tracking store {store_name(spec.uri)} does not answer; {len(box)} item(s) "
+                f"remain in {path} ({sent} metric values sent): run this command again later"
             )
         path.rename(path.with_name(path.name + ".sent"))
-        log.info("sent %s to run %s of %s", path, delivery.spec.run_id, spec.uri)
+        log.info("sent %s to run %s of %s", path, delivery.spec.run_id, store_name(spec.uri))
     return sent
 
 
 def _relocate(store: Path, artifacts: Path | None) -> int:
     from alpha_rl.tracking.relocate import relocate_artifacts
 
-    try:
-        moved = relocate_artifacts(store, artifacts)
-    except (ValueError, sqlite3.DatabaseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    moved = relocate_artifacts(store, artifacts)
     for m in moved:
         print(f"experiment {m.experiment!r}: {m.old} -> {m.new} ({m.runs} runs)")
     if not moved:
@@ -97,19 +134,12 @@ def _reap(uri: str | None, older_than_s: float, experiment: str | None, mark: bo
     from alpha_rl.tracking.reap import describe, find_dead, format_duration, mark_dead
 
     now, limit = time.time(), format_duration(older_than_s)
-    try:
-        local = TrackingConfig.from_cfg(
-            OmegaConf.load(paths.conf_dir() / "tracking" / "local.yaml")
-        )
-        set_http_limits(local.http_timeout_s, local.http_retries)
-        uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or local.uri
-        dead = find_dead(uri, older_than_s, experiment, now=now)
-        if mark:
-            mark_dead(uri, dead)
-    except AlphaRlError as exc:  # the store or experiment cannot be read; a bad local.yaml
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    where = uri + (f", experiment {experiment!r}" if experiment else "")
+    local = bound_requests()
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or local.uri
+    dead = find_dead(uri, older_than_s, experiment, now=now)
+    if mark:
+        mark_dead(uri, dead)
+    where = hide_password(uri) + (f", experiment {experiment!r}" if experiment else "")
     if not dead:
         print(f"no dead runs in {where}: every RUNNING run had a heartbeat in the last {limit}")
         return 0
@@ -149,11 +179,12 @@ def _add_reap(commands: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry: `sync <run_dir>` (exit 0 when everything was sent, else 1),
-    `relocate <store.db> [--artifacts DIR]`, `reap [--uri URI] [--older-than 10m]
-    [--experiment NAME] [--mark]` (exit 0, 1 when the store or experiment cannot be read, 2 on
-    bad arguments), `server --db URI ...` (becomes `mlflow server`; 2 when refused) and
-    `load --uri URI ...` (0 when every value arrived, else 1)."""
+    """Command line entry: `sync <run_dir>` (exit 0 when everything was sent),
+    `relocate <store.db> [--artifacts DIR]` and `reap [--uri URI] [--older-than 10m]
+    [--experiment NAME] [--mark]` (exit 0), each exiting 2 with one line on a store, experiment
+    or run it cannot read (never creating a store) and on bad arguments; `server --db URI ...`
+    (becomes `mlflow server`; 2 when refused) and `load --uri URI ...` (0 when every value
+    arrived, else 1)."""
     parser = argparse.ArgumentParser(
         prog="python -m alpha_rl.tracking", description="alpha_rl MLflow tracking tools"
     )
@@ -170,21 +201,28 @@ def main(argv: list[str] | None = None) -> int:
     load.add_parser(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "relocate":
-        return _relocate(args.store, args.artifacts)
-    if args.command == "reap":
-        return _reap(args.uri, args.older_than, args.experiment, args.mark)
-    if args.command == "server":
-        return server.serve(args)
-    if args.command == "load":
-        return load.main(args)
-    if not args.run_dir.is_dir():
-        print(f"error: {args.run_dir} is not a directory", file=sys.stderr)
-        return 1
     try:
-        sent = sync_run(args.run_dir)
-    except (StoreUnreachableError, ValueError) as exc:  # ValueError: a damaged unsent file
+        if args.command == "relocate":
+            return _relocate(args.store, args.artifacts)
+        if args.command == "reap":
+            return _reap(args.uri, args.older_than, args.experiment, args.mark)
+        if args.command == "server":
+            return server.serve(args)
+        if args.command == "load":
+            return load.main(args)
+        return _sync(args.run_dir)
+    except AlphaRlError as exc:  # a store, experiment or run that cannot be read
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"sent {sent} metric values from {args.run_dir}")
+        return 2
+
+
+def _sync(run_dir: Path) -> int:
+    if not run_dir.is_dir():
+        raise AlphaRlError(f"{run_dir} is not a directory: give a job's output directory")
+    bound_requests()
+    try:
+        sent = sync_run(run_dir, strict=True)
+    except ValueError as exc:  # a damaged unsent file (the message names it)
+        raise AlphaRlError(str(exc)) from None
+    print(f"sent {sent} metric values from {run_dir}")
     return 0
