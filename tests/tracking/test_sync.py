@@ -202,3 +202,15 @@ def test_sync_tells_a_store_gone_a_run_not_in_it_and_a_server_down_apart(
     _unsent(run_dir, uri, run_id)
     assert main(["sync", str(run_dir)]) == 0
     assert history(client, run_id, "loss/l_q") == [(1, 0.5)]
+
+
+@pytest.mark.parametrize("kind", ["random bytes", "truncated", "server down"])
+def test_the_load_command_refuses_a_store_it_cannot_use_in_one_line(
+    kind: str, empty_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    uri, refusal = make(kind, empty_store, tmp_path)
+    argv = ["load", "--uri", uri, "--writers", "1", "--steps", "1", "--dir", str(tmp_path / "l")]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("error: ") and refusal in out and len(out.splitlines()) == 1
+    assert "Traceback" not in out + err

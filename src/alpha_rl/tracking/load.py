@@ -42,6 +42,7 @@ from alpha_rl.tracking.store import (
     resolve_uri,
     set_http_limits,
 )
+from alpha_rl.tracking.stores import failure
 
 # the metrics a writer logs at each step, named as a training run names its own
 KEYS = ("loss/l_q", "loss/td_abs", "her/inject_count_step", "trade/position_abs",
@@ -282,8 +283,10 @@ def _create_parent(spec: LoadSpec) -> str:
         name = f"load_{spec.writers}x{spec.steps}__{time.strftime('%Y-%m-%d_%H-%M-%S')}"
         return store.call("create the parent run",
                           lambda c: c.create_run(eid, run_name=name).info.run_id)  # fmt: skip
-    except StoreDown as exc:
-        raise RuntimeError(f"the store cannot be reached: {exc}") from exc
+    except StoreDown as exc:  # one line: what the store is and what to do
+        cause = exc.__cause__ or exc
+        raise RuntimeError(str(failure(spec.uri, "create the parent run", cause, "give --uri "
+                                       "of a store the load may write to"))) from exc  # fmt: skip
 
 
 def _quantile(values: list[float], q: float) -> float:
