@@ -3,6 +3,8 @@ never a traceback; a missing store is not created, a foreign one not given MLflo
 
 from __future__ import annotations
 
+import http.server
+import threading
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,37 @@ def test_a_failure_of_the_check_itself_cannot_judge_rather_than_kill(
     assert code == 2  # never 1, which would say a treatment was killed
     assert "RuntimeError: a bug in the check" in err  # a bug keeps its traceback
     assert err.splitlines()[-1] == "verdict: CANNOT-JUDGE"
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """A tracking server that wants credentials the check was not given."""
+
+    def do_GET(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+        self.end_headers()
+        self.wfile.write(b"You are not authenticated.")
+
+    do_POST = do_GET  # noqa: N815 (http.server's name)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_server_that_refuses_the_credentials_says_which_to_set(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        code, out, err = kill_check(capsys, "--tracking-uri", url, "--no-write")
+    finally:
+        server.shutdown()
+    assert code == 2 and "Traceback" not in out + err
+    assert err.splitlines() == [
+        f"alpha-rl-kill-check: tracking server {url} refused the request to read experiment "
+        "'alpha_rl' (UNAUTHENTICATED): set MLFLOW_TRACKING_USERNAME and _PASSWORD to an account "
+        "that may read it",
+        "verdict: CANNOT-JUDGE",
+    ]

@@ -201,15 +201,16 @@ def failure(uri: str, what: str, exc: BaseException, remedy: str) -> TrackingRea
     code = getattr(exc, "error_code", None)
     if code == "RESOURCE_DOES_NOT_EXIST":
         return NotInStoreError(f"tracking store {name}: cannot {what}: {first_line(exc)}")
+    http = uri.lower().startswith("http")
+    server = "tracking server" if http else "database server"
     if code in REFUSED_CODES or "authentication failed" in str(exc):
+        account = "MLFLOW_TRACKING_USERNAME and _PASSWORD" if http else "PGPASSWORD or ~/.pgpass"
         return TrackingReadError(
-            f"tracking store {name} refused to let us {what} ({code or first_line(exc)}): set "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (a database: PGPASSWORD or "
-            "~/.pgpass) to an account that may read it"
+            f"{server} {name} refused the request to {what} ({code or first_line(exc)}): set "
+            f"{account} to an account that may read it"
         )
     if code == "TEMPORARILY_UNAVAILABLE" or any(_no_answer(e) for e in chain):
-        server = "tracking server" if uri.lower().startswith("http") else "database server"
-        start = "start it (make tracking-server)" if server == "tracking server" else "start it"
+        start = "start it (make tracking-server)" if http else "start it"
         return StoreDownError(
             f"{server} {name} does not answer ({_reason(chain)}): {start} or check the "
             "address; trying again later may help"
