@@ -18,7 +18,7 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.tracking import TrackingConfig
 from tests.helpers import compose_train
 
-USER_ERROR = 2  # train.py: an AlphaRlError (ConfigError among them) ends the run with this
+USER_ERROR = 2  # task.py: an AlphaRlError (ConfigError among them) ends the run with this
 HYDRA_ERROR = 1  # Hydra's own: an unknown group option, reported without a traceback
 
 # (overrides, exit status, a piece of the one line that must say what is wrong)

@@ -34,8 +34,9 @@ time.sleep(120)
 
 def holder(directory: Path) -> subprocess.Popen:
     """Another process that owns `directory` until it is killed."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], env=ENV,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(directory)], env=ENV, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -61,10 +62,19 @@ def test_a_directory_another_live_process_owns_is_refused_naming_it(tmp_path: Pa
 def test_a_stale_claim_on_this_host_is_taken_over_with_a_warning(tmp_path: Path, caplog) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    stale = {"pid": int(dead), "host": os.uname().nodename, "started": "2026-12-01T10:00:00",
-             "job": None, "run_id": "abc"}  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    stale = {
+        "pid": int(dead),
+        "host": os.uname().nodename,
+        "started": "2026-12-01T10:00:00",
+        "job": None,
+        "run_id": "abc",
+    }
     (run / owner.OWNER_FILE).write_text(json.dumps(stale))
     caplog.set_level(logging.WARNING, logger="alpha_rl")
     with owner.owned(run):
@@ -78,13 +88,21 @@ def test_a_claim_of_another_host_is_refused_unless_it_is_this_cluster_job(
 ) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    other = {"pid": 4242, "host": "node-17", "started": "2026-12-01T10:00:00", "job": "991",
-             "run_id": None}  # fmt: skip
+    other = {
+        "pid": 4242,
+        "host": "node-17",
+        "started": "2026-12-01T10:00:00",
+        "job": "991",
+        "run_id": None,
+    }
     (run / owner.OWNER_FILE).write_text(json.dumps(other))
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    with pytest.raises(RunDirError, match=r"claimed by pid 4242 on host node-17 .*another host.*"
-                       rf"delete {run / owner.OWNER_FILE}"):  # fmt: skip
+    with pytest.raises(
+        RunDirError,
+        match=r"claimed by pid 4242 on host node-17 .*another host.*"
+        rf"delete {run / owner.OWNER_FILE}",
+    ):
         owner.claim(run)
     monkeypatch.setenv("SLURM_JOB_ID", "991")  # the same job, requeued onto this node
     with owner.owned(run):
@@ -105,17 +123,32 @@ def test_claims_of_one_process_nest(tmp_path: Path) -> None:
 
 def test_a_directory_that_cannot_be_made_is_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(RunDirError, match=r"run directory .*file/run cannot be created "
-                       r"\(Not a directory \[errno 20\]\); choose a writable place"):  # fmt: skip
+    with pytest.raises(
+        RunDirError,
+        match=r"run directory .*file/run cannot be created "
+        r"\(Not a directory \[errno 20\]\); choose a writable place",
+    ):
         owner.claim(tmp_path / "file" / "run")
 
 
 def train(tmp_path: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
-         f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"hydra.run.dir={run_dir}", *overrides],
-        cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "alpha_rl.train",
+            "backend=numpy",
+            "debug=tiny",
+            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
+            f"hydra.run.dir={run_dir}",
+            *overrides,
+        ],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.mark.slow
@@ -175,16 +208,22 @@ def test_resume_refuses_a_directory_whose_identity_disagrees(tmp_path: Path) -> 
     resume = [*market, f"resume={first.run_dir}", "steps=50"]
     # the file changed under the run: same config, other prices
     write_quotes(path, 100 + np.cumsum(np.full(4000, 0.02)))
-    with pytest.raises(CheckpointError, match=r"identity \(identity.json\) disagrees: its market "
-                       r"data had digest \w+, the market built now has \w+"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=r"identity \(identity.json\) disagrees: its market "
+        r"data had digest \w+, the market built now has \w+",
+    ):
         job(tmp_path, resume, "ignored")
     write_quotes(path, 100 + np.cumsum(np.full(4000, 0.01)))
     # tracking.json rewritten to another MLflow run
     tracking = first.run_dir / "tracking.json"
     record = json.loads(tracking.read_text())
     tracking.write_text(json.dumps({**record, "run_id": "0" * 32}))
-    with pytest.raises(CheckpointError, match=rf"reported to MLflow run {first.run_id}, its "
-                       rf"tracking.json names {'0' * 32}"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=rf"reported to MLflow run {first.run_id}, its "
+        rf"tracking.json names {'0' * 32}",
+    ):
         job(tmp_path, resume, "ignored")
     tracking.write_text(json.dumps(record))
     # a checkpoint of another run copied in
