@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from alpha_rl.tracking.server import add_parser, plan
+from alpha_rl.tracking.server_checks import ServerError
 from alpha_rl.tracking.server_watch import Announced, ip, run_watched, tree
 from alpha_rl.tracking.sync import main as tracking_main
 from tests.mlflow_server import TrackingServer, free_port
@@ -91,8 +92,10 @@ REFUSED = [
         ["--x-frame-options", "--host=0.0.0.0"],
         "after --: --x-frame-options --host=0.0.0.0: needs a value (one not starting with -)",
     ),
-    (["--cors-allowed-origins", "*"], "after --: --cors-allowed-origins *: '*' lets every"),
-    (["--cors-allowed-origins=https://lab.example.org,http://*"], "'http://*' lets every website"),
+    (["--cors-allowed-origins", "*"], "after --: --cors-allowed-origins *: '*' lets websites"),
+    (["--cors-allowed-origins=https://lab.example.org,http://*"], "'http://*' lets websites"),
+    (["--cors-allowed-origins", "https://*.com"], "'https://*.com' lets websites nobody named"),
+    (["--cors-allowed-origins", "null"], "'null' lets any sandboxed page send requests"),
     (["--x-frame-options", "NONE"], "after --: --x-frame-options NONE: only SAMEORIGIN or DENY"),
     (["--secrets-cache-ttl", "ten"], "after --: --secrets-cache-ttl ten: expected a whole"),
     (["--secrets-cache-max-size=²"], "after --: --secrets-cache-max-size ²: expected a whole"),
@@ -110,10 +113,11 @@ def test_every_option_after_dashes_but_the_allowed_ones_is_refused_before_anythi
 
 
 def test_the_allowed_options_after_dashes_reach_mlflow_server(tmp_path: Path) -> None:
-    allowed = ["--cors-allowed-origins", "https://lab.example.org,https://*.lab.example.org",
+    allowed = ["--cors-allowed-origins", "https://lab.example.org,https://ui.lab.example.org",
                "--x-frame-options=DENY", "--secrets-cache-ttl=30",
                "--secrets-cache-max-size", "500"]  # fmt: skip
-    args = parse(tmp_path, "--allowed-hosts", "tracking.lab.example.org,10.0.*", "--", *allowed)
+    hosts = "tracking.lab.example.org,*.lab.example.org,10.*,192.168.*,172.20.*:5000"
+    args = parse(tmp_path, "--allowed-hosts", hosts, "--", *allowed)
     args.mlflow_args = args.mlflow_args[1:]
     command, _ = plan(args, {})
     assert command[-len(allowed) :] == allowed
@@ -124,10 +128,11 @@ def test_the_allowed_options_after_dashes_reach_mlflow_server(tmp_path: Path) ->
 def test_an_allowed_host_that_lets_in_anyone_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture, nothing_starts
 ) -> None:
-    for hosts in ("*", "tracking.lab,*:5000", "*.*"):
+    for hosts in ("*", "tracking.lab,*:5000", "*.*", "*.com", "*.com:5000", "10.*.*.*",
+                  "172.32.*", "8.8.*", "lab.*.org"):  # fmt: skip
         code, err = server(tmp_path, capsys, "--allowed-hosts", hosts)
         assert code == 2 and err.count("\n") == 1, err
-        assert f"--allowed-hosts {hosts}: " in err and "lets in any Host header" in err, err
+        assert f"--allowed-hosts {hosts}: " in err and "lets in Host headers nobody" in err, err
 
 
 ENVIRONMENT = ["MLFLOW_HOST", "MLFLOW_PORT", "MLFLOW_GUNICORN_OPTS", "MLFLOW_UVICORN_OPTS",
@@ -135,7 +140,10 @@ ENVIRONMENT = ["MLFLOW_HOST", "MLFLOW_PORT", "MLFLOW_GUNICORN_OPTS", "MLFLOW_UVI
                "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS", "MLFLOW_SERVER_X_FRAME_OPTIONS",
                "MLFLOW_BASIC_AUTH_FAIL_CLOSED", "MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH",
                "MLFLOW_AUTH_CONFIG_PATH", "UVICORN_FD", "UVICORN_HOST", "UVICORN_ENV_FILE",
-               "GUNICORN_CMD_ARGS"]  # fmt: skip
+               "GUNICORN_CMD_ARGS", "MLFLOW_STATIC_PREFIX", "MLFLOW_EXPOSE_PROMETHEUS",
+               "MLFLOW_ARTIFACTS_ONLY", "MLFLOW_SERVE_ARTIFACTS", "MLFLOW_DEFAULT_ARTIFACT_ROOT",
+               "MLFLOW_REGISTRY_STORE_URI", "MLFLOW_WORKSPACE_STORE_URI",
+               "_MLFLOW_SERVER_SECRET_KEY"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ENVIRONMENT)
@@ -187,6 +195,14 @@ def test_the_accounts_database_is_made_600_in_a_700_directory_before_mlflow_open
     plan(parse(tmp_path, "--auth", "--state-dir", str(state), "--auth-db",
                f"sqlite:///{elsewhere}"), dict(AUTH_ENV))  # fmt: skip
     assert mode(elsewhere) == 0o600
+    # but not in a directory others can enter (they could plant a journal SQLite replays)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(ServerError, match=rf"--auth-db {shared}: others can enter it \(mode 777\)"):
+        plan(parse(tmp_path, "--auth", "--state-dir", str(state), "--auth-db",
+                   f"sqlite:///{shared}/accounts.db"), dict(AUTH_ENV))  # fmt: skip
+    assert not (shared / "accounts.db").exists()
 
 
 def test_a_state_directory_others_can_enter_is_refused(

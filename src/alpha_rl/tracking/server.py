@@ -36,7 +36,6 @@ from alpha_rl.tracking.config import is_loopback, store_of
 from alpha_rl.tracking.mounts import network_filesystem
 from alpha_rl.tracking.secrets import hide_password, uri_has_password
 from alpha_rl.tracking.server_checks import (
-    STRANGE_HOSTS,
     ServerError,
     check_environment,
     check_mlflow_args,
@@ -165,9 +164,9 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
             "app) with --credentials FILE or MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD, or serve "
             "on 127.0.0.1"
         )
-    if args.allowed_hosts and (wide := too_wide(args.allowed_hosts, STRANGE_HOSTS)):
-        raise ServerError(f"--allowed-hosts {args.allowed_hosts}: {wide!r} lets in any Host "
-                          "header; name the hosts the server answers to")  # fmt: skip
+    if args.allowed_hosts and (wide := too_wide(args.allowed_hosts)):
+        raise ServerError(f"--allowed-hosts {args.allowed_hosts}: {wide!r} lets in Host "
+                          "headers nobody named; name the hosts the server answers to")  # fmt: skip
     check_mlflow_args(args.mlflow_args)
     check_environment(env)
     check_database(args.db)
@@ -189,7 +188,8 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
 def auth_state(args: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
     """The basic-auth app's variables, after its state is made private: --state-dir mode 700
     (refused when others can enter it), an SQLite accounts' database created mode 600 before
-    MLflow opens it (an existing one of this user's tightened to 600)."""
+    MLflow opens it (an existing one of this user's tightened to 600), in a directory only this
+    user can enter (another could plant a journal that SQLite would replay into it)."""
     credentials = read_credentials(args.credentials, env)
     if credentials is None:
         raise ServerError("--auth needs the admin's credentials: --credentials FILE (one line "
@@ -200,7 +200,9 @@ def auth_state(args: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
     auth_db = args.auth_db or f"sqlite:///{state / AUTH_DB}"
     check_database(auth_db, "--auth-db")
     if (path := sqlite_file(auth_db)) is not None:
-        private_file(path, "--auth-db" if args.auth_db else "--state-dir")
+        flag = "--auth-db" if args.auth_db else "--state-dir"
+        private_directory(path.parent, flag)  # SQLite's journal beside it: nobody else's to plant
+        private_file(path, flag)
     config = write_auth_config(state, auth_db, args.default_permission)
     found = {AUTH_CONFIG_ENV: str(config), ADMIN_USER_ENV: credentials[0],
              ADMIN_PASSWORD_ENV: credentials[1]}  # fmt: skip

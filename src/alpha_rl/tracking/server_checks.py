@@ -8,14 +8,17 @@ The launcher decides where the server listens (--host, --port), its app (basic-a
   a value option: `--opt value` or `--opt=value`. Everything else is refused whatever its
   spelling: `-h X`, `-hX`, `-h=X`, `--host=X`, an abbreviation such as `--ho`, combined short
   options, `--gunicorn-opts` / `--uvicorn-opts` / `--waitress-opts` with any contents, `--dev`,
-  `--disable-security-middleware`, a stray word. A CORS origin or allowed host that matches any
-  host (`*`, `*:5000`, `http://*`) is refused too.
+  `--disable-security-middleware`, a stray word. A CORS origin with a `*` or `null`, and an
+  allowed host pattern that admits hosts nobody named (`*`, `*.com`), are refused too.
 - The environment. click reads MLFLOW_HOST, MLFLOW_PORT, MLFLOW_UVICORN_OPTS, ... for options
   missing from the command line; the workers read MLFLOW_SERVER_* (the security middleware),
   MLFLOW_BASIC_AUTH_FAIL_CLOSED and MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH (what basic-auth lets
   through) and MLFLOW_AUTH_CONFIG_PATH; uvicorn reads every UVICORN_* (UVICORN_FD and
   UVICORN_UDS bind elsewhere, UVICORN_ENV_FILE loads more variables into the workers); gunicorn
-  reads GUNICORN_CMD_ARGS. Such a variable is refused (exit 2, naming it), not dropped from the
+  reads GUNICORN_CMD_ARGS; and every variable click reads for any `mlflow server` option
+  (MLFLOW_STATIC_PREFIX would move every route under a prefix that basic-auth takes for a
+  public path; mlflow_server_envvars lists them from the installed MLflow), and MLflow's internal
+  _MLFLOW_* switches. Such a variable is refused (exit 2, naming it), not dropped from the
   server's environment: whoever exported it expects it to act, and a server that ignores it
   behaves otherwise than its environment says, with at most a warning line lost in a job log.
   Some have no effect today because the launcher passes the option on the command line
@@ -29,7 +32,6 @@ import logging
 import os
 import stat
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 from alpha_rl.errors import AlphaRlError
@@ -42,26 +44,39 @@ class ServerError(AlphaRlError):
     """The server cannot be started as asked (the message names the flag and what to do)."""
 
 
-# Host headers and origins that no lab's allow-list names: a pattern matching one of them lets
-# in any host or any website (mlflow matches with fnmatch once a pattern holds a `*`)
-STRANGE_HOSTS = ("attacker.example", "attacker.example:5000", "203.0.113.9", "203.0.113.9:5000",
-                 "[2001:db8::9]:5000")  # fmt: skip
-STRANGE_ORIGINS = ("http://attacker.example", "https://attacker.example:8443",
-                   "http://203.0.113.9:5000")  # fmt: skip
-
-
-def too_wide(value: str, strangers: tuple[str, ...]) -> str | None:
-    """The first comma-separated pattern of `value` that admits anyone (`*`, or one matching a
-    stranger's host or origin), None when each names someone."""
+def too_wide(value: str) -> str | None:
+    """The first comma-separated Host pattern of `value` (--allowed-hosts) that admits hosts
+    nobody named, None when each names hosts: a `*` is taken only as the leftmost label under
+    at least two fixed ones (`*.lab.example.org`) or after the fixed octets of a private IPv4
+    range (`10.*`, `192.168.*`, `172.16.*`..`172.31.*`, as MLflow's own default)."""
     for pattern in (p.strip() for p in value.split(",")):
-        if pattern == "*" or ("*" in pattern and any(fnmatchcase(s, pattern) for s in strangers)):
+        host = pattern.rsplit(":", 1)[0] if pattern.count(":") == 1 else pattern  # a :port
+        if "*" in pattern and not _named_wildcard(host):
             return pattern
     return None
 
 
+def _named_wildcard(host: str) -> bool:
+    if host.startswith("*.") and "*" not in host[2:]:
+        return len([x for x in host[2:].split(".") if x]) >= 2
+    octets = host.split(".")
+    if octets[-1] != "*" or "*" in ".".join(octets[:-1]):
+        return False
+    fixed = octets[:-1]
+    return fixed in (["10"], ["192", "168"]) or (
+        len(fixed) == 2 and fixed[0] == "172" and fixed[1].isdigit() and 16 <= int(fixed[1]) <= 31
+    )
+
+
 def _origins(value: str) -> str | None:
-    wide = too_wide(value, STRANGE_ORIGINS)
-    return f"{wide!r} lets every website send requests; name the origins" if wide else None
+    """Origins are named one by one: a `*` would admit websites nobody named, and `null` every
+    sandboxed page (its requests carry Origin: null)."""
+    for origin in (o.strip() for o in value.split(",")):
+        if "*" in origin:
+            return f"{origin!r} lets websites nobody named send requests; name the origins"
+        if origin.lower() == "null":
+            return "'null' lets any sandboxed page send requests; name the origins"
+    return None
 
 
 def _frame_options(value: str) -> str | None:
@@ -138,9 +153,30 @@ REFUSED_ENV = {"MLFLOW_HOST": "--host", "MLFLOW_PORT": "--port", "MLFLOW_GUNICOR
 REFUSED_ENV_PREFIX = "UVICORN_"
 
 
+INTERNAL_ENV_PREFIX = "_MLFLOW_"  # MLflow's internal switches (the server's boot id, ...)
+
+
+def mlflow_server_envvars() -> frozenset[str]:
+    """Every variable click reads for an option of `mlflow server` (MLFLOW_STATIC_PREFIX,
+    MLFLOW_EXPOSE_PROMETHEUS, MLFLOW_ARTIFACTS_ONLY, ...), from the installed MLflow itself, so a
+    release that adds one is covered: the launcher sets the options it needs on the command
+    line, and none of the others may reach the server from the environment either."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow.cli import server
+
+    names: set[str] = set()
+    for param in server.params:
+        envvar = getattr(param, "envvar", None)
+        names |= {envvar} if isinstance(envvar, str) else set(envvar or ())
+    return frozenset(names)
+
+
 def check_environment(env: dict[str, str]) -> None:
-    """Refuse an environment holding a variable of REFUSED_ENV or UVICORN_* (set, even empty)."""
-    names = sorted(n for n in env if n in REFUSED_ENV or n.startswith(REFUSED_ENV_PREFIX))
+    """Refuse an environment holding a variable of REFUSED_ENV, UVICORN_* or _MLFLOW_*, or one
+    that `mlflow server` reads for an option (set, even empty)."""
+    click = mlflow_server_envvars()
+    names = sorted(n for n in env if n in REFUSED_ENV or n in click
+                   or n.startswith((REFUSED_ENV_PREFIX, INTERNAL_ENV_PREFIX)))  # fmt: skip
     if not names:
         return
     instead = sorted({REFUSED_ENV.get(n, "") for n in names} - {""})

@@ -11,9 +11,11 @@ group of its own and stays beside it:
   every STARTING_POLL_S while it starts. A listener on any other address or port (0.0.0.0 when
   127.0.0.1 was announced) stops the whole tree at once with SIGKILL, a server listening where
   nobody checked must not answer one more request, and the launcher exits 2 with one line naming
-  it. Once the announced listener is there and no other, "listening on ..." is printed. uvicorn
-  binds before its workers import the app, which takes seconds, so a stray listener is caught
-  before it serves.
+  it. Once the announced listener is there and no other, "listening on ..." is printed. With
+  several workers (the launcher's default, 4) uvicorn binds before its workers import the app,
+  which takes seconds, so a stray listener is caught before it serves; with --workers 1 it binds
+  once the app is loaded and serves at once, so a stray listener may answer for up to
+  STARTING_POLL_S before it is stopped.
 - Then they are read every WATCH_POLL_S while it runs: uvicorn replaces a worker that dies for
   the life of the server, and a listener opened later would otherwise never be seen. A reading
   scans /proc for the tree and reads /proc/<pid>/net/tcp{,6} for each process holding a socket
