@@ -57,5 +57,6 @@ class CheckpointError(AlphaRlError):
 
 
 class WriteError(AlphaRlError):
-    """A run's own record (diag.jsonl, a checkpoint) could not be written: a full disk, a
-    read-only file system. What was written before stays valid; the run stops FAILED."""
+    """A run's own record (diag.jsonl, or diag.jsonl cut back for a resume) could not be
+    written: a full disk, a read-only file system. What was written before stays valid; the run
+    stops FAILED. (A checkpoint that cannot be written is a CheckpointError.)"""

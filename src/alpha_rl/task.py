@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
+from alpha_rl.pipeline.owner import RunDirError
 from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.parent import record_failed_job, record_failed_run, stop_parent
@@ -93,7 +94,7 @@ def run(cfg: DictConfig) -> float:
             run_id = record_failed_run(sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
                                        f"{cfg.search.study}_trial{cfg.search.trial}", overrides,
                                        search_tags(cfg), exc)  # fmt: skip
-            if run_id is not None:
+            if run_id is not None and not isinstance(exc, RunDirError):  # not another's dir
                 write_json(Path(hc.runtime.output_dir) / "tracking.json", {"run_id": run_id})
             raise exc from None
         record_failed_job(sweep_dir, Path(hc.runtime.output_dir), overrides, exc)

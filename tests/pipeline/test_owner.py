@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,8 +18,9 @@ import pytest
 
 from alpha_rl.errors import CheckpointError
 from alpha_rl.pipeline import checkpoint, owner
+from alpha_rl.pipeline.identity import IDENTITY_FILE
 from alpha_rl.pipeline.owner import RunDirError
-from tests.helpers import write_quotes
+from tests.helpers import start_train, write_quotes
 from tests.pipeline.test_run import client, job
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -132,23 +134,7 @@ def test_a_directory_that_cannot_be_made_is_refused_in_one_line(tmp_path: Path) 
 
 
 def train(tmp_path: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "alpha_rl.train",
-            "backend=numpy",
-            "debug=tiny",
-            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
-            f"hydra.run.dir={run_dir}",
-            *overrides,
-        ],
-        cwd=tmp_path,
-        env=ENV,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return start_train(tmp_path, f"hydra.run.dir={run_dir}", *overrides)
 
 
 @pytest.mark.slow
@@ -158,7 +144,7 @@ def test_two_runs_into_one_directory_the_second_is_refused_and_nothing_is_mixed(
     run_dir = tmp_path / "run"
     first = train(tmp_path, run_dir, "seed=1", "steps=200")
     deadline = time.monotonic() + 300
-    while not (run_dir / owner.IDENTITY_FILE).exists():  # the first owns it and has started
+    while not (run_dir / IDENTITY_FILE).exists():  # the first owns it and has started
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
         time.sleep(0.2)
     second = train(tmp_path, run_dir, "seed=2")
@@ -173,13 +159,55 @@ def test_two_runs_into_one_directory_the_second_is_refused_and_nothing_is_mixed(
     steps = [json.loads(x)["step"] for x in (run_dir / "diag.jsonl").read_text().splitlines()]
     assert steps == sorted(set(steps)) and steps[-1] == 200
     assert "seed: 1" in (run_dir / ".hydra" / "config.yaml").read_text()
-    identity = json.loads((run_dir / owner.IDENTITY_FILE).read_text())
+    identity = json.loads((run_dir / IDENTITY_FILE).read_text())
     tracking = json.loads((run_dir / "tracking.json").read_text())
     assert identity["seed"] == 1 and identity["run_id"] == tracking["run_id"]
     meta = json.loads((checkpoint.latest(run_dir) / "meta.json").read_text())
     assert meta["identity"] == identity["id"] and "seed: 1" in meta["config"]
     assert client(tmp_path).get_run(tracking["run_id"]).data.params["seed"] == "1"
     assert not (run_dir / owner.OWNER_FILE).exists()  # released at the end
+
+
+@pytest.mark.slow
+def test_a_fresh_run_or_sweep_into_a_used_directory_is_refused_before_hydra_writes(
+    tmp_path: Path,
+) -> None:
+    done = job(tmp_path, ["seed=1"], "run")  # a run, and a sweep directory with one job in it
+    (done.run_dir / ".hydra").mkdir()
+    (done.run_dir / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    sweep = tmp_path / "sweep"
+    job(tmp_path, ["seed=1"], "sweep/0")
+    again = train(tmp_path, done.run_dir, "seed=3")
+    swept = start_train(tmp_path, "-m", "seed=3,4", f"hydra.sweep.dir={sweep}")
+    for proc, says in ((again, f"error: run directory {done.run_dir} already holds a run"),
+                       (swept, f"error: sweep directory {sweep} already holds the runs of an "
+                               "earlier sweep (0/)")):  # fmt: skip
+        out = proc.communicate(timeout=300)[0]
+        assert proc.returncode == 2 and "Traceback" not in out, out[-3000:]
+        assert [x for x in out.splitlines() if x.strip()] == [out.strip()]  # one line
+        assert out.startswith(says), out
+    assert (done.run_dir / ".hydra" / "config.yaml").read_text() == "seed: 1\n"  # not rewritten
+    assert not (sweep / "multirun.yaml").exists() and not (sweep / "1").exists()
+
+
+def test_a_cluster_job_requeued_before_its_first_checkpoint_starts_over(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "55")
+    first = job(tmp_path, [], "run")
+    shutil.rmtree(first.run_dir / "checkpoint")  # killed before it saved one
+    before = (first.run_dir / "diag.jsonl").read_text()
+    caplog.set_level(logging.WARNING, logger="alpha_rl")
+    again = job(tmp_path, [], "run")  # the requeued job: the same job id, the same directory
+    assert again.status == "FINISHED"
+    assert "cluster job 55 was requeued before its first checkpoint: it starts over" in caplog.text
+    assert (first.run_dir / "diag.attempt1.jsonl").read_text() == before
+    steps = [json.loads(x)["step"] for x in (first.run_dir / "diag.jsonl").read_text().splitlines()]
+    assert steps == [5, 10, 15, 20, 25, 30, 35, 40]  # the new attempt's alone
+    shutil.rmtree(first.run_dir / "checkpoint")
+    monkeypatch.setenv("SLURM_JOB_ID", "56")  # another job into that directory: refused
+    with pytest.raises(RunDirError, match="already holds a run"):
+        job(tmp_path, [], "run")
 
 
 def test_a_fresh_run_into_a_directory_that_holds_a_run_is_refused(tmp_path: Path) -> None:
@@ -197,7 +225,7 @@ def test_a_run_stopped_before_its_first_step_may_start_over(tmp_path: Path) -> N
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "tracking.json").write_text('{"run_id": "x"}')  # it reached the store, no step
-    (run_dir / owner.IDENTITY_FILE).write_text('{"id": "y", "seed": 3, "market": "z"}')
+    (run_dir / IDENTITY_FILE).write_text('{"id": "y", "seed": 3, "market": "z"}')
     assert job(tmp_path, [], "run").status == "FINISHED"
 
 

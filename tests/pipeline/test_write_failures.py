@@ -22,6 +22,7 @@ from alpha_rl.pipeline import checkpoint
 from alpha_rl.tracking import records
 from alpha_rl.tracking.records import DiagWriter, read_diag
 from alpha_rl.tracking.sync import sync_run
+from tests.helpers import start_train
 from tests.pipeline.test_run import client, history, job
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -138,7 +139,31 @@ def test_unsent_data_falls_back_beside_the_run_and_syncs_from_there(
     assert sync_run(kept.parent) > 0
     (run,) = client(tmp_path).search_runs(["1"])
     assert run.info.status == "FINISHED"
+    # the run's own directory names the MLflow run now, so a resume continues it
+    assert json.loads((run_dir / "tracking.json").read_text())["run_id"] == run.info.run_id
     assert history(tmp_path, run.info.run_id, "loss/l_q")[-1][0] == 40
+
+
+def test_the_fallback_directories_are_this_users_alone(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    from alpha_rl.tracking.tracker import fallback_dirs, private_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("ALPHA_RL_UNSENT_DIR", raising=False)
+    *_, shared = fallback_dirs(Path("/x/runs/12-00-00"), None)
+    assert shared == tmp_path / f"alpha_rl_unsent-{os.geteuid()}" / "12-00-00-no-run-id"
+    private_dir(shared)
+    assert {oct(p.stat().st_mode & 0o777) for p in (shared, shared.parent)} == {"0o700"}
+    # one that another user made first, or left open, is not used
+    shared.parent.chmod(0o777)
+    with pytest.raises(OSError, match="is not a directory of this user's alone"):
+        private_dir(shared)
+    shared.parent.chmod(0o700)
+    shared.rmdir()
+    shared.symlink_to(tmp_path)  # a link planted in its place
+    with pytest.raises(OSError, match="is not a directory of this user's alone"):
+        private_dir(shared)
 
 
 # --- a full disk, for real: the run directory on a small tmpfs of its own ---
@@ -336,51 +361,21 @@ def test_damaged_run_directories_are_refused_in_one_line_without_a_traceback(
         run = job(tmp, ["steps=20"], "run").run_dir
         damage(case, tmp, run)
         args = [o.format(run=run, tmp=tmp) for o in overrides]
-        started[case] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "alpha_rl.train",
-                "backend=numpy",
-                "debug=tiny",
-                "steps=30",
-                f"tracking.uri=sqlite:///{tmp}/mlflow.db",
-                f"hydra.run.dir={tmp}/new",
-                *args,
-            ],
-            cwd=tmp,
-            env=ENV,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        started[case] = start_train(tmp, "steps=30", f"hydra.run.dir={tmp}/new", *args)
     for case, proc in started.items():
         out = proc.communicate(timeout=300)[0]
         assert proc.returncode == 2, out[-3000:]
         assert "Traceback" not in out
         (line,) = [x for x in out.splitlines() if "ERROR" in x or x.startswith("error:")]
         assert CASES[case][0] in line, out[-3000:]
+        # a refused run leaves no claim behind that the next run would take for a crashed one
+        assert not list(tmp_path.glob(f"{case}/*/owner.json")), case
 
 
 @pytest.mark.slow
 def test_ctrl_c_during_start_up_is_one_line(tmp_path: Path) -> None:
     for delay in (0.5, 2.0, 5.0):
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "alpha_rl.train",
-                "backend=numpy",
-                "debug=tiny",
-                f"tracking.uri=sqlite:///{tmp_path}/m.db",
-                f"hydra.run.dir={tmp_path}/run{delay}",
-            ],
-            cwd=tmp_path,
-            env=ENV,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        proc = start_train(tmp_path, f"hydra.run.dir={tmp_path}/run{delay}")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out = proc.communicate(timeout=300)[0]

@@ -1,55 +1,46 @@
-"""One live owner per run directory, and the identity a resume checks.
+"""One live owner per run directory.
 
-Ownership. A run (or a sweep, for its sweep directory) holds an exclusive `flock` on
-`<dir>/.owner.lock` from before its first write until it ends, and names itself in
-`<dir>/owner.json` (pid, host, start time, cluster job id, MLflow run id once known). A second
-run into an owned directory is refused naming the owner. The kernel drops a lock whose process
-died, so a free lock beside an owner.json that was never removed is a stale claim: taken over
-with a warning when its process was on this host (or was an earlier start of this same cluster
-job, requeued on another node), refused when it names another host, whose processes cannot be
-checked from here. On a network file system whose locks are not shared between nodes the
-owner.json of another host still refuses, which is the reason it names the host.
+A run (or a sweep, for its sweep directory) holds an exclusive `flock` on `<dir>/.owner.lock`
+from before its first write until it ends, and names itself in `<dir>/owner.json` (pid, host,
+start time, cluster job and restart count, MLflow run id once known). A second run into an owned
+directory is refused naming the owner. The kernel drops a lock whose process died, so a free
+lock beside an owner.json that was never removed is a stale claim: taken over with a warning
+when its process was on this host, or was an earlier start of this same cluster job (SLURM
+requeues a job under its id, on any node, with a higher restart count); refused when it names
+another host, whose processes cannot be checked from here (on a network file system whose locks
+are not shared between nodes, that record is what still refuses). The claim is released when the
+run ends, however it ends (an exit through SystemExit too), and owner.json removed with it.
 
-Identity. A fresh run writes `<dir>/identity.json` (a random id, its seed, a digest of the market
-it trains and is evaluated on, and the MLflow run id once known) before anything else of its
-own; checkpoints carry the id. A fresh run into a directory that already holds a run is refused
-(`resume=` continues that run); a resume is refused when the directory's identity disagrees with
-the config (seed), the market (digest), its tracking.json (run id) or its newest checkpoint.
-A directory whose run stopped before recording anything (no diag.jsonl line, no checkpoint) may
-be started over by the same command.
+What a run directory holds, and the identity a resume checks, are pipeline/identity.py's.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import socket
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from alpha_rl.errors import AlphaRlError, CheckpointError
-from alpha_rl.tracking.records import why
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking.records import replace_text, why
 
 log = logging.getLogger("alpha_rl")
 
 LOCK_FILE = ".owner.lock"
 OWNER_FILE = "owner.json"
-IDENTITY_FILE = "identity.json"
-DIAG_FILE, CHECKPOINTS = "diag.jsonl", "checkpoint"
 
 
 class RunDirError(AlphaRlError):
@@ -60,9 +51,21 @@ class RunDirError(AlphaRlError):
 class _Held:
     fd: int
     count: int
+    started: str  # when this process claimed it
 
 
 _held: dict[Path, _Held] = {}  # directories this process owns, with their claim counts
+
+
+def _release_all() -> None:
+    """At exit (a refused run leaves through SystemExit, past Hydra's on_run_end): give up every
+    claim, so that no owner.json is left behind to look like a crashed owner."""
+    for directory, held in list(_held.items()):
+        held.count = 1
+        release(directory)
+
+
+atexit.register(_release_all)
 
 
 def job_id() -> str | None:
@@ -76,6 +79,11 @@ def job_id() -> str | None:
         except Exception:  # not a submitit job after all: fall back to SLURM's variables
             pass
     return os.environ.get("SLURM_JOB_ID")
+
+
+def job_restart() -> str | None:
+    """How many times the cluster requeued this job (SLURM_RESTART_COUNT; None before any)."""
+    return os.environ.get("SLURM_RESTART_COUNT")
 
 
 def make_dir(directory: Path, what: str) -> Path:
@@ -116,13 +124,14 @@ def claim(directory: Path, what: str = "run directory") -> Path:
         raise RunDirError(f"{what} {directory} is in use by {describe(read_owner(directory))}; "
                           "give this run another directory (hydra.run.dir / hydra.sweep.dir), "
                           "or wait for that one to end") from None  # fmt: skip
+    held = _Held(fd, 1, dt.datetime.now(dt.UTC).astimezone().isoformat(timespec="seconds"))
     try:
         _take_over(directory, what)
-        _write_owner(directory, None)
+        _write_owner(directory, held, None)
     except BaseException:
         os.close(fd)
         raise
-    _held[directory] = _Held(fd, 1)
+    _held[directory] = held
     return directory
 
 
@@ -154,10 +163,14 @@ def owned(directory: Path, what: str = "run directory") -> Iterator[Path]:
 
 
 def set_run_id(directory: Path, run_id: str | None) -> None:
-    """Name the MLflow run in the owner record of a directory this process owns."""
-    directory = Path(directory).resolve()
-    if run_id and directory in _held:
-        _write_owner(directory, run_id)
+    """Name the MLflow run in the owner record of a directory this process owns (best effort:
+    a record that cannot be written is a warning, the lock is what counts)."""
+    held = _held.get(Path(directory).resolve())
+    if run_id and held is not None:
+        try:
+            _write_owner(Path(directory).resolve(), held, run_id)
+        except RunDirError as exc:
+            log.warning("%s", exc)
 
 
 def read_owner(directory: Path) -> dict[str, Any] | None:
@@ -170,7 +183,7 @@ def read_owner(directory: Path) -> dict[str, Any] | None:
 
 
 def describe(record: dict[str, Any] | None) -> str:
-    """'pid 123 on host h since 2026-12-02T10:00:00 (MLflow run abc)' of an owner record."""
+    """'pid 123 on host h since 2026-12-02T10:00:00+00:00, MLflow run abc' of an owner record."""
     if record is None:
         return "another process (its owner.json is missing or unreadable)"
     run = f", MLflow run {record['run_id']}" if record.get("run_id") else ""
@@ -187,12 +200,12 @@ def _take_over(directory: Path, what: str) -> None:
             log.warning("%s %s: its owner.json is unreadable; taking the directory over",
                         what, directory)  # fmt: skip
         return
-    me, job = socket.gethostname(), job_id()
-    if job is not None and record.get("job") == job:
+    job = job_id()
+    if job is not None and record.get("job") == job and record.get("restart") != job_restart():
         log.info("%s %s: taking over from an earlier start of cluster job %s (%s)", what,
                  directory, job, describe(record))  # fmt: skip
         return
-    if record.get("host") != me:
+    if record.get("host") != socket.gethostname():
         raise RunDirError(
             f"{what} {directory} is claimed by {describe(record)}, another host, whose process "
             f"cannot be checked from here; if it is gone, delete {directory / OWNER_FILE} and "
@@ -202,136 +215,19 @@ def _take_over(directory: Path, what: str) -> None:
                 "holds its lock)", what, directory, describe(record))  # fmt: skip
 
 
-def _write_owner(directory: Path, run_id: str | None) -> None:
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": _started(),
-              "job": job_id(), "run_id": run_id}  # fmt: skip
-    previous = read_owner(directory) if run_id else None
-    if previous and previous.get("pid") == os.getpid():
-        record["started"] = previous.get("started", record["started"])
-    _write_json(directory / OWNER_FILE, record)
+def _write_owner(directory: Path, held: _Held, run_id: str | None) -> None:
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": held.started,
+              "job": job_id(), "restart": job_restart(), "run_id": run_id}  # fmt: skip
+    write_record(directory / OWNER_FILE, record)
 
 
-_START = dt.datetime.now(dt.UTC).astimezone().isoformat(timespec="seconds")
-
-
-def _started() -> str:
-    return _START
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """`data` into `path` whole (a temporary file renamed into place)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_record(path: Path, data: dict[str, Any]) -> None:
+    """A JSON record of the run directory written whole; RunDirError naming it on failure."""
     try:
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        replace_text(path, json.dumps(data, indent=1) + "\n")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise RunDirError(f"cannot write {path} ({why(exc)}); free space or choose another "
                           "directory") from exc  # fmt: skip
-
-
-# --- identity ---
-
-
-def market_digest(*books: Any) -> str:
-    """16 hex digits of sha256 over the books' prices, sizes, timestamps and tick sizes."""
-    h = hashlib.sha256()
-    for book in books:
-        for name in ("bid_px", "ask_px", "bid_sz", "ask_sz"):
-            h.update(np.ascontiguousarray(getattr(book, name), dtype=np.float64).tobytes())
-        if book.timestamps is not None:
-            h.update(np.ascontiguousarray(book.timestamps).tobytes())
-        h.update(repr(float(book.tick_size)).encode())
-    return h.hexdigest()[:16]
-
-
-def holds_run(directory: Path) -> list[str]:
-    """What in `directory` shows that a run recorded results there ([] when nothing): a diag.jsonl
-    with a line, a checkpoint. A run stopped before its first step left neither, and the same
-    command may start it over."""
-    directory = Path(directory)
-    found = []
-    diag = directory / DIAG_FILE
-    if diag.is_file() and diag.stat().st_size > 0:
-        found.append(DIAG_FILE)
-    checkpoints = directory / CHECKPOINTS
-    if checkpoints.is_dir() and any(checkpoints.iterdir()):
-        found.append(f"{CHECKPOINTS}/")
-    return found
-
-
-def refuse_a_used_dir(directory: Path) -> None:
-    """RunDirError when a fresh run would write into a directory that holds a run already."""
-    found = holds_run(directory)
-    if not found:
-        return
-    identity = read_identity(directory)
-    who = ""
-    if identity is not None:
-        run = f", MLflow run {identity['run_id']}" if identity.get("run_id") else ""
-        who = f" (seed {identity.get('seed')}, started {identity.get('created')}{run})"
-    raise RunDirError(
-        f"run directory {directory} already holds a run{who}: {', '.join(found)}; continue it "
-        f"with resume={directory}, or give this run another directory (hydra.run.dir)"
-    )
-
-
-def write_identity(directory: Path, seed: int, market: str) -> dict[str, Any]:
-    """A fresh run's identity.json (before anything else of its own is written)."""
-    identity = {"id": uuid.uuid4().hex, "created": _started(), "host": socket.gethostname(),
-                "seed": seed, "market": market, "run_id": None}  # fmt: skip
-    _write_json(Path(directory) / IDENTITY_FILE, identity)
-    return identity
-
-
-def read_identity(directory: Path) -> dict[str, Any] | None:
-    """identity.json of `directory`; None when absent; CheckpointError naming it when damaged."""
-    path = Path(directory) / IDENTITY_FILE
-    if not path.exists():
-        return None
-    try:
-        identity = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(
-            f"{path}: unreadable ({exc}); the run directory's identity cannot be checked: "
-            "restore the file or start afresh"
-        ) from exc
-    fields = {"id": str, "seed": int, "market": str}
-    bad = [k for k, t in fields.items() if not isinstance(identity, dict)
-           or not isinstance(identity.get(k), t) or isinstance(identity.get(k), bool)]  # fmt: skip
-    if bad:
-        raise CheckpointError(f"{path}: {', '.join(bad)} missing or of the wrong type; restore "
-                              "the file or start afresh")  # fmt: skip
-    return identity
-
-
-def set_identity_run(directory: Path, identity: dict[str, Any], run_id: str | None) -> None:
-    """Record the MLflow run id in identity.json once it is known (a resume keeps it)."""
-    if run_id and identity.get("run_id") != run_id:
-        identity["run_id"] = run_id
-        _write_json(Path(directory) / IDENTITY_FILE, identity)
-
-
-def check_identity(directory: Path, identity: dict[str, Any], *, seed: int, market: str,
-                   run_id: str | None, checkpoint_id: str | None) -> None:  # fmt: skip
-    """CheckpointError naming what disagrees when `resume=directory` would continue another run
-    than the one the directory started (seed, market, MLflow run, checkpoint)."""
-    where = f"resume={directory}"
-    problems = []
-    if identity["seed"] != seed:
-        problems.append(f"the run started with seed {identity['seed']}, this config has {seed}")
-    if identity["market"] != market:
-        problems.append(f"its market data had digest {identity['market']}, the market built now "
-                        f"has {market} (the file changed, or market settings differ)")  # fmt: skip
-    if identity.get("run_id") and run_id and identity["run_id"] != run_id:
-        problems.append(f"it reported to MLflow run {identity['run_id']}, its tracking.json "
-                        f"names {run_id}")  # fmt: skip
-    if checkpoint_id is not None and checkpoint_id != identity["id"]:
-        problems.append(f"its checkpoint belongs to run {checkpoint_id}, not {identity['id']}")
-    if problems:
-        raise CheckpointError(f"{where}: this directory's identity ({IDENTITY_FILE}) disagrees: "
-                              + "; ".join(problems) + ". Resume with the run's own config and "
-                              "data, or start afresh in another directory")  # fmt: skip
 
 
 # --- the Hydra callback ---
@@ -340,24 +236,35 @@ def check_identity(directory: Path, identity: dict[str, Any], *, seed: int, mark
 class RunDirCallback(Callback):
     """Hydra callback: a single run owns its output directory from before Hydra writes into it
     (.hydra/, the log), a multirun its sweep directory for the whole sweep; refused in one line,
-    exit 2, when another live process owns it or it cannot be created."""
+    exit 2, when another live process owns it, it cannot be created, or (without resume=) it
+    holds a run already, whose .hydra/ Hydra would otherwise overwrite."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._claim(OmegaConf.select(config, "hydra.run.dir"), "run directory")
+        from alpha_rl.pipeline.identity import refuse_a_used_dir
+
+        directory = self._claim(OmegaConf.select(config, "hydra.run.dir"), "run directory")
+        if OmegaConf.select(config, "resume", default=None) is None:
+            self._refuse(lambda: refuse_a_used_dir(directory))
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         release(Path(str(OmegaConf.select(config, "hydra.run.dir"))))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self._claim(OmegaConf.select(config, "hydra.sweep.dir"), "sweep directory")
+        from alpha_rl.pipeline.identity import refuse_a_used_sweep
+
+        directory = self._claim(OmegaConf.select(config, "hydra.sweep.dir"), "sweep directory")
+        self._refuse(lambda: refuse_a_used_sweep(directory))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         release(Path(str(OmegaConf.select(config, "hydra.sweep.dir"))))
 
+    def _claim(self, directory: Any, what: str) -> Path:
+        return self._refuse(lambda: claim(Path(str(directory)), what))
+
     @staticmethod
-    def _claim(directory: Any, what: str) -> None:
+    def _refuse(check: Any) -> Any:
         try:
-            claim(Path(str(directory)), what)
+            return check()
         except RunDirError as exc:  # logging is not set up yet: say it on stderr
             print(f"error: {exc}", file=sys.stderr, flush=True)
             raise SystemExit(2) from None

@@ -13,7 +13,6 @@ process died can be told from one still going (`python -m alpha_rl.tracking reap
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -34,6 +33,17 @@ from alpha_rl.pipeline import checkpoint, owner
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.curves import plot_run
 from alpha_rl.pipeline.evaluate import Evaluator
+from alpha_rl.pipeline.identity import (
+    IDENTITY_FILE,
+    check_identity,
+    keep_diag_until,
+    market_digest,
+    previous_run_id,
+    read_identity,
+    refuse_a_used_dir,
+    set_identity_run,
+    write_identity,
+)
 from alpha_rl.pipeline.labels import (
     check_resumable,
     config_yaml,
@@ -52,9 +62,7 @@ from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
-from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
-from alpha_rl.tracking.records import dumps, read_diag, why
 from alpha_rl.tracking.system import SystemMetrics
 from alpha_rl.tracking.tracker import DIAG_FILE
 
@@ -126,15 +134,15 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         check_resumable(meta["config"], cfg)
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     else:
-        owner.refuse_a_used_dir(run_dir)
+        refuse_a_used_dir(run_dir)
     market, scaled = market_and_config(cfg, plan.run.seed, plan.validation)
-    digest = owner.market_digest(market.train, market.heldout)
-    identity = owner.read_identity(run_dir) if meta is not None else None
+    digest = market_digest(market.train, market.heldout)
+    identity = read_identity(run_dir) if meta is not None else None
     if identity is None:
         if meta is not None:
             log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
-                     owner.IDENTITY_FILE)  # fmt: skip
-        identity = owner.write_identity(run_dir, plan.run.seed, digest)
+                     IDENTITY_FILE)  # fmt: skip
+        identity = write_identity(run_dir, plan.run.seed, digest)
     with StopSignals(saving.requeue) as stop, open_session(scaled, job.choices) as session:
         log.info("%s", session.isv.layout.table())
         log.info("money: %s; rewards: %s", *money_units(session.cfg).values())
@@ -145,7 +153,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         if meta is not None:
             meta = checkpoint.restore(run_dir, trainer)
             resume_id = previous_run_id(run_dir)
-            owner.check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
+            check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
                                  run_id=resume_id, checkpoint_id=meta.get("identity"))  # fmt: skip
             keep_diag_until(run_dir / DIAG_FILE, trainer.t)
             log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
@@ -153,7 +161,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
                                parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
         owner.set_run_id(run_dir, tracker.run_id)
-        owner.set_identity_run(run_dir, identity, tracker.run_id)
+        set_identity_run(run_dir, identity, tracker.run_id)
         if meta is None:
             describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
             if cfg.search.trial is not None:
@@ -169,7 +177,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         finally:
             system.stop()
             trainer.close()
-    owner.set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
+    set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
     return outcome
 
 
@@ -191,7 +199,7 @@ class Saver:
     with_replay: bool
     config_yaml: str
     cfg: checkpoint.CheckpointConfig
-    identity: str  # the run directory's identity (owner.py), which each checkpoint carries
+    identity: str  # the run directory's identity (identity.py), which each checkpoint carries
     last_step: int = -1
 
     missed_step: int = -1  # the step of the last checkpoint that failed (on_error=continue)
@@ -372,39 +380,3 @@ def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
         return
     summary.curves = path
     tracker.log_artifact(path)
-
-
-def keep_diag_until(path: Path, step: int) -> None:
-    """Drop the diag JSONL lines after `step` (written after the checkpoint a resume starts at)
-    and any torn or damaged line (read_diag warns); the file is replaced whole."""
-    if not path.is_file():
-        return
-    kept = [r for r in read_diag(path) if r["step"] <= step]
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text("".join(f"{dumps(r)}\n" for r in kept), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WriteError(f"cannot rewrite {path} for the resume ({why(exc)}); free space and "
-                         "resume again") from exc  # fmt: skip
-
-
-def previous_run_id(run_dir: Path) -> str | None:
-    """The MLflow run id a run directory reported to (its tracking.json), if any; a damaged
-    file is a CheckpointError naming it."""
-    path = run_dir / TRACKING_FILE
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        record, problem = None, f"unreadable ({exc})"
-    else:
-        problem = "not a JSON object with a run_id string"
-    if isinstance(record, dict) and isinstance(record.get("run_id", ""), str | None):
-        return record.get("run_id") or None
-    raise CheckpointError(
-        f"{path}: {problem}; it names the MLflow run this directory reports to: restore it, "
-        "or delete it to continue the run's training into a new MLflow run"
-    )

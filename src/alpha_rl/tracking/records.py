@@ -99,9 +99,19 @@ def dumps(obj: Any) -> str:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write data to path atomically (readers never see a partial file)."""
+    replace_text(path, json.dumps(data, indent=2) + "\n")
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole: written to a temporary file beside it and renamed into
+    place, so a failure (OSError, raised) leaves the old file as it was and no temporary one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class DiagWriter:

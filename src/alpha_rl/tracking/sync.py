@@ -96,7 +96,10 @@ def sync_run(run_dir: Path, strict: bool = False) -> int:
         spec, box = read_unsent(path)
         if strict:
             check_destination(spec, path)
-        delivery = Delivery(spec, Store(spec.uri, retry_s=0), run_dir, MAX_METRICS_PER_REQUEST)
+        # tracking.json goes to the run's own directory, also when the data waited elsewhere
+        # (a fallback directory, its disk full), so that a resume continues this MLflow run
+        home = Path(spec.run_dir) if spec.run_dir and Path(spec.run_dir).is_dir() else run_dir
+        delivery = Delivery(spec, Store(spec.uri, retry_s=0), home, MAX_METRICS_PER_REQUEST)
         ok = delivery.send(box)
         sent += delivery.sent_metrics
         if not ok:

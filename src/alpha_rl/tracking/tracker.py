@@ -9,9 +9,12 @@ final_retry_s), and what it still cannot send it leaves in run_dir/unsent.jsonl 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shlex
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -186,7 +189,8 @@ class Tracker:
         problems: list[tuple[Path, str]] = []
         for place in places:
             try:
-                place.mkdir(parents=True, exist_ok=True)
+                if place != self.run_dir:
+                    private_dir(place)
                 path = _free_name(place, UNSENT_FILE)
                 write_unsent(path, self._delivery.spec, self._box)
             except OSError as exc:
@@ -259,12 +263,32 @@ def _send_leftovers(run_dir: Path) -> None:
 
 def fallback_dirs(run_dir: Path, run_id: str | None) -> list[Path]:
     """Where unsent data goes when the run directory cannot take it (its disk full, read-only):
-    $ALPHA_RL_UNSENT_DIR if set, else ~/.cache/alpha_rl/unsent and the system's temporary
-    directory; one directory per run inside each."""
+    $ALPHA_RL_UNSENT_DIR if set, else ~/.cache/alpha_rl/unsent and <tmp>/alpha_rl_unsent-<uid>;
+    one directory per run inside each, made private (mode 700, this user's) before use."""
     name = f"{run_dir.name}-{run_id or 'no-run-id'}"
-    roots = [os.environ.get("ALPHA_RL_UNSENT_DIR"), Path.home() / ".cache" / "alpha_rl" / "unsent",
-             Path(tempfile.gettempdir()) / "alpha_rl_unsent"]  # fmt: skip
-    return [Path(root) / name for root in roots if root]
+    roots: list[Path] = []
+    if os.environ.get("ALPHA_RL_UNSENT_DIR"):
+        roots.append(Path(os.environ["ALPHA_RL_UNSENT_DIR"]))
+    with contextlib.suppress(RuntimeError, KeyError):  # no HOME and no passwd entry
+        roots.append(Path.home() / ".cache" / "alpha_rl" / "unsent")
+    roots.append(Path(tempfile.gettempdir()) / f"alpha_rl_unsent-{os.geteuid()}")
+    return [root / name for root in roots]
+
+
+def private_dir(path: Path) -> Path:
+    """`path` made (mode 700) and checked to be this user's and closed to others, with its parent
+    when that is in a shared place (the temporary directory): OSError otherwise, so that no other
+    user can read, swap or plant the unsent data that a later sync uploads."""
+    checked = [path]
+    if path.parent.parent == Path(tempfile.gettempdir()):
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        checked.append(path.parent)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for directory in checked:
+        info = directory.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise OSError(errno.EACCES, f"{directory} is not a directory of this user's alone")
+    return path
 
 
 def _free_name(run_dir: Path, name: str) -> Path:
