@@ -244,3 +244,12 @@ def test_no_legitimate_addition_is_refused() -> None:
                       "+agent.epsilon=x", "+scale=gpu", "+db@agent=x"])  # fmt: skip
     # a key a file declares is taken where the composed options leave it out
     plan_run(compose_train(["backend=numpy", "+debug.market_ticks=1000"])[0])
+
+
+def test_a_group_of_a_searchpath_beyond_conf_is_selected_with_a_plus(tmp_path: Path) -> None:
+    # alpha-rl-confirm writes each candidate as an option of its own group and adds it with +
+    (tmp_path / "candidate").mkdir()
+    (tmp_path / "candidate" / "trial3.yaml").write_text("# @package _global_\nseed: 7\n")
+    cfg, _ = compose_train(["backend=numpy", f"hydra.searchpath=[file://{tmp_path}]",
+                            "+candidate=trial3"])  # fmt: skip
+    assert plan_run(cfg).run.seed == 7

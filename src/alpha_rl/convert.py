@@ -10,6 +10,10 @@ import math
 import numbers
 from collections.abc import Callable
 
+import numpy as np
+
+F32_MAX = float(np.finfo(np.float32).max)  # the largest magnitude the kernels hold
+
 Fail = Callable[[str, object, str], Exception]
 
 
@@ -21,9 +25,11 @@ def to_int(key: str, value: object, fail: Fail) -> int:
 
 
 def to_float(key: str, value: object, fail: Fail) -> float:
-    """A finite real number (not a bool)."""
+    """A finite real number (not a bool) that float32, in which the kernels compute, can hold."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise fail(key, value, "a finite number")
+    if abs(float(value)) > F32_MAX:
+        raise fail(key, value, f"a number float32 can hold (|x| <= {F32_MAX:.4g})")
     return float(value)
 
 

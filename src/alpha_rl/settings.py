@@ -6,16 +6,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from alpha_rl.convert import F32_MAX
 from alpha_rl.errors import ConfigError
 
 _ABSENT = object()
 # the largest float32: every number of the config reaches the kernels as a float32 (a scalar
 # argument or an ISV slot), where a larger one is inf
-F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _value(cfg: DictConfig, key: str, where: str) -> object:
@@ -48,15 +47,13 @@ def _not_representable(key: str, value: object, what: str, where: str) -> Config
     )
 
 
-def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, where: str,
-           *, finite: bool = True) -> float:  # fmt: skip
+def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, where: str) -> float:
     """The number at `key` (an int or a float), refused unless `ok(value)`; `what` says the range
-    ("> 0", "in (0, 1]"). NaN, +-inf and magnitudes beyond float32's are refused too, unless the
-    key allows them (`finite=False`)."""
+    ("> 0", "in (0, 1]"). NaN, +-inf and magnitudes beyond float32's are refused too."""
     value = _value(cfg, key, where)
     if not _is_number(value):
         raise ConfigError(f"{key}={value!r} must be a number {what} (see {where})")
-    if finite and not representable(value):
+    if not representable(value):
         raise _not_representable(key, value, f"a finite number {what}", where)
     if not ok(float(value)):
         raise ConfigError(f"{key}={value!r} must be a number {what} (see {where})")

@@ -110,6 +110,19 @@ def test_gaps_and_news_jumps_pass_and_a_squeeze_is_warned(
     assert "the first at row 251 (line 252)" in warning
 
 
+def test_a_move_across_a_session_break_is_a_gap_not_a_fat_finger(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    frame = _walk(jumps={250: 20_000})  # a weekend gap of 20,000 ticks at row 251
+    frame.loc[250:, "timestamp"] += 2 * 86_400
+    path = _csv(tmp_path, frame)
+    with caplog.at_level(logging.WARNING, logger="alpha_rl.market"):
+        book = read_quotes_file(path, TICK, 1, session_gap=3600)
+    assert book.breaks.tolist() == [250] and _warnings(caplog) == []
+    frame.loc[100, ["bid_px_0", "ask_px_0"]] = [9_999_999.99, 10_000_000.0]  # within a session
+    _refused(_csv(tmp_path, frame, "fat.csv"), "row 101 (line 102), column bid_px_0: 9999999.99")
+
+
 # --- case 2: the tick size against the prices' own grid ---
 
 

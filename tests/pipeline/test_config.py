@@ -144,6 +144,10 @@ def test_a_learn_start_below_steps_is_taken() -> None:
         (["eval.steps=100000"],
          r"^eval\.steps=100000 is more than the held-out part's 800 ticks \(single split: .*\): an "
          r"evaluation would step through them about 125 times over; set eval\.steps <= 800"),
+        (["market.depth_size=[1,1e39]"],
+         r"^market\.depth_size=1e\+39: expected a number float32 can hold \(\|x\| <= 3\.4"),
+        (["market.start_price=1e30", "reward.scale=1.0"],  # a tick lost in float64 at 1e30
+         r"the mid price never moves over the \d+ training steps: there is nothing to learn"),
     ],
 )  # fmt: skip
 def test_values_the_market_shows_cannot_run_are_refused_before_the_run(

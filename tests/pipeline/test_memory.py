@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -160,3 +161,28 @@ def test_the_cuda_backend_is_checked_against_the_device_and_the_host(
     with pytest.raises(ConfigError, match=r"of host memory to initialise the parameters "
                                           r"\(initialisation "):  # fmt: skip
         plan_run(cfg)
+
+
+def test_the_room_under_a_cgroup_limit_caps_the_host_memory_available(tmp_path: Path) -> None:
+    # cgroup v2: a SLURM job's --mem at the job level, a looser limit above it
+    root = tmp_path / "v2"
+    job = root / "slurm" / "job_7"
+    job.mkdir(parents=True)
+    (root / "slurm" / "memory.max").write_text("68719476736\n")  # 64 GiB
+    (root / "slurm" / "memory.current").write_text("1073741824\n")
+    (job / "memory.max").write_text("8589934592\n")  # 8 GiB
+    (job / "memory.current").write_text("2147483648\n")  # 2 GiB used
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/slurm/job_7\n")
+    assert memory.cgroup_room(proc, root) == 6 * 2**30
+    (job / "memory.max").write_text("max\n")  # no limit of its own: the one above counts
+    assert memory.cgroup_room(proc, root) == 63 * 2**30
+    # cgroup v1, no limit (what v1 writes for none): no room figure at all
+    v1 = tmp_path / "v1" / "memory"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (v1 / "memory.usage_in_bytes").write_text("3878297600\n")
+    proc.write_text("4:memory:/process_api/e68a\n0::/\n")
+    assert memory.cgroup_room(proc, tmp_path / "v1") is None
+    (v1 / "memory.limit_in_bytes").write_text("5000000000\n")  # a container's limit
+    assert memory.cgroup_room(proc, tmp_path / "v1") == 5_000_000_000 - 3_878_297_600

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype, is_object_dtype
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
+from alpha_rl.convert import F32_MAX
+
 # a step between prices below this fraction of the median price is float noise, not a tick:
 # real ticks are 1e-8 of the price or more (0.01 on a 700,000 USD share), float64 noise 1e-12 or
 # less
@@ -101,7 +102,7 @@ def numbers(
         size = "_sz_" in name
         kind = "a size is a number of lots" if size else "a price is a number"
         # a row's 2L sizes are summed in float32 (the depth imbalance): each must leave room
-        limit = FLOAT32_MAX / (2 * levels) if size else FLOAT32_MAX
+        limit = F32_MAX / (2 * levels) if size else F32_MAX
         why = (
             f"the kernels sum a row's {2 * levels} sizes in float32, so each must be"
             if size
@@ -190,9 +191,12 @@ def median_move(sides: dict[str, np.ndarray]) -> float | None:
     return float(np.median(moves)) if moves.size else None
 
 
-def move_problems(sides: dict[str, np.ndarray], where: Where) -> tuple[list[str], str | None]:
+def move_problems(
+    sides: dict[str, np.ndarray], where: Where, breaks: np.ndarray
+) -> tuple[list[str], str | None]:
     """The first price that moves REFUSE_MOVE or more times the median mid move from the row
-    before (a problem), and a warning naming the first of those that move WARN_MOVE or more."""
+    before (a problem), and a warning naming the first of those that move WARN_MOVE or more;
+    the rows that begin a session ([S] int64 `breaks`) are left out: a gap may move anything."""
     base = median_move(sides)
     if base is None:
         return [], None
@@ -202,6 +206,7 @@ def move_problems(sides: dict[str, np.ndarray], where: Where) -> tuple[list[str]
         for lv in range(sides[family].shape[1]):
             px = sides[family][:, lv]
             moves = np.concatenate([[0.0], np.abs(np.diff(px))]) / base
+            moves[breaks] = 0.0
             warned |= moves >= WARN_MOVE
 
             def describe(r: int, px: np.ndarray = px, moves: np.ndarray = moves) -> str:

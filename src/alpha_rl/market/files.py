@@ -107,9 +107,10 @@ def read_quotes_file(
         problems += stamp_problems
     sides = {f: np.stack([values[f"{f}_{lv}"] for lv in range(levels)], axis=1) for f in FAMILIES}
     problems += book_problems(sides, where)
-    warning = None
-    if not problems:  # the moves of valid prices only
-        problems, warning = move_problems(sides, where)
+    warning, breaks = None, np.zeros(0, dtype=np.int64)
+    if not problems:  # the moves of valid prices only, within a session (a break is a gap)
+        breaks = _breaks(file, stamps, gap, where, session_gap)
+        problems, warning = move_problems(sides, where, breaks)
     if problems:
         raise MarketDataError(
             f"{file}: malformed quotes, the first offending row of each problem: "
@@ -127,7 +128,6 @@ def read_quotes_file(
     doubt = tick_warning(tick, tick_size is None, sides)
     if doubt:
         log.warning("%s: %s", file, doubt)
-    breaks = _breaks(file, stamps, gap, where, session_gap)
     stamp_values = None if stamps is None else stamps.values
     return Book(
         **sides, tick_size=float(tick), source=str(file), timestamps=stamp_values, breaks=breaks

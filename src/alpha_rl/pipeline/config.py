@@ -24,7 +24,7 @@ from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
-from alpha_rl.pipeline.keys import check_added_keys, task_overrides
+from alpha_rl.pipeline.keys import check_added_keys, task_groups, task_overrides
 from alpha_rl.pipeline.memory import check_memory
 from alpha_rl.pipeline.objective import Objective
 from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
@@ -313,7 +313,7 @@ def plan_run(cfg: DictConfig) -> Plan:
     """Parse and check every section; raises ConfigError naming the first bad key. A `+key`
     that nothing reads, money that overflows float32, a learner that would never update and a
     run the machine's memory cannot hold are refused too."""
-    check_added_keys(task_overrides(cfg))
+    check_added_keys(task_overrides(cfg), task_groups(cfg))
     run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
     check_lot_mult(env)
     plan = Plan(

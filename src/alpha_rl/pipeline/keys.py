@@ -9,7 +9,8 @@ an added key that no file declares is read by nothing and is refused, with the n
 key as a did-you-mean. The test cannot refuse a legitimate `+`:
 - a key some option file declares is taken, even where the composed options do not declare it
   (`+debug.market_ticks=500`: the synthetic market reads it through `oc.select`);
-- a group selection (`+experiment=her_ablation`, `+hydra/launcher=slurm`) is Hydra's to check;
+- a group selection (`+experiment=her_ablation`, `+hydra/launcher=slurm`, a group of a
+  searchpath beyond conf/ such as alpha-rl-confirm's `+candidate=...`) is Hydra's to check;
 - Hydra's own keys (`hydra.`) are Hydra's, and the subtrees whose parsers take every key and
   judge it themselves (WHOLE: `isv.slots` declares slots, `market` and `tracking` refuse unknown
   keys naming them) are left to those parsers.
@@ -91,9 +92,20 @@ def task_overrides(cfg: DictConfig) -> list[str]:
     return [] if task is None else [str(o) for o in task]
 
 
-def _is_group(key: str) -> bool:
+def task_groups(cfg: DictConfig) -> frozenset[str]:
+    """The config groups the job `cfg` composed (Hydra's runtime choices), with those of a
+    searchpath beyond conf/ (alpha-rl-confirm's `candidate`); empty outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None)
+    if choices is None and HydraConfig.initialized():
+        choices = HydraConfig.get().runtime.choices
+    return frozenset(str(k) for k in (choices or {}))
+
+
+def _is_group(key: str, groups: frozenset[str]) -> bool:
     """Whether an override's key selects a config group (`experiment`, `hydra/launcher`)."""
-    return "/" in key or (paths.conf_dir() / key).is_dir()
+    return "/" in key or key in groups or (paths.conf_dir() / key).is_dir()
 
 
 def _left_to_others(key: str) -> bool:
@@ -103,15 +115,16 @@ def _left_to_others(key: str) -> bool:
     )
 
 
-def check_added_keys(overrides: Iterable[str]) -> None:
+def check_added_keys(overrides: Iterable[str], groups: frozenset[str] = frozenset()) -> None:
     """Refuse (ConfigError) a `+key=...` or `++key=...` whose key no file of conf/ declares:
-    nothing would read it (see the module docstring for what is never refused)."""
+    nothing would read it (see the module docstring for what is never refused); `groups`: the
+    config groups the job composed (task_groups), whose selections are Hydra's to check."""
     declared = declared_keys()
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         if not (override.is_add() or override.is_force_add()):
             continue
         key = override.key_or_group
-        if override.package is not None or _is_group(key) or _left_to_others(key):
+        if override.package is not None or _is_group(key, groups) or _left_to_others(key):
             continue
         if key in declared or any(k.startswith(key + ".") for k in declared):
             continue

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -232,8 +233,52 @@ def peaks(plan: Plan, layout: NetLayout, obs_dim: int) -> dict[str, int]:
 
 
 def host_available() -> int:
-    """Bytes of host memory available to a new allocation (psutil)."""
-    return int(psutil.virtual_memory().available)
+    """Bytes of host memory available to a new allocation: psutil's available memory, capped by
+    the room left under this process's cgroup memory limit (a SLURM job's --mem, a container's)."""
+    available = int(psutil.virtual_memory().available)
+    room = cgroup_room()
+    return available if room is None else min(available, room)
+
+
+def cgroup_room(proc: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+                ) -> int | None:  # fmt: skip
+    """Bytes this process's cgroups still let it allocate (the least, over its cgroup and the
+    ones above it, of limit - usage; cgroup v2 memory.max / memory.current, v1
+    memory.limit_in_bytes / memory.usage_in_bytes), None where no limit is set or readable."""
+    try:
+        lines = proc.read_text().splitlines()
+    except OSError:
+        return None
+    rooms = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: the unified hierarchy
+            rooms += _rooms(root, path, "memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            rooms += _rooms(root / "memory", path, "memory.limit_in_bytes",
+                            "memory.usage_in_bytes")  # fmt: skip
+    return min(rooms) if rooms else None
+
+
+def _rooms(base: Path, path: str, limit_file: str, usage_file: str) -> list[int]:
+    """limit - usage of each cgroup from `path` up to `base` that has a numeric limit (a path
+    that is not mounted here, inside a container, reads as `base` itself)."""
+    rooms = []
+    here = base / path.lstrip("/")
+    if not here.is_dir():
+        here = base
+    while True:
+        try:
+            limit = (here / limit_file).read_text().strip()
+            usage = int((here / usage_file).read_text().strip())
+        except (OSError, ValueError):
+            limit = "max"
+            usage = 0
+        if limit.isdigit() and int(limit) < 2**60:  # v1 writes "no limit" as ~2^63
+            rooms.append(max(int(limit) - usage, 0))
+        if here == base or base not in here.parents:
+            return rooms
+        here = here.parent
 
 
 def backend_of(plan: Plan) -> str:

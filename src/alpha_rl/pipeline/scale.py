@@ -98,10 +98,10 @@ def reward_scale(cfg: DictConfig, train: Book) -> RewardScale:
     fixed = scale_setting(cfg)
     lot_mult = float(cfg.env.multiplier) * float(cfg.env.lot)
     move, count = mean_move(train)
-    if fixed is None and not move > 0:
+    if not move > 0:  # nothing to trade (or the tick vanishes at these prices in float64)
         raise MarketDataError(
-            f"{train.source}: reward.scale=auto needs the mid to move, but it is constant over the "
-            f"{count} training steps; set reward.scale to a number"
+            f"{train.source}: the mid price never moves over the {count} training steps: there is "
+            "nothing to learn; check the market (its prices, market.start_price)"
         )
     value = fixed if fixed is not None else 1.0 / (move * lot_mult)
     scale = RewardScale(value, fixed is None, move, lot_mult, count)
