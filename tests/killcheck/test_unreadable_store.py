@@ -108,3 +108,14 @@ def test_a_server_that_refuses_the_credentials_says_which_to_set(
         "that may read it",
         "verdict: CANNOT-JUDGE",
     ]
+
+
+def test_a_database_that_does_not_exist_is_no_store_not_a_server_down(
+    capsys: pytest.CaptureFixture, postgres
+) -> None:
+    uri = postgres.database_uri("no_such_database")  # the server answers: the database is gone
+    code, out, err = kill_check(capsys, "--tracking-uri", uri, "--no-write")
+    assert code == 2 and "Traceback" not in out + err
+    line = err.splitlines()[0]
+    assert 'has no such database or role (database "no_such_database" does not exist)' in line
+    assert "create it (createdb, createuser)" in line and "trying again later" not in line

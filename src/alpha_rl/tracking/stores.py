@@ -200,9 +200,15 @@ def failure(uri: str, what: str, exc: BaseException, remedy: str) -> TrackingRea
         return sqlite_failure(sqlite_file(uri), found, remedy)
     code = getattr(exc, "error_code", None)
     if code == "RESOURCE_DOES_NOT_EXIST":
-        return NotInStoreError(f"tracking store {name}: cannot {what}: {first_line(exc)}")
+        return NotInStoreError(f"tracking store {name}: cannot {what}: {first_line(exc)}; "
+                               f"{remedy}")  # fmt: skip
     http = uri.lower().startswith("http")
     server = "tracking server" if http else "database server"
+    gone = next((e for e in chain if _GONE.search(str(e))), None)
+    if gone is not None and not http:  # the server answered: the database or role is not there
+        return NoStoreError(f"{server} {name} has no such database or role "
+                            f"({_GONE.search(str(gone))[0]}): create it (createdb, createuser) "
+                            f"or fix the address; {remedy}")  # fmt: skip
     if code in REFUSED_CODES or "authentication failed" in str(exc):
         account = "MLFLOW_TRACKING_USERNAME and _PASSWORD" if http else "PGPASSWORD or ~/.pgpass"
         return TrackingReadError(
@@ -215,7 +221,13 @@ def failure(uri: str, what: str, exc: BaseException, remedy: str) -> TrackingRea
             f"{server} {name} does not answer ({_reason(chain)}): {start} or check the "
             "address; trying again later may help"
         )
-    return TrackingReadError(f"tracking store {name}: cannot {what}: {first_line(exc)}")
+    return TrackingReadError(f"tracking store {name}: cannot {what}: {first_line(exc)}; "
+                             f"{remedy}")  # fmt: skip
+
+
+# what a database server says when it answered and the database or the role does not exist, or
+# no rule of its lets this client in: no retry helps
+_GONE = re.compile(r'(database|role) "[^"]*" does not exist|no pg_hba\.conf entry[^,;]*')
 
 
 def sqlite_failure(path: Path, exc: sqlite3.Error, remedy: str) -> TrackingReadError:
