@@ -109,8 +109,11 @@ def test_resume_refuses_a_changed_config(tmp_path: Path) -> None:
     half = job(tmp_path, ["steps=20"], "half")
     with pytest.raises(CheckpointError, match=r"agent\.lr: 0\.0003 -> 0\.001"):
         job(tmp_path, [f"resume={half.run_dir}", "agent.lr=0.001"])
-    with pytest.raises(CheckpointError, match="no checkpoint there"):
+    with pytest.raises(CheckpointError, match="nowhere: no such run directory; give the"):
         job(tmp_path, [f"resume={tmp_path / 'nowhere'}"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="no checkpoint there"):
+        job(tmp_path, [f"resume={tmp_path / 'empty'}"])
 
 
 def test_a_bad_config_fails_before_anything_is_allocated(tmp_path, monkeypatch) -> None:

@@ -122,12 +122,22 @@ def diag_lines(run_dir: Path) -> list[dict]:
 
 class BlockedStore:
     """A SQLite store that cannot be reached (a file where its directory should be) until
-    `restore()` puts the directory back."""
+    `restore()` puts the directory back. `config(**kw)` is the TrackingConfig for it, made while
+    the directory is there (the config refuses an SQLite URI whose directory is missing), as a
+    job's is before its store goes down."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.path = tmp_path / "store"
-        self.path.write_text("a file where the database directory should be")
         self.uri = f"sqlite:///{self.path}/mlflow.db"
+        self.path.mkdir()
+
+    def config(self, **kwargs) -> TrackingConfig:
+        """make_cfg(self.uri, **kwargs), checked with the store's directory present."""
+        return make_cfg(self.uri, **kwargs)
+
+    def block(self) -> None:
+        self.path.rmdir()
+        self.path.write_text("a file where the database directory should be")
 
     def restore(self) -> None:
         self.path.unlink()

@@ -18,7 +18,7 @@ from alpha_rl.tracking import TrackingConfig, open_tracker, sync_run
 from alpha_rl.tracking.records import Outbox, RunSpec, write_unsent
 from alpha_rl.tracking.sync import main
 from tests.bad_stores import KINDS, PASSWORD, fingerprint, free_port, make
-from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history, make_cfg
+from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history
 
 
 def _log(tracker, steps: range) -> None:
@@ -93,10 +93,9 @@ def test_unsent_data_is_kept_and_sync_sends_it(
 def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    (tmp_path / "store").mkdir()  # the config is checked while the store's folder is there
-    cfg = make_cfg(f"sqlite:///{tmp_path}/store/mlflow.db", retry_s=0.0, final_retry_s=0.0)
-    (tmp_path / "store").rmdir()
     store = BlockedStore(tmp_path)
+    cfg = store.config(retry_s=0.0, final_retry_s=0.0)
+    store.block()
     uri = store.uri
     tracker = open_tracker(cfg, run_dir, run_name="cmd")
     tracker.log_params({"seed": 2})

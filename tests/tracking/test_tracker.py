@@ -115,7 +115,8 @@ def test_a_store_down_at_open_gets_the_run_created_later(
 ) -> None:
     store = BlockedStore(tmp_path)
     uri = store.uri
-    cfg = make_cfg(uri, retry_s=0.0, final_retry_s=0.0)
+    cfg = store.config(retry_s=0.0, final_retry_s=0.0)
+    store.block()
     with caplog.at_level(logging.WARNING, logger="alpha_rl.tracking"):
         tracker = open_tracker(cfg, run_dir, run_name="late", parent_run_id=None)
         tracker.log_params({"seed": 3, "env.num_envs": 64})
