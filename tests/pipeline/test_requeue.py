@@ -55,6 +55,7 @@ def test_a_preempted_submitit_job_is_requeued_and_finishes_the_same_run(tmp_path
     runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
     (child,) = [r for r in runs if "alpha_rl.sweep_dir" not in r.data.tags]
     assert child.info.status == "FINISHED"
+    (tmp_path / "whole").mkdir()  # its own store, beside the sweep's
     whole = job(tmp_path / "whole", OVERRIDES, "whole")
     requeued = [(p.step, p.value) for p in store.get_metric_history(child.info.run_id, "loss/l_q")]
     assert sorted(requeued) == history(tmp_path / "whole", whole.run_id, "loss/l_q")
