@@ -74,11 +74,12 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen) -> None:
     raise AssertionError(f"the run ended before step {step}: {proc.communicate()[0][-2000:]}")
 
 
-def start_train(where: Path, *overrides: str) -> subprocess.Popen:
-    """`python -m alpha_rl.train backend=numpy debug=tiny <overrides>` started in `where`, its
-    store `where`/mlflow.db, stdout and stderr together as text."""
+def start_train(where: Path, *overrides: str, multirun: bool = False) -> subprocess.Popen:
+    """`python -m alpha_rl.train [-m] backend=numpy debug=tiny <overrides>` started in `where`,
+    its store `where`/mlflow.db, stdout and stderr together as text."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    command = [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
-               f"tracking.uri=sqlite:///{where}/mlflow.db", *overrides]  # fmt: skip
+    command = [sys.executable, "-m", "alpha_rl.train", *(["-m"] if multirun else []),
+               "backend=numpy", "debug=tiny", f"tracking.uri=sqlite:///{where}/mlflow.db",
+               *overrides]  # fmt: skip
     return subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip

@@ -100,15 +100,20 @@ def test_a_claim_of_another_host_is_refused_unless_it_is_this_cluster_job(
     (run / owner.OWNER_FILE).write_text(json.dumps(other))
     monkeypatch.delenv("SUBMITIT_EXECUTOR", raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
     with pytest.raises(
         RunDirError,
         match=r"claimed by pid 4242 on host node-17 .*another host.*"
         rf"delete {run / owner.OWNER_FILE}",
     ):
         owner.claim(run)
-    monkeypatch.setenv("SLURM_JOB_ID", "991")  # the same job, requeued onto this node
+    monkeypatch.setenv("SLURM_JOB_ID", "991")  # a sibling step of that job on this node
+    with pytest.raises(RunDirError, match=r"claimed by pid 4242 on host node-17"):
+        owner.claim(run)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # the same job, requeued onto this node
     with owner.owned(run):
-        assert json.loads((run / owner.OWNER_FILE).read_text())["job"] == "991"
+        record = json.loads((run / owner.OWNER_FILE).read_text())
+        assert (record["job"], record["restart"]) == ("991", "1")
 
 
 def test_claims_of_one_process_nest(tmp_path: Path) -> None:
@@ -178,7 +183,7 @@ def test_a_fresh_run_or_sweep_into_a_used_directory_is_refused_before_hydra_writ
     sweep = tmp_path / "sweep"
     job(tmp_path, ["seed=1"], "sweep/0")
     again = train(tmp_path, done.run_dir, "seed=3")
-    swept = start_train(tmp_path, "-m", "seed=3,4", f"hydra.sweep.dir={sweep}")
+    swept = start_train(tmp_path, "seed=3,4", f"hydra.sweep.dir={sweep}", multirun=True)
     for proc, says in ((again, f"error: run directory {done.run_dir} already holds a run"),
                        (swept, f"error: sweep directory {sweep} already holds the runs of an "
                                "earlier sweep (0/)")):  # fmt: skip
