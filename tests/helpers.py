@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -83,3 +86,34 @@ def start_train(where: Path, *overrides: str, multirun: bool = False) -> subproc
                *overrides]  # fmt: skip
     return subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def train_in_process(where: Path, *args: str) -> tuple[int, str]:
+    """`alpha-rl-train <args>` run in this process, in the directory `where`: (its exit status,
+    what it printed). For commands refused at start, where a process of their own would cost
+    seconds of imports each; Hydra's and the run's process-wide state is put back after."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from alpha_rl.pipeline import owner
+    from alpha_rl.train import main
+
+    argv, cwd, root = sys.argv, os.getcwd(), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, code = io.StringIO(), 0
+    sys.argv = ["alpha-rl-train", *args]
+    try:
+        os.chdir(where)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            main()
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+        owner.release_all()
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return code, out.getvalue()

@@ -4,10 +4,7 @@ option that does not exist is Hydra's to refuse: it lists the options and exits 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
 from alpha_rl.tracking import TrackingConfig
-from tests.helpers import compose_train
+from tests.helpers import compose_train, train_in_process
 
 USER_ERROR = 2  # task.py: an AlphaRlError (ConfigError among them) ends the run with this
 HYDRA_ERROR = 1  # Hydra's own: an unknown group option, reported without a traceback
@@ -90,21 +87,16 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def refusals(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
-    """Every case's command line, all started at once (each is mostly start-up): name ->
-    (exit status, stdout and stderr, its directory)."""
-    started = {}
+    """Every case's command line, run in this process one after the other (each is refused at
+    start: a process of its own would cost seconds of imports): name -> (exit status, what it
+    printed, its directory)."""
+    done = {}
     for name, (overrides, _, _) in CASES.items():
         where = tmp_path_factory.mktemp(name)
-        started[name] = (subprocess.Popen(
-            [sys.executable, "-m", "alpha_rl.train", "backend=numpy", "debug=tiny",
-             f"tracking.uri=sqlite:///{where}/m.db", f"hydra.run.dir={where}/run", *overrides],
-            cwd=where, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        ), where)  # fmt: skip
-    done = {}
-    for name, (proc, where) in started.items():
-        out = proc.communicate(timeout=300)[0]  # reads the pipe as it waits: no full-pipe stall
-        done[name] = (proc.returncode, out, where)
+        code, out = train_in_process(where, "backend=numpy", "debug=tiny",
+                                     f"tracking.uri=sqlite:///{where}/m.db",
+                                     f"hydra.run.dir={where}/run", *overrides)  # fmt: skip
+        done[name] = (code, out, where)
     return done
 
 

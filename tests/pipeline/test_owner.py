@@ -20,7 +20,7 @@ from alpha_rl.errors import CheckpointError
 from alpha_rl.pipeline import checkpoint, owner
 from alpha_rl.pipeline.identity import IDENTITY_FILE
 from alpha_rl.pipeline.owner import RunDirError
-from tests.helpers import start_train, write_quotes
+from tests.helpers import start_train, train_in_process, write_quotes
 from tests.pipeline.test_run import client, job
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -173,7 +173,6 @@ def test_two_runs_into_one_directory_the_second_is_refused_and_nothing_is_mixed(
     assert not (run_dir / owner.OWNER_FILE).exists()  # released at the end
 
 
-@pytest.mark.slow
 def test_a_fresh_run_or_sweep_into_a_used_directory_is_refused_before_hydra_writes(
     tmp_path: Path,
 ) -> None:
@@ -182,13 +181,13 @@ def test_a_fresh_run_or_sweep_into_a_used_directory_is_refused_before_hydra_writ
     (done.run_dir / ".hydra" / "config.yaml").write_text("seed: 1\n")
     sweep = tmp_path / "sweep"
     job(tmp_path, ["seed=1"], "sweep/0")
-    again = train(tmp_path, done.run_dir, "seed=3")
-    swept = start_train(tmp_path, "seed=3,4", f"hydra.sweep.dir={sweep}", multirun=True)
-    for proc, says in ((again, f"error: run directory {done.run_dir} already holds a run"),
-                       (swept, f"error: sweep directory {sweep} already holds the runs of an "
-                               "earlier sweep (0/)")):  # fmt: skip
-        out = proc.communicate(timeout=300)[0]
-        assert proc.returncode == 2 and "Traceback" not in out, out[-3000:]
+    store = ["backend=numpy", "debug=tiny", f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]
+    again = train_in_process(tmp_path, *store, "seed=3", f"hydra.run.dir={done.run_dir}")
+    swept = train_in_process(tmp_path, "-m", *store, "seed=3,4", f"hydra.sweep.dir={sweep}")
+    for (code, out), says in ((again, f"error: run directory {done.run_dir} already holds a run"),
+                              (swept, f"error: sweep directory {sweep} already holds the runs of "
+                                      "an earlier sweep (0/)")):  # fmt: skip
+        assert code == 2 and "Traceback" not in out, out[-3000:]
         assert [x for x in out.splitlines() if x.strip()] == [out.strip()]  # one line
         assert out.startswith(says), out
     assert (done.run_dir / ".hydra" / "config.yaml").read_text() == "seed: 1\n"  # not rewritten

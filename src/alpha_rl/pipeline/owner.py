@@ -57,15 +57,16 @@ class _Held:
 _held: dict[Path, _Held] = {}  # directories this process owns, with their claim counts
 
 
-def _release_all() -> None:
-    """At exit (a refused run leaves through SystemExit, past Hydra's on_run_end): give up every
-    claim, so that no owner.json is left behind to look like a crashed owner."""
+def release_all() -> None:
+    """Give up every claim of this process; at exit too (a refused run leaves through
+    SystemExit, past Hydra's on_run_end), so that no owner.json is left behind to look like a
+    crashed owner."""
     for directory, held in list(_held.items()):
         held.count = 1
         release(directory)
 
 
-atexit.register(_release_all)
+atexit.register(release_all)
 
 
 def job_id() -> str | None:
