@@ -25,7 +25,8 @@
 //   isv[count_idx] and counters[HER_BACKWARD_TOTAL]. When record_forward, every closed trade
 //   also claims the next claim c of the forward ring, in env order, and is written into slot
 //   c mod R: entry mid, exit step = the current step, dir, actual PnL, env, episode, h_t[b]
-//   (R >= B, so one step's closes never overwrite each other).
+//   (R >= B, so one step's closes never overwrite each other). A slot that still holds a live
+//   entry (dir != 0) loses a claim never judged: counters[HER_FORWARD_OVERWRITTEN] counts them.
 // her_forward (HER_BLOCK threads a block, at most W of them judging): the live claims are
 //   [lo, head) with head the ring's claim count and lo = max(counters[HER_RING_TAIL], head - R)
 //   (claims below the tail are judged; older ones are overwritten); it visits the first
@@ -34,7 +35,10 @@
 //   env's episode changed: expire; otherwise forward_pnl = dir * (post_mid[env] - entry) *
 //   lot_mult fires iff > 0 and > threshold * actual, pushing state = next state = the stored h,
 //   action = LONG (dir > 0) or SHORT, reward = forward_pnl * reward_scale, done = 1, boosted
-//   leaf; expired or evaluated entries are cleared. The tail moves to the first visited claim that
+//   leaf; expired or evaluated entries are cleared. Of the due entries the counters tell
+//   HER_FORWARD_JUDGED (evaluated, fired or not), HER_FORWARD_EXPIRED (age > 2 x lookahead) and
+//   HER_FORWARD_ENDED (the env's episode changed), so every claim ever made (the ring's head) is
+//   judged, expired, ended, overwritten or still live in the ring. The tail moves to the first visited claim that
 //   waits (to lo + the visited count when none waits). Exit steps grow with the claims, so with
 //   W = B and a lookahead that does not change, every trade is judged on the step it comes due (a
 //   step closes at most B). The count goes to isv[count_idx] and counters[HER_FORWARD_TOTAL].
@@ -53,7 +57,11 @@
 #define HER_RING_TOTAL 5
 #define HER_RING_TAIL 6     // forward ring claims below this are judged
 #define HER_RING_WAITING 7  // her_forward's scratch: W - the first waiting claim's offset (0: none)
-#define HER_COUNTERS 8  // u64 words of the counters array
+#define HER_FORWARD_JUDGED 8       // ring claims judged (fired or not) inside their window
+#define HER_FORWARD_EXPIRED 9      // due claims found past their window (age > 2 x lookahead)
+#define HER_FORWARD_ENDED 10       // due claims whose env started another episode meanwhile
+#define HER_FORWARD_OVERWRITTEN 11 // claims whose slot was taken before they were judged
+#define HER_COUNTERS 12  // u64 words of the counters array
 
 ALPHA_RL_EXPORT(HER_RING);
 ALPHA_RL_EXPORT(HER_BLOCK);
@@ -65,6 +73,10 @@ ALPHA_RL_EXPORT(HER_TRACK_DONE);
 ALPHA_RL_EXPORT(HER_RING_TOTAL);
 ALPHA_RL_EXPORT(HER_RING_TAIL);
 ALPHA_RL_EXPORT(HER_RING_WAITING);
+ALPHA_RL_EXPORT(HER_FORWARD_JUDGED);
+ALPHA_RL_EXPORT(HER_FORWARD_EXPIRED);
+ALPHA_RL_EXPORT(HER_FORWARD_ENDED);
+ALPHA_RL_EXPORT(HER_FORWARD_OVERWRITTEN);
 ALPHA_RL_EXPORT(HER_COUNTERS);
 
 #define MUL __fmul_rn
@@ -194,6 +206,12 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
         const long long claim = per_push_claim(ring_state, ring_lookback, ticket, gridDim.x,
                                                was_closed, ~0ull, counters + HER_RING_TOTAL);
         const long long s = claim >= 0 ? claim & static_cast<long long>(R - 1) : -1;
+        // a live entry in the slot (f_dir != 0: her_forward clears what it judged) is a claim
+        // lost before its judgement; R >= B, so no two claims of this launch share a slot
+        const int lost = __syncthreads_count(s >= 0 && f_dir[s] != 0);
+        if (threadIdx.x == 0 && lost > 0) {
+            atomicAdd(counters + HER_FORWARD_OVERWRITTEN, static_cast<unsigned long long>(lost));
+        }
         her_copy_rows(h_t, row, s, f_h, nullptr, H);
         if (s >= 0) {
             f_entry[s] = snap_entry[row];
@@ -234,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     const long long claim = i < wrapped ? wrap_at + i : lo + i - wrapped;
     const int s = static_cast<int>(claim & static_cast<long long>(R - 1));
     const int d = i < visited ? f_dir[s] : 0;
-    bool fires = false, clear = false;
+    bool fires = false, clear = false, judged = false, expired = false, ended = false;
     float forward_pnl = 0.0f;
     if (threadIdx.x == 0) s_waiting = 0ull;
     __syncthreads();
@@ -244,7 +262,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
         const int env = f_env[s];
         if (age >= lookahead) {
             clear = true;
-            if (age <= 2 * lookahead && episode[env] == f_episode[s]) {
+            expired = age > 2 * lookahead;
+            ended = !expired && episode[env] != f_episode[s];
+            judged = !expired && !ended;
+            if (judged) {
                 forward_pnl = MUL(MUL(static_cast<float>(d), SUB(post_mid[env], f_entry[s])), lot_mult);
                 fires = forward_pnl > 0.0f && forward_pnl > MUL(isv[threshold_idx], f_actual[s]);
             }
@@ -252,9 +273,14 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
             atomicMax(&s_waiting, static_cast<unsigned long long>(W - (claim - lo)));
         }
     }
-    __syncthreads();
-    if (threadIdx.x == 0 && s_waiting != 0ull) {
-        atomicMax(counters + HER_RING_WAITING, s_waiting);
+    const int n_judged = __syncthreads_count(judged);  // also the barrier after s_waiting's max
+    const int n_expired = __syncthreads_count(expired);
+    const int n_ended = __syncthreads_count(ended);
+    if (threadIdx.x == 0) {
+        if (n_judged > 0) atomicAdd(counters + HER_FORWARD_JUDGED, static_cast<unsigned long long>(n_judged));
+        if (n_expired > 0) atomicAdd(counters + HER_FORWARD_EXPIRED, static_cast<unsigned long long>(n_expired));
+        if (n_ended > 0) atomicAdd(counters + HER_FORWARD_ENDED, static_cast<unsigned long long>(n_ended));
+        if (s_waiting != 0ull) atomicMax(counters + HER_RING_WAITING, s_waiting);
         __threadfence();  // before this block's count is published by the claim below
     }
     const long long slot = per_push_claim(rstate, rlookback, ticket, gridDim.x, fires, mask,

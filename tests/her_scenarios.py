@@ -95,7 +95,7 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
         "s_done": up(np.zeros(N, np.float32)), "s_synthetic": up(np.zeros(N, np.uint8)),
         "leaves": up(np.zeros(N, np.float32)), "s_discount": up(np.zeros(N, np.float32)),
         "rstate": up(state),
-        "rlookback": up(np.zeros(8, np.uint64)), "counters": up(np.zeros(8, np.uint64)),
+        "rlookback": up(np.zeros(8, np.uint64)), "counters": up(np.zeros(her.COUNTERS, np.uint64)),
         "isv": up(isv),
     }  # fmt: skip
     kernel = KernelRuntime(backend, {}).bind(her.INJECT)

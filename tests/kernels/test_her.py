@@ -8,6 +8,7 @@ import pytest
 
 from tests.her_scenarios import Stepper, build, wave_book
 from tests.test_hindsight import (
+    check_forward_fates,
     check_forward_table,
     check_forward_visits_the_oldest_live_claims_in_slot_order,
     check_inject_table,
@@ -60,3 +61,17 @@ def test_her_matches_reference_over_random_steps(cuda_backend, B: int, variant: 
         assert totals["backward"] > 0
     if variant != "backward" and B > 1:
         assert totals["forward"] > 0
+
+
+@pytest.mark.parametrize(
+    ("B", "ring", "lookaheads"),
+    [(64, "64", (4,)), (64, "auto", (4, 12, 4)), (3000, "4096", (4,)), (3000, "auto", (4, 10, 4))],
+)
+def test_forward_fates_match_reference(cuda_backend, B: int, ring: str, lookaheads) -> None:
+    # a ring that overflows (overwritten claims) and one that does not, wrapping around, with a
+    # lookahead that grows and shrinks back (expired claims): every counter audited each step
+    totals = check_forward_fates(cuda_backend, ring, lookaheads, audit=True, B=B)
+    if ring == "auto":
+        assert totals["overwritten"] == 0 and totals["expired"] > 0
+    else:
+        assert totals["overwritten"] > 0

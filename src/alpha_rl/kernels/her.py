@@ -14,6 +14,9 @@ BLOCK = ref.BLOCK  # the replay's push granularity
 RING = ref.RING  # per-env mid ring length
 STEP, BACKWARD_TOTAL, FORWARD_TOTAL = ref.STEP, ref.BACKWARD_TOTAL, ref.FORWARD_TOTAL  # counters[]
 COUNTERS = HER["HER_COUNTERS"]
+# what became of the forward ring's claims, by counters[] word
+FATES = {"judged": ref.JUDGED, "expired": ref.EXPIRED, "ended": ref.ENDED,
+         "overwritten": ref.OVERWRITTEN}  # fmt: skip
 
 
 # the replay's storage, its push state and one lookback word per block of `rows` rows pushed

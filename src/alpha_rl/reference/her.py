@@ -22,6 +22,11 @@ STEP, BACKWARD_TOTAL, FORWARD_TOTAL = (
 # the kernels' scratch words: the last launch's totals; the forward ring's judged claims
 LAUNCH_TOTAL, RING_TOTAL = HER["HER_LAUNCH_TOTAL"], HER["HER_RING_TOTAL"]
 RING_TAIL = HER["HER_RING_TAIL"]
+# what became of the forward ring's claims: judged in their window, expired, episode ended,
+# overwritten before judgement
+JUDGED, EXPIRED, ENDED, OVERWRITTEN = (
+    HER[f"HER_FORWARD_{k}"] for k in ("JUDGED", "EXPIRED", "ENDED", "OVERWRITTEN")
+)
 ACTION_LONG, ACTION_SHORT = ENV_ACTIONS["ACTION_LONG"], ENV_ACTIONS["ACTION_SHORT"]
 
 
@@ -98,6 +103,7 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
         counters[RING_TOTAL] = np.uint64(int(was_closed.sum()))
         rows = np.flatnonzero(claims >= 0)
         s = claims[rows] & (R - 1)  # R >= B: distinct slots
+        counters[OVERWRITTEN] += np.uint64(int((f_dir[s] != 0).sum()))  # live: never judged
         f_entry[s], f_dir[s], f_episode[s] = snap_entry[rows], snap_dir[rows], snap_episode[rows]
         f_exit_step[s] = int(counters[STEP])
         f_actual[s] = rc[rows * S]
@@ -135,7 +141,9 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     lookahead = int(isv[lookahead_idx])  # truncation, like the kernel's cast
     due = (d != 0) & (age >= lookahead)
     env = np.where(d != 0, f_env[slots], 0)
-    live = due & (age <= 2 * lookahead) & (episode[env] == f_episode[slots])
+    expired = due & (age > 2 * lookahead)
+    ended = due & ~expired & (episode[env] != f_episode[slots])
+    live = due & ~expired & ~ended
     forward_pnl = (d.astype(F32) * (post_mid[env] - f_entry[slots])) * F32(lot_mult)
     fires = live & (forward_pnl > 0) & (forward_pnl > isv[threshold_idx] * f_actual[slots])
     action = np.where(d > 0, ACTION_LONG, ACTION_SHORT).astype(np.int32)
@@ -146,6 +154,8 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     f_dir[slots[due]] = 0
     waiting = claims[(d != 0) & ~due] - lo
     counters[RING_TAIL] = np.uint64(lo + min(int(waiting.min(initial=W)), visited))
+    for word, which in ((JUDGED, live), (EXPIRED, expired), (ENDED, ended)):
+        counters[word] += np.uint64(int(which.sum()))
     counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[FORWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:
