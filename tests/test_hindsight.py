@@ -110,7 +110,7 @@ def run_forward(
     from alpha_rl.kernels.runtime import KernelRuntime
 
     up = backend.upload
-    counters = np.zeros(8, np.uint64)
+    counters = np.zeros(her.COUNTERS, np.uint64)
     counters[oracle.STEP], counters[oracle.RING_TAIL] = 100, tail
     ring_state = np.zeros(8, np.uint64)
     ring_state[0] = head
@@ -141,6 +141,9 @@ def check_forward_table(backend: Backend) -> None:
     assert out["f_dir"].tolist()[: len(FORWARD_TABLE)] == [1, 0, 0, 0, 0, 0, 0]
     assert int(out["counters"][oracle.RING_TAIL]) == 0  # claim 0 still waits
     assert out["isv"][4] == 2 and int(out["counters"][oracle.FORWARD_TOTAL]) == 2
+    # of the six due: four judged (two fired), one past 2 x lookahead, one in an ended episode
+    fates = out["counters"][[oracle.JUDGED, oracle.EXPIRED, oracle.ENDED, oracle.OVERWRITTEN]]
+    assert fates.tolist() == [4, 1, 1, 0]
     assert out["s_action"][:3].tolist() == [1, 1, -1]  # hold LONG for the two that fired
     assert out["s_reward"][:2].tolist() == [
         50.0,
@@ -172,6 +175,46 @@ def check_forward_visits_the_oldest_live_claims_in_slot_order(backend: Backend) 
 
 def test_forward_visits_the_oldest_live_claims_in_slot_order() -> None:
     check_forward_visits_the_oldest_live_claims_in_slot_order(NumpyBackend())
+
+
+def check_forward_fates(backend: Backend, ring: str, lookaheads: tuple[int, ...],
+                        audit: bool = False, B: int = 64) -> dict[str, int]:  # fmt: skip
+    """Random trading of B envs under her=forward for 20 steps at each lookahead of
+    `lookaheads` in turn (the ISV slot changed between them); every claim the ring was given
+    is accounted for: judged, expired, ended, overwritten or still live. Returns the totals."""
+    env, replay, hs, _, isv = build(
+        backend, wave_book(T=300),
+        [f"env.num_envs={B}", "her=forward", "her.threshold=0.0", "her.lookahead=4",
+         f"her.closed_ring={ring}", "replay.capacity_log2=15"],
+    )  # fmt: skip
+    gen = np.random.default_rng(B)
+    run = Stepper(env, replay, hs, audit=audit)
+    at = int(isv.layout.index("her_forward_lookahead"))
+    for lookahead in lookaheads:
+        values = isv.read()
+        values[at] = lookahead
+        backend.write(isv.array, values)
+        for _ in range(20):
+            run.step(gen.choice([FLAT, LONG, SHORT], size=B, p=[0.3, 0.35, 0.35]))
+    assert not {k: v for k, v in run.mismatches.items() if v}, run.mismatches
+    totals = hs.totals()
+    live = int((run.her_state("f_dir") != 0).sum())
+    fates = sum(totals[k] for k in ("judged", "expired", "ended", "overwritten"))
+    assert totals["closes"] > 0 and totals["closes"] == fates + live
+    return totals
+
+
+def test_a_ring_too_small_for_one_lookahead_counts_what_it_lost() -> None:
+    # 64 envs close ~25 trades a step: the 64-slot ring keeps about 2.5 steps of a 4-step wait
+    totals = check_forward_fates(NumpyBackend(), "64", (4,))
+    assert totals["overwritten"] > totals["closes"] // 2 and totals["expired"] == 0
+
+
+def test_the_auto_ring_loses_nothing_and_a_longer_wait_expires_claims() -> None:
+    # lookahead 4 -> 12 -> 4 (the ring of 512 sized for 4 holds the ~13 steps of closes of 12):
+    # claims made during the long wait are older than 2 x 4 when it ends
+    totals = check_forward_fates(NumpyBackend(), "auto", (4, 12, 4))
+    assert totals["overwritten"] == 0 and totals["expired"] > 0 and totals["judged"] > 0
 
 
 def test_forward_ring_smaller_than_the_envs_is_refused() -> None:
@@ -267,6 +310,30 @@ def test_her_config() -> None:
 
 
 @pytest.mark.parametrize(
+    ("overrides", "ring"),
+    [(["env.num_envs=4096"], 262_144),  # 4096 x 51 = 208,896
+     (["env.num_envs=65536"], 4_194_304),  # 65536 x 51 = 3,342,336
+     (["env.num_envs=64", "her.lookahead=3"], 256),  # 64 x 4: a power of two already
+     (["env.num_envs=1", "her.lookahead=1"], 2)],
+)  # fmt: skip
+def test_the_auto_ring_holds_every_close_of_one_lookahead(overrides: list[str], ring: int) -> None:
+    cfg = HerConfig.from_cfg(compose_train(overrides)[0])
+    assert cfg is not None and (cfg.closed_ring, cfg.ring_auto) == (ring, True)
+    assert cfg.max_overwritten == 0.01
+    fixed = HerConfig.from_cfg(compose_train([*overrides, "her.closed_ring=1024"])[0])
+    assert fixed is not None and (fixed.closed_ring, fixed.ring_auto) == (1024, False)
+
+
+def test_the_resolved_ring_is_recorded() -> None:
+    plan = plan_run(compose_train(["debug=tiny"])[0])
+    assert plan.resolved_params()["her.closed_ring_resolved"] == 64  # 8 envs x (5 + 1) -> 64
+    assert (
+        "her.closed_ring_resolved"
+        not in plan_run(compose_train(["debug=tiny", "her=backward"])[0]).resolved_params()
+    )
+
+
+@pytest.mark.parametrize(
     ("override", "match"),
     [
         ("her.threshold=-1.5", r"her\.threshold=-1\.5 must be a number >= 0"),
@@ -274,6 +341,12 @@ def test_her_config() -> None:
         ("her.lookahead=0", r"her\.lookahead=0 must be a whole number >= 1 \(env steps\)"),
         ("her.lookahead=2.5", r"her\.lookahead=2\.5 must be a whole number"),
         ("her.backward=1", r"her\.backward=1 must be true or false"),
+        (
+            "her.closed_ring=big",
+            r"her\.closed_ring='big' must be a whole number that is a power "
+            r"of two, or auto",
+        ),
+        ("her.max_overwritten=1.5", r"her\.max_overwritten=1\.5 must be a number in \[0, 1\]"),
     ],
 )
 def test_her_settings_out_of_range_are_refused_naming_the_key(override: str, match: str) -> None:

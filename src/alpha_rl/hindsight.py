@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
 from alpha_rl.env import Environment
@@ -45,6 +45,15 @@ KERNELS = (her.TRACK.name, her.INJECT.name, her.FORWARD.name)
 STORAGE = ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", "leaves")
 
 
+def ring_for(num_envs: int, lookahead: int) -> int:
+    """`her.closed_ring: auto`: the smallest power of two that holds every claim forward HER may
+    still judge in the worst case, every env closing a trade on every step. her_inject records a
+    step's closes before her_forward judges those that came due, so the ring holds lookahead + 1
+    steps of closes; an expired claim (age > 2 x lookahead) is cleared by the judgement that
+    finds it due, so no longer window needs room."""
+    return 1 << (num_envs * (lookahead + 1) - 1).bit_length()
+
+
 @dataclass(frozen=True)
 class HerConfig:
     """Which directions run, and the forward ring's size (conf/her/*.yaml)."""
@@ -54,7 +63,9 @@ class HerConfig:
     threshold: float
     priority_boost: float
     lookahead: int  # 0 without forward
-    closed_ring: int  # 0 without forward
+    closed_ring: int  # 0 without forward; `auto` resolved (ring_for)
+    ring_auto: bool = False  # whether closed_ring was resolved from `auto`
+    max_overwritten: float = 0.0  # the share of closes forward may lose before a warning
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> HerConfig | None:
@@ -78,13 +89,22 @@ class HerConfig:
         )  # fmt: skip
         boost = settings.number(cfg, "her.priority_boost", lambda v: v >= 1,
                                 ">= 1 (a multiple of max priority)", where)  # fmt: skip
-        lookahead = ring = 0
-        if forward:
-            lookahead = settings.integer(cfg, "her.lookahead", lambda v: v >= 1,
-                                         ">= 1 (env steps)", where)  # fmt: skip
+        if not forward:
+            return cls(backward, forward, threshold, boost, 0, 0)
+        lookahead = settings.integer(cfg, "her.lookahead", lambda v: v >= 1,
+                                     ">= 1 (env steps)", where)  # fmt: skip
+        auto = OmegaConf.select(cfg, "her.closed_ring") == "auto"
+        if auto:
+            B = settings.integer(cfg, "env.num_envs", lambda v: v >= 1, ">= 1", "conf/env/")
+            ring = ring_for(B, lookahead)
+        else:
             ring = settings.integer(cfg, "her.closed_ring", lambda v: v >= 1 and not v & (v - 1),
-                                    "that is a power of two", where)  # fmt: skip
-        return cls(backward, forward, threshold, boost, lookahead, ring)
+                                    "that is a power of two, or auto", where)  # fmt: skip
+        limit = settings.number(
+            cfg, "her.max_overwritten", lambda v: 0 <= v <= 1,
+            "in [0, 1] (the share of closed trades forward HER may lose unjudged)", where,
+        )  # fmt: skip
+        return cls(backward, forward, threshold, boost, lookahead, ring, auto, limit)
 
 
 class Hindsight:
@@ -190,13 +210,18 @@ class Hindsight:
             self._launch(self._forward, h_t, stream)
 
     def totals(self) -> dict[str, int]:
-        """Steps tracked and synthetic transitions pushed so far (a device->host read)."""
+        """Steps tracked and synthetic transitions pushed so far; with forward HER, what became
+        of the closed trades it was given (device->host reads)."""
         c = self.runtime.backend.download(self.arrays["counters"])
-        return {
+        out = {
             "steps": int(c[her.STEP]),
             "backward": int(c[her.BACKWARD_TOTAL]),
             "forward": int(c[her.FORWARD_TOTAL]),
         }
+        if self.cfg.forward:
+            head = self.runtime.backend.download(self.arrays["ring_state"])[per.HEAD]
+            out |= {"closes": int(head), **{k: int(c[w]) for k, w in her.FATES.items()}}
+        return out
 
     # --- audit: the GPU against the oracle on the same inputs ---
     def audit_track(self) -> dict[str, int]:

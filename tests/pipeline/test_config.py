@@ -116,7 +116,8 @@ def test_every_float_setting_refuses_a_value_float32_cannot_hold(bad: float) -> 
         (["replay.batch_size=2048"],
          r"^replay\.batch_size=2048 is more than the replay holds: 2\^replay\.capacity_log2 = "
          r"2\^10 = 1024 transitions; .* raise replay\.capacity_log2 to >= 11"),
-        (["env.num_envs=20"], r"^her\.closed_ring=16 is smaller than env\.num_envs=20: .* >= 32"),
+        (["env.num_envs=20", "her.closed_ring=16"],
+         r"^her\.closed_ring=16 is smaller than env\.num_envs=20: .* >= 32"),
     ],
 )  # fmt: skip
 def test_values_that_cannot_run_are_refused_before_any_work(overrides: list[str],

@@ -118,6 +118,9 @@ def test_a_run_s_host_peak_on_numpy_stays_below_its_estimate(overrides: list[str
      (["agent.hidden=[100000,100000]"], "2 GiB",
       r"\(peak of the initialisation [0-9.]+ GiB, networks .*lower agent\.hidden=\[100000, "
       r"100000\]$"),
+     (["her.lookahead=10000000"], "2 GiB",  # the auto ring: 8 envs x 10,000,001 -> 2^27
+      r"\(HER [0-9.]+ GiB.*lower her\.lookahead=10000000 or env\.num_envs=8 "
+      r"\(her\.closed_ring=auto: 134217728 slots\), or a fixed her\.closed_ring below it$"),
      (["eval.num_envs=20000"], "0.00098 GiB",
       r"\(peak of the env step [0-9.]+ GiB, evaluation .*lower env\.num_envs=8, "
       r"eval\.num_envs=20000 or agent\.hidden=\[16\]$")],

@@ -17,7 +17,7 @@ from alpha_rl.pipeline import checkpoint
 
 pytestmark = pytest.mark.gpu
 
-SMALL = ["backend=cuda", "debug=tiny", "env.num_envs=256", "steps=60", "her.closed_ring=1024"]
+SMALL = ["backend=cuda", "debug=tiny", "env.num_envs=256", "steps=60"]
 
 
 def run(tmp_path: Path, cubins: Path, *args: str) -> subprocess.CompletedProcess:
@@ -196,7 +196,7 @@ def test_the_graph_copies_h_tp1_into_h_t_and_a_restore_drops_it(
     tmp_path: Path, built_cubins: Path
 ) -> None:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    args = ["backend=cuda", "debug=tiny", "env.num_envs=256", "her.closed_ring=1024",
+    args = ["backend=cuda", "debug=tiny", "env.num_envs=256",
             "agent.learn_start=0", f"backend.cubin_dir={built_cubins}"]  # fmt: skip
     cmd = [sys.executable, "-c", textwrap.dedent(OBSERVE), *args]
     root = Path(__file__).resolve().parents[2]  # `tests.helpers` imports from the repository

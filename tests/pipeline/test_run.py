@@ -165,3 +165,36 @@ def test_a_store_outage_mid_run_loses_nothing(tmp_path: Path, monkeypatch) -> No
             assert line["step"] in stored, (key, line["step"])
             if value is not None and np.isfinite(value):
                 assert stored[line["step"]] == pytest.approx(value, rel=1e-6), key
+
+
+def test_forward_her_judges_from_its_first_lookahead_with_the_auto_ring(tmp_path, caplog) -> None:
+    # 512 envs exploring close ~200 trades a step: more in one 30-step lookahead than the fixed
+    # ring of 4096 (the old default) holds, which then loses every one before it comes due
+    wide = ["env.num_envs=512", "her=forward", "her.lookahead=30", "steps=60", "log_every=5",
+            "replay.capacity_log2=14", "eval.every=0", "eval.first=[]"]  # fmt: skip
+    auto = job(tmp_path, wide, "auto")
+    params = client(tmp_path).get_run(auto.run_id).data.params
+    assert params["her.closed_ring"] == "auto" and params["her.closed_ring_resolved"] == "16384"
+    forward = dict(history(tmp_path, auto.run_id, "her/forward_total"))
+    assert forward[30] == 0 and forward[35] > 0  # judged on the step each close comes due
+    assert {v for _, v in history(tmp_path, auto.run_id, "her/forward_overwritten_total")} == {0}
+    closes = dict(history(tmp_path, auto.run_id, "her/forward_closes_total"))
+    judged = dict(history(tmp_path, auto.run_id, "her/forward_judged_total"))
+    assert closes[60] > 4096 * 2 and 0 < judged[60] < closes[60]
+    assert not [r for r in caplog.records if "forward HER lost" in r.getMessage()]
+
+    fixed = job(tmp_path, [*wide, "her.closed_ring=4096"], "fixed")
+    assert {v for _, v in history(tmp_path, fixed.run_id, "her/forward_total")} == {0}
+    lost = dict(history(tmp_path, fixed.run_id, "her/forward_overwritten_total"))
+    share = dict(history(tmp_path, fixed.run_id, "her/forward_overwritten_share"))
+    assert lost[60] > 0 and share[60] > 0.5
+    first = min(step for step, v in share.items() if v > 0.01)
+    warned = [r.getMessage() for r in caplog.records if "forward HER lost" in r.getMessage()]
+    assert len(warned) == 1  # at the first log point past her.max_overwritten, once
+    assert any(
+        "her.closed_ring=4096 holds fewer than the 15872 closes 512 envs can make in one "
+        "lookahead" in r.getMessage()
+        for r in caplog.records
+    )  # predicted at the start
+    assert f"closed by step {first} " in warned[0]
+    assert "her.max_overwritten=0.01: its ring of 4096" in warned[0] and "16384" in warned[0]

@@ -143,6 +143,8 @@ class Plan:
         out = {"replay.beta_anneal_updates_resolved": self.replay.beta_anneal_updates}
         if isinstance(self.validation, WalkForward):
             out["validation.embargo_resolved"] = self.validation.embargo
+        if self.her is not None and self.her.forward:
+            out["her.closed_ring_resolved"] = self.her.closed_ring
         return out
 
     @property

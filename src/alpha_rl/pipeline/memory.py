@@ -325,10 +325,22 @@ def keys_to_lower(plan: Plan, part: str) -> str:
         "peak of the env step": f"env.num_envs={B}, eval.num_envs={ev.num_envs} or {hidden}",
         "learner buffers": f"replay.batch_size={rp.batch_size}, env.num_envs={B} or {hidden}",
         "n-step rings": f"agent.n_step={agent.n_step} or env.num_envs={B}",
-        "HER": f"her.closed_ring={plan.her.closed_ring if plan.her else 0} or env.num_envs={B}",
+        "HER": _her_keys(plan),
         "environments": f"env.num_envs={B}",
         "evaluation": f"eval.num_envs={ev.num_envs} or eval.probe.size={ev.probe.size}",
     }[part]
+
+
+def _her_keys(plan: Plan) -> str:
+    """What sizes HER's part: the envs, and with forward HER its ring (auto: B x (lookahead + 1)
+    rounded up to a power of two)."""
+    her, B = plan.her, plan.env.num_envs
+    if her is None or not her.forward:
+        return f"env.num_envs={B}"
+    if her.ring_auto:
+        return (f"her.lookahead={her.lookahead} or env.num_envs={B} (her.closed_ring=auto: "
+                f"{her.closed_ring} slots), or a fixed her.closed_ring below it")  # fmt: skip
+    return f"her.closed_ring={her.closed_ring} or env.num_envs={B}"
 
 
 def _refuse(plan: Plan, parts: dict[str, int], free: int, what: str) -> None:

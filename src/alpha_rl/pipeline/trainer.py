@@ -26,7 +26,7 @@ from alpha_rl.backend.graph import Graph, graphs_available
 from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
-from alpha_rl.hindsight import Hindsight
+from alpha_rl.hindsight import Hindsight, ring_for
 from alpha_rl.kernels import aux, experience, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.market.book import Book
@@ -39,6 +39,8 @@ from alpha_rl.session import Session
 F32 = np.float32
 log = logging.getLogger("alpha_rl")
 AUDITED = (experience.ENV_STEP.name, nstep.ACCUMULATE.name, per.PUSH.name, *HER_KERNELS)
+# HER totals whose growth since the last log point is logged as well
+HER_INTERVALS = ("backward", "forward", "overwritten", "expired")
 
 
 class Trainer:
@@ -69,17 +71,15 @@ class Trainer:
             if plan.her is not None
             else None
         )
-        her = session.cfg.her
-        if (
-            plan.her is not None
-            and plan.her.forward
-            and plan.her.closed_ring < B * her.lookahead // 4
-        ):
+        her = plan.her
+        if her is not None and her.forward and her.closed_ring < ring_for(B, her.lookahead):
             log.warning(
-                "her.closed_ring=%d holds fewer than a quarter of the closes %d envs can make in "
-                "one lookahead (%d steps): trades overwritten before they come due are never "
-                "judged by forward HER; raise her.closed_ring",
-                plan.her.closed_ring, B, her.lookahead,
+                "her.closed_ring=%d holds fewer than the %d closes %d envs can make in one "
+                "lookahead (%d steps) and the step that records them: trades overwritten before "
+                "they come due are never judged by forward HER (counted as "
+                "her/forward_overwritten); her.closed_ring=auto sizes it (%d here)",
+                her.closed_ring, B * (her.lookahead + 1), B, her.lookahead,
+                ring_for(B, her.lookahead),
             )  # fmt: skip
         self.h_t, self.h_tp1 = rt.backend.zeros(B * H, F32), rt.backend.zeros(B * H, F32)
         # whether h_tp1 holds the observation of the envs' current state (set by a step; cleared
@@ -94,7 +94,9 @@ class Trainer:
                 "backend.graph=true needs cuda-bindings (pip install -e '.[gpu]' installs it); "
                 "or run with backend.graph=false to launch the kernels one by one"
             )
-        self._her_seen = {"backward": 0, "forward": 0}
+        # HER's totals at the last log point: the interval's counts are the difference
+        self._her_seen = dict.fromkeys(HER_INTERVALS, 0)
+        self._overwrite_warned = False
 
     @property
     def backend(self) -> Any:
@@ -219,8 +221,8 @@ class Trainer:
         if hs is None:
             return {"enabled": False}
         totals = hs.totals()
-        interval = sum(totals[k] - self._her_seen[k] for k in self._her_seen)
-        self._her_seen = {k: totals[k] for k in self._her_seen}
+        grown = {k: totals[k] - self._her_seen.get(k, 0) for k in HER_INTERVALS if k in totals}
+        self._her_seen |= {k: totals[k] for k in grown}
         block: dict[str, Any] = {"enabled": True}
         if hs.cfg.backward:
             block["inject_count_step"] = slot("her_inject_count")
@@ -232,9 +234,40 @@ class Trainer:
             "backward_total": totals["backward"],
             "forward_total": totals["forward"],
             "inject_total": totals["backward"] + totals["forward"],
-            "inject_interval": interval,
+            "inject_interval": grown["backward"] + grown["forward"],
         }
+        if hs.cfg.forward:
+            block |= self._forward_fates(totals, grown)
         return block
+
+    def _forward_fates(self, totals: dict[str, int], grown: dict[str, int]) -> dict[str, Any]:
+        """What became of the closed trades forward HER was given, so far and since the last
+        log point; the first log point whose share overwritten unjudged passes
+        her.max_overwritten warns (once)."""
+        her = self.plan.her
+        closes, lost = totals["closes"], totals["overwritten"]
+        share = lost / closes if closes else 0.0
+        if share > her.max_overwritten and not self._overwrite_warned:
+            self._overwrite_warned = True
+            B = self.env.num_envs
+            log.warning(
+                "forward HER lost %d of the %d trades closed by step %d (%.1f%%) before judging "
+                "them, above her.max_overwritten=%g: its ring of %d (her.closed_ring) holds fewer "
+                "than the closes of one lookahead; a ring of %d (her.closed_ring=auto) would hold "
+                "them all",
+                lost, closes, self.t, 100 * share, her.max_overwritten, her.closed_ring,
+                ring_for(B, her.lookahead),
+            )  # fmt: skip
+        return {
+            "forward_closes_total": closes,
+            "forward_judged_total": totals["judged"],
+            "forward_overwritten": grown["overwritten"],
+            "forward_overwritten_total": lost,
+            "forward_overwritten_share": share,
+            "forward_expired": grown["expired"],
+            "forward_expired_total": totals["expired"],
+            "forward_ended_total": totals["ended"],
+        }
 
     def finite(self, metrics: dict[str, float]) -> bool:
         """Whether l_q and every network parameter are finite (a parameter read: log points)."""
@@ -287,5 +320,7 @@ class Trainer:
             self.backend.synchronize()
             self.graph.close()
             self.graph = None
-        self._her_seen = {k: int(v) for k, v in state["her_seen"].items()}
+        self._her_seen = dict.fromkeys(HER_INTERVALS, 0) | {
+            k: int(v) for k, v in state["her_seen"].items()
+        }
         self.replay.mark_filled(with_replay and self.t > 0)
