@@ -44,6 +44,7 @@ class Store:
         self.client = MlflowClient(tracking_uri=self.uri)
         self.eid = self.client.create_experiment("alpha_rl")
         self.parent = self.client.create_run(self.eid, run_name="sweep").info.run_id
+        self.forward_counted = True  # false: forward runs as recorded before their ring's counts
 
     def add(self, seed: int, params: dict[str, str], tags: dict[str, str],
             log: dict[str, np.ndarray], evals: dict[str, np.ndarray]) -> str:  # fmt: skip
@@ -73,6 +74,10 @@ class Store:
             base_log |= {"her/inject_total": STEPS * 3.0, "her/backward_total": STEPS * 2.0,
                          "trade/count": np.full(STEPS.size, 5000.0)}  # fmt: skip
             base_log |= {f"audit/{k}": np.zeros(STEPS.size) for k in AUDIT_KEYS[her]}
+        if fwd and self.forward_counted:  # a ring that judged every close it was given
+            p |= {"her.max_overwritten": "0.01"}
+            base_log |= {"her/forward_closes_total": STEPS * 50.0,
+                         "her/forward_overwritten_total": np.zeros(STEPS.size)}  # fmt: skip
         base_evals = {"eval/l_q_probe": l_q_curve(seed + 20 + 10 * enabled, 0.5, EVALS),
                       "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4)}  # fmt: skip
         return self.add(seed, p, {"her": her}, base_log | (log or {}),

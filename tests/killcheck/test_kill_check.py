@@ -115,6 +115,37 @@ def test_audit_mismatches_are_killed(tmp_path: Path) -> None:
     assert verdicts(report)["3 forward inject"] == "KILL" and verdicts(report)["1 track"] == "PASS"
 
 
+def test_a_forward_arm_whose_ring_lost_closes_is_not_judged(tmp_path: Path, capsys) -> None:
+    store = Store(tmp_path)
+    lost = {"her/forward_overwritten_total": STEPS * 5.0}  # one close in ten, in one run
+    store.ablation(treatments=("backward", "on"), log=lambda her, seed: lost if seed == 2 else {})
+    code, report = store.check(tmp_path)
+    row = rows(report)["3 forward inject"]
+    assert row["verdict"] == "NOT-EVALUATED" and row["required"]
+    assert "forward HER lost closes unjudged in 1 of 3 runs" in row["value"]
+    assert "10.0% > 1%" in row["value"] and "her.closed_ring=auto" in row["value"]
+    got = {t["value"]: t["verdict"] for t in report["treatments"]}
+    assert got == {"backward": "KEEP", "on": "CANNOT-JUDGE"}
+    assert code == 2 and "Traceback" not in capsys.readouterr().err
+
+
+def test_a_forward_arm_without_the_count_of_lost_closes_is_not_judged(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.forward_counted = False
+    store.ablation(treatments=("forward",))
+    _, report = store.check(tmp_path)
+    row = rows(report, "forward")["3 forward inject"]
+    assert row["verdict"] == "NOT-EVALUATED"
+    assert row["value"].startswith("3 of 3 forward runs have no her/forward_overwritten_total")
+
+
+def test_a_forward_arm_that_judged_every_close_passes(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.ablation(treatments=("forward",))
+    row = rows(store.check(tmp_path)[1], "forward")["3 forward inject"]
+    assert row["verdict"] == "PASS" and "at most 0.00% of closes lost unjudged" in row["value"]
+
+
 def test_more_backward_injections_than_closes_is_killed(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.ablation(log=lambda her, seed: {"trade/count": np.full(STEPS.size, 10.0)})
