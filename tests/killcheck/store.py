@@ -77,7 +77,8 @@ class Store:
         if fwd and self.forward_counted:  # a ring that judged every close it was given
             p |= {"her.max_overwritten": "0.01"}
             base_log |= {"her/forward_closes_total": STEPS * 50.0,
-                         "her/forward_overwritten_total": np.zeros(STEPS.size)}  # fmt: skip
+                         "her/forward_overwritten_total": np.zeros(STEPS.size),
+                         "her/forward_expired_total": np.zeros(STEPS.size)}  # fmt: skip
         base_evals = {"eval/l_q_probe": l_q_curve(seed + 20 + 10 * enabled, 0.5, EVALS),
                       "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4)}  # fmt: skip
         return self.add(seed, p, {"her": her}, base_log | (log or {}),

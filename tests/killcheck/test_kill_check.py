@@ -115,18 +115,28 @@ def test_audit_mismatches_are_killed(tmp_path: Path) -> None:
     assert verdicts(report)["3 forward inject"] == "KILL" and verdicts(report)["1 track"] == "PASS"
 
 
-def test_a_forward_arm_whose_ring_lost_closes_is_not_judged(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("how", ["her/forward_overwritten_total", "her/forward_expired_total"])
+def test_a_forward_arm_whose_ring_lost_closes_is_not_judged(tmp_path: Path, capsys,
+                                                           how: str) -> None:  # fmt: skip
     store = Store(tmp_path)
-    lost = {"her/forward_overwritten_total": STEPS * 5.0}  # one close in ten, in one run
-    store.ablation(treatments=("backward", "on"), log=lambda her, seed: lost if seed == 2 else {})
+    lost = {how: STEPS * 5.0}  # one close in ten, in one run
+    worse = {"eval/l_q_probe": l_q_curve(7, 1.5, EVALS)}  # criterion 5 would kill it
+    store.ablation(treatments=("backward", "on"), log=lambda her, seed: lost if seed == 2 else {},
+                   evals=lambda her, seed: worse if her == "on" else {})  # fmt: skip
     code, report = store.check(tmp_path)
     row = rows(report)["3 forward inject"]
-    assert row["verdict"] == "NOT-EVALUATED" and row["required"]
+    assert row["verdict"] == "NOT-EVALUATED" and row["required"] and row["blocks"]
     assert "forward HER lost closes unjudged in 1 of 3 runs" in row["value"]
-    assert "10.0% > 1%" in row["value"] and "her.closed_ring=auto" in row["value"]
+    assert "10.0%" in row["value"] and "her.closed_ring=auto" in row["value"]
+    assert row["threshold"].endswith("closes lost unjudged <= 1%")
+    assert verdicts(report)[STABILITY] == "KILL"  # what was tested is not forward HER: no verdict
     got = {t["value"]: t["verdict"] for t in report["treatments"]}
     assert got == {"backward": "KEEP", "on": "CANNOT-JUDGE"}
     assert code == 2 and "Traceback" not in capsys.readouterr().err
+    # the limit is the check's own setting, not the run's
+    _, report = store.check(tmp_path, "max_forward_lost=0.2")
+    assert verdicts(report)["3 forward inject"] == "PASS"
+    assert {t["value"]: t["verdict"] for t in report["treatments"]}["on"] == "KILL"
 
 
 def test_a_forward_arm_without_the_count_of_lost_closes_is_not_judged(tmp_path: Path) -> None:
@@ -337,6 +347,17 @@ def test_axis_reward_pairs_stride7_with_stride6(tmp_path: Path) -> None:
     [seven] = report["treatments"]
     assert seven["label"] == "reward=stride7" and len(seven["pairs"]) == 3
     assert report["axis"]["baseline"] == "stride6"
+
+
+def test_runs_whose_ring_resolved_from_their_lookahead_still_pair(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for seed in SEEDS:  # her.closed_ring=auto: B x (lookahead + 1) rounded up, at B = 4096
+        store.her_run("forward", seed, **{"her.lookahead": "50",
+                                          "her.closed_ring_resolved": "262144"})  # fmt: skip
+        store.her_run("forward", seed, **{"her.lookahead": "160",
+                                          "her.closed_ring_resolved": "1048576"})  # fmt: skip
+    _, report = store.check(tmp_path, "--axis", "her.lookahead", "--baseline", "50")
+    assert len(report["treatments"][0]["pairs"]) == 3
 
 
 def test_any_config_key_is_an_axis_with_its_default_as_baseline(tmp_path: Path) -> None:

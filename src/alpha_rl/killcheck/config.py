@@ -20,6 +20,7 @@ class Criteria:
     conf/kill_criteria/default.yaml)."""
 
     min_steps_with_her: int
+    max_forward_lost: float
     require_audit: bool
     window: float
     stability_metric: str
@@ -61,6 +62,7 @@ class Criteria:
         require(
             [
                 (crit.min_steps_with_her >= 1, "min_steps_with_her must be >= 1"),
+                (0 <= crit.max_forward_lost <= 1, "max_forward_lost must be in [0, 1]"),
                 (0 < crit.window <= 1, "window must be in (0, 1]"),
                 (crit.stability_metric in STABILITY_METRICS,
                  f"stability_metric={crit.stability_metric!r} must be one of "

@@ -41,6 +41,7 @@ class Judgement:
     verdict: str
     required: bool = True
     evidence: dict[str, Any] = field(default_factory=dict)
+    blocks: bool = False  # the treatment cannot be judged whatever the other rows say
 
 
 def interval(values: list[float], crit: Criteria, log: bool = False) -> tuple[float, float, float]:
@@ -69,51 +70,56 @@ def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[J
                else "the treatment runs no HER")  # fmt: skip
         return [Judgement(n, why, "-", NOT_APPLICABLE, False) for n in names]
     audits = [judge_audit(name, her, crit) for name in AUDITS]
-    audits[-1] = judge_forward_coverage(audits[-1], her)
+    audits[-1] = judge_forward_coverage(audits[-1], her, crit)
     return [*audits, judge_injections(her, crit)]
 
 
-LOST, CLOSES = "her/forward_overwritten_total", "her/forward_closes_total"
+# what a forward run's ring lost unjudged, of what it was given
+LOST_KEYS = ("her/forward_overwritten_total", "her/forward_expired_total")
+CLOSES = "her/forward_closes_total"
 
 
-def judge_forward_coverage(audit: Judgement, runs: list[RunRecord]) -> Judgement:
+def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criteria) -> Judgement:
     """Criterion 3 on top of its audits: forward HER judged every close it was given. A run
-    whose ring lost more than its her.max_overwritten share of its closed trades unjudged, or
-    that has no count of them (recorded before forward HER counted them), tested a forward HER
-    that was partly idle: the criterion is NOT-EVALUATED, so the treatment is not judged.
-    Mismatching audits (KILL) and a direction that does not run stay as they are."""
+    whose ring lost more than `max_forward_lost` of its closed trades unjudged (overwritten
+    before judgement or found past its window; an episode's end is not a loss), or that has no
+    count of them (recorded before forward HER counted them), tested a forward HER that was
+    partly idle: the row is NOT-EVALUATED and blocks the treatment's verdict (CANNOT-JUDGE,
+    whatever else kills). Mismatching audits (KILL) and a direction that does not run stay."""
     runs = [r for r in runs if her_flag(r, "forward")]
     if audit.verdict in (KILL, NOT_APPLICABLE) or not runs:
         return audit
-    threshold = f"{audit.threshold}; closes lost unjudged <= her.max_overwritten"
-    uncounted, over, worst = [], {}, 0.0
+    limit = crit.max_forward_lost
+    threshold = f"{audit.threshold}; closes lost unjudged <= {100 * limit:g}%"
+    evidence, uncounted, over, worst = dict(audit.evidence), [], {}, 0.0
     for run in runs:
-        lost, closes = run.series(LOST)[1], run.series(CLOSES)[1]
-        limit = run.params.get("her.max_overwritten")
-        if not len(lost) or not len(closes) or limit is None:
+        series = [run.series(key)[1] for key in (*LOST_KEYS, CLOSES)]
+        if not all(len(s) for s in series):
             uncounted.append(run.run_id)
             continue
-        share = float(lost[-1] / closes[-1]) if closes[-1] > 0 else 0.0
-        audit.evidence.setdefault("overwritten", {})[run.run_id] = {
-            "lost": int(lost[-1]), "closes": int(closes[-1]), "share": share, "limit": limit,
+        *lost, closes = (float(s[-1]) for s in series)
+        share = sum(lost) / closes if closes > 0 else 0.0
+        evidence.setdefault("lost_unjudged", {})[run.run_id] = {
+            "overwritten": int(lost[0]), "expired": int(lost[1]), "closes": int(closes),
+            "share": share,
         }  # fmt: skip
         worst = max(worst, share)
-        if share > float(limit):
-            over[run.run_id] = f"{100 * share:.1f}% > {100 * float(limit):g}%"
+        if share > limit:
+            over[run.run_id] = f"{100 * share:.1f}%"
     if uncounted:
-        value = (f"{len(uncounted)} of {len(runs)} forward runs have no {LOST} (recorded "
+        evidence["uncounted"] = uncounted
+        value = (f"{len(uncounted)} of {len(runs)} forward runs have no {LOST_KEYS[0]} (recorded "
                  "before forward HER counted its lost closes): whether it judged them is "
                  "unknown")  # fmt: skip
-        return Judgement(audit.criterion, value, threshold, NOT_EVALUATED, True, audit.evidence)
+        return Judgement(audit.criterion, value, threshold, NOT_EVALUATED, True, evidence, True)
     if over:
         runs_over = ", ".join(f"{rid[:8]} {v}" for rid, v in list(over.items())[:3])
         value = (f"forward HER lost closes unjudged in {len(over)} of {len(runs)} runs "
-                 f"({runs_over}): partly idle, not judged; run with "
-                 "her.closed_ring=auto")  # fmt: skip
-        return Judgement(audit.criterion, value, threshold, NOT_EVALUATED, True, audit.evidence)
+                 f"({runs_over}): partly idle, not judged; give it a ring that holds one "
+                 "lookahead's closes (her.closed_ring=auto)")  # fmt: skip
+        return Judgement(audit.criterion, value, threshold, NOT_EVALUATED, True, evidence, True)
     value = f"{audit.value}; at most {100 * worst:.2f}% of closes lost unjudged"
-    return Judgement(audit.criterion, value, threshold, audit.verdict, audit.required,
-                     audit.evidence)  # fmt: skip
+    return Judgement(audit.criterion, value, threshold, audit.verdict, audit.required, evidence)
 
 
 def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:

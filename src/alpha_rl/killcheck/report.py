@@ -31,8 +31,11 @@ class Treatment:
 
     @property
     def verdict(self) -> str:
-        """KILL if any criterion kills; CANNOT-JUDGE without pairs or with a required criterion
-        not evaluated; KEEP otherwise."""
+        """CANNOT-JUDGE when a row blocks it (forward HER that lost its closes: what was
+        tested is not the treatment); else KILL if any criterion kills; CANNOT-JUDGE without
+        pairs or with a required criterion not evaluated; KEEP otherwise."""
+        if any(r.blocks for r in self.rows):
+            return CANNOT_JUDGE
         if any(r.verdict == KILL for r in self.rows):
             return KILL
         if not self.pairs or any(r.required and r.verdict == NOT_EVALUATED for r in self.rows):

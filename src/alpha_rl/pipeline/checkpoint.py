@@ -33,7 +33,8 @@ from alpha_rl.pipeline.trainer import Trainer
 log = logging.getLogger("alpha_rl")
 
 # 2: HER's counters carry the forward ring's tail (format 1 checkpoints lack it)
-FORMAT = 2
+# 3: HER's counters also count what became of the forward ring's claims (12 words, were 8)
+FORMAT = 3
 DIR = "checkpoint"
 STATE, META = "state.npz", "meta.json"
 ON_ERROR = ("continue", "stop")
