@@ -236,7 +236,7 @@ def test_beta_reaches_one_at_the_last_update_of_the_run_unless_set() -> None:
         assert plan.learner_updates == updates
         # the last update samples at epoch updates - 1: beta0 + (1 - beta0) * epoch / anneal = 1
         assert plan.replay.beta_anneal_updates == updates - 1
-        assert plan.resolved_params() == {"replay.beta_anneal_updates_resolved": updates - 1}
+        assert plan.resolved_params()["replay.beta_anneal_updates_resolved"] == updates - 1
     cfg, _ = compose_train(["replay.beta_anneal_updates=5000"])
     assert plan_run(cfg).replay.beta_anneal_updates == 5000
     cfg, _ = compose_train(["replay.beta_anneal_updates=0"])
