@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -258,6 +257,13 @@ sys.exit({code})
     return [sys.executable, "-c", script]
 
 
+def listeners(port: int) -> list:
+    """The sockets listening on `port` on this machine. (Binding the port is no test of it:
+    another test's connection may take a freed port as its ephemeral one at once.)"""
+    return [c for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port]  # fmt: skip
+
+
 def gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -278,8 +284,7 @@ def test_a_server_listening_beyond_where_it_was_announced_is_stopped_with_its_tr
     assert f"not only on the announced http://127.0.0.1:{port}" in err
     server_pid, worker_pid = map(int, pids.read_text().split())
     assert gone(server_pid) and gone(worker_pid)
-    with socket.socket() as s:  # the port is free again
-        s.bind(("0.0.0.0", port))
+    assert not listeners(port)  # the port is free again
 
 
 def test_the_launcher_forwards_a_signal_and_leaves_nothing_of_the_server_behind(
@@ -353,8 +358,5 @@ def test_a_real_server_passes_the_listening_check_and_keeps_its_accounts_private
     finally:
         server.kill()
     assert all(gone(p.pid) for p in procs)
-    with socket.socket() as s:  # no listener left: a bind fails only on a live one (Linux)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the closed connections' TIME_WAIT
-        s.bind(("127.0.0.1", server.port))
-        s.listen()
+    assert not listeners(server.port)
     assert "Traceback" not in server.log_path.read_text()
