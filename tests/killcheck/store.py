@@ -15,7 +15,7 @@ from alpha_rl.killcheck.cli import parse, run
 STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps
 EVALS = np.array([250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000,
                   12000])  # the early-dense evaluation schedule  # fmt: skip
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1, 2, 3, 4)  # min_seeds pairs
 HER = {"off": (False, False, False), "backward": (True, True, False),
        "forward": (True, False, True), "on": (True, True, True)}  # fmt: skip
 AUDIT_KEYS = {
@@ -29,6 +29,12 @@ def l_q_curve(seed: int, scale: float = 1.0, steps: np.ndarray = STEPS) -> np.nd
     """A decaying loss with seed noise."""
     noise = np.random.default_rng(seed).normal(0, 0.01, steps.size)
     return scale * (0.2 + np.exp(-steps / 3000.0)) + noise
+
+
+def pnl_curve(seed: int, level: float = 50_000.0, steps: np.ndarray = EVALS) -> np.ndarray:
+    """A held-out PnL rising to `level` with seed noise."""
+    noise = np.random.default_rng(seed).normal(0, 1000.0, steps.size)
+    return level * np.clip(steps / 6000.0, 0, 1) + noise
 
 
 def ramp(until: float, level: float, steps: np.ndarray = EVALS) -> np.ndarray:
@@ -80,7 +86,8 @@ class Store:
                          "her/forward_overwritten_total": np.zeros(STEPS.size),
                          "her/forward_expired_total": np.zeros(STEPS.size)}  # fmt: skip
         base_evals = {"eval/l_q_probe": l_q_curve(seed + 20 + 10 * enabled, 0.5, EVALS),
-                      "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4)}  # fmt: skip
+                      "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4),
+                      "eval/pnl": pnl_curve(seed + 40 + 10 * enabled)}  # fmt: skip
         return self.add(seed, p, {"her": her}, base_log | (log or {}),
                         base_evals | (evals or {}))  # fmt: skip
 

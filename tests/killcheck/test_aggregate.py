@@ -1,5 +1,5 @@
-"""The aggregates on hand-computed cases: IQM, the probability of improvement, the stratified
-bootstrap."""
+"""The aggregates and the decision rule's statistics on hand-computed cases: IQM, the probability
+of improvement, the stratified t, Holm, Fisher, Yuen and the power calculation."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from alpha_rl.killcheck.aggregate import (
     improvement,
     iqm,
     prob_improvement,
-    stratified_mean,
+    t_estimate,
 )
 from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.stats import fisher_greater, holm, t_mean, yuen_interval
 
 
 def test_iqm_is_the_mean_of_the_middle_half() -> None:
@@ -39,7 +40,9 @@ def test_strata_are_resampled_separately_and_averaged() -> None:
     assert (est, lo, hi) == (0.5, 0.5, 0.5)  # every resample keeps each fold's order
     arm = arm_stats({"a": [1.0, 2.0, 3.0], "b": [10.0, 20.0, 30.0]}, crit)
     assert arm.n == 6 and arm.mean[0] == pytest.approx(11.0)
-    assert arm.mean[1] < 11.0 < arm.mean[2]
+    # within-fold spread only: s^2 = (2 + 200) / (6 - 2), se = s / sqrt(6), t(0.975, 4)
+    half = stats.t.ppf(0.975, 4) * np.sqrt(202 / 4) / np.sqrt(6)
+    assert arm.mean[1:] == pytest.approx((11.0 - half, 11.0 + half))
 
 
 def test_bootstrap_without_enough_values_gives_no_interval() -> None:
@@ -48,14 +51,47 @@ def test_bootstrap_without_enough_values_gives_no_interval() -> None:
     assert est == 4.0 and np.isnan(lo) and np.isnan(hi)
 
 
-def test_a_stratified_mean_resamples_within_folds_only() -> None:
-    crit = Criteria.load(overrides=["resamples=2000"])
-    # each fold constant: every stratified resample has mean 2; pooled, the same values vary
-    assert stratified_mean({"0": [1.0, 1.0], "1": [3.0, 3.0]}, crit) == (2.0, 2.0, 2.0)
-    est, lo, hi = stratified_mean({"all": [1.0, 1.0, 3.0, 3.0]}, crit)
-    assert est == 2.0 and lo < 2.0 < hi
-    # a fold with one pair keeps it in every resample: mean (1 + 2 + 9) / 3; fold 0 resampled
-    # gives 1 + 1, 1 + 2 or 2 + 2 (a quarter of the time each end): bounds (2 + 9) / 3, (4 + 9) / 3
-    est, lo, hi = stratified_mean({"0": [1.0, 2.0], "1": [9.0]}, crit)
-    assert est == pytest.approx(4.0) and (lo, hi) == pytest.approx((11 / 3, 13 / 3))
-    assert np.isnan(stratified_mean({}, crit)[0])
+def test_the_stratified_t_uses_the_spread_within_folds_only() -> None:
+    crit = Criteria.load()
+    # each fold constant: no spread within folds, so the pooled mean is exact
+    assert t_estimate({"0": [1.0, 1.0], "1": [3.0, 3.0]}, crit) == (2.0, 2.0, 2.0)
+    est, lo, hi = t_estimate({"all": [1.0, 1.0, 3.0, 3.0]}, crit)
+    res = stats.ttest_1samp([1.0, 1.0, 3.0, 3.0], 0).confidence_interval(0.95)
+    assert est == 2.0 and (lo, hi) == pytest.approx((res.low, res.high))
+    # a fold with one pair adds a value but no degree of freedom
+    m = t_mean({"0": [1.0, 2.0], "1": [9.0]})
+    assert m.mean == pytest.approx(4.0) and m.df == 1 and m.sd == pytest.approx(np.sqrt(0.5))
+    assert np.isnan(t_mean({"0": [1.0], "1": [3.0]}).se) and np.isnan(t_mean({}).mean)
+
+
+def test_one_sided_p_values_agree_with_scipys_t_test() -> None:
+    x = [0.12, 0.05, 0.2, 0.09, 0.15]
+    m = t_mean({"all": x})
+    want = stats.ttest_1samp(x, np.log(1.1), alternative="greater").pvalue
+    assert m.p_above(np.log(1.1)) == pytest.approx(want)
+    assert m.p_below(0.3) == pytest.approx(stats.ttest_1samp(x, 0.3, alternative="less").pvalue)
+    # the power calculation: the smallest n whose t statistic at this mean and sd clears t(1-a)
+    n = m.seeds_to_decide(0.0, 0.025)
+    assert m.mean * np.sqrt(n) / m.sd >= stats.t.ppf(0.975, n - 1)
+    assert m.mean * np.sqrt(n - 1) / m.sd < stats.t.ppf(0.975, n - 2)
+
+
+def test_holm_steps_down() -> None:
+    # sorted 0.01, 0.02, 0.04 -> 3 x 0.01, max(0.03, 2 x 0.02), max(0.04, 0.04)
+    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([]) == []
+
+
+def test_fisher_counts_failures_as_rates() -> None:
+    assert fisher_greater(0, 5, 0, 5) == 1.0
+    assert fisher_greater(1, 5, 0, 5) == pytest.approx(0.5)  # one diverged run decides nothing
+    assert fisher_greater(5, 5, 0, 5) == pytest.approx(1 / 252)
+
+
+def test_yuen_interval_of_the_interquartile_mean() -> None:
+    x = np.array([1.0, 2.0, 3.0, 4.0, 100.0])  # g = 1 cut each end; winsorized 2, 2, 3, 4, 4
+    est, lo, hi = yuen_interval(x, 0.95)
+    se = np.std([2.0, 2, 3, 4, 4], ddof=1) / ((1 - 2 / 5) * np.sqrt(5))
+    assert est == pytest.approx(3.0)
+    half = stats.t.ppf(0.975, 2) * se
+    assert (lo, hi) == pytest.approx((3 - half, 3 + half))

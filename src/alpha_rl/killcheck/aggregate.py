@@ -1,12 +1,16 @@
 """Aggregates across runs as the field reports them (Agarwal et al. 2021, "Deep RL at the edge of
 the statistical precipice"): the mean and the interquartile mean (IQM: the mean of the middle 50%
-of runs, scipy.stats.trim_mean with 0.25 cut from each end) with stratified-bootstrap intervals,
-and the probability of improvement P(X > Y) = P(a treatment run beats a baseline run, ties
-counting a half), the Mann-Whitney U statistic over n m, averaged over strata.
+of runs, scipy.stats.trim_mean with 0.25 cut from each end), and the probability of improvement
+P(X > Y) = P(a treatment run beats a baseline run, ties counting a half), the Mann-Whitney U
+statistic over n m, averaged over strata.
+
+Their intervals are the methods whose coverage the calibration suite measured closest to nominal
+at 5 runs (docs/verdicts.md): the mean's a t-interval stratified by fold (stats.t_mean), the
+IQM's Yuen's trimmed-mean interval, the probability of improvement's a stratified percentile
+bootstrap (scipy.stats.bootstrap, one sample per stratum resampled independently).
 
 Strata are the folds of a walk-forward study (a run's `market.fold` param); a single split is
-one stratum. The stratified bootstrap resamples runs within each stratum: scipy.stats.bootstrap
-with one sample per stratum (resampled independently), percentile method.
+one stratum.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 from scipy import stats
 
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import interval
+from alpha_rl.killcheck.stats import t_mean, yuen_interval
 from alpha_rl.tracking import RunRecord
 
 STRATUM_PARAM = "market.fold"  # walk-forward folds; runs without it form one stratum
@@ -86,32 +90,24 @@ class ArmStats:
 
 
 def arm_stats(values: dict[str, list[float]], crit: Criteria) -> ArmStats:
-    """Mean and IQM of an arm's per-run values, grouped by stratum."""
-    strata = by_stratum(values)
-    n = sum(s.size for s in strata)
-    return ArmStats(n, bootstrap(strata, pooled(np.mean), crit),
-                    bootstrap(strata, pooled(iqm), crit))  # fmt: skip
+    """Mean (stratified t) and IQM (Yuen, over every run) of an arm's per-run values."""
+    everything = np.concatenate(by_stratum(values)) if values else np.zeros(0)
+    return ArmStats(everything.size, t_estimate(values, crit),
+                    yuen_interval(everything, crit.confidence))  # fmt: skip
 
 
-def stratified_mean(values: dict[str, list[float]], crit: Criteria) -> Estimate:
-    """The mean of per-pair values (a ratio, a difference) pooled over strata, with a stratified
-    percentile-bootstrap interval: each stratum's values resampled within it, so a fold with
-    one pair keeps it. One stratum: the ordinary percentile bootstrap (criteria.interval)."""
-    strata = [np.asarray(v, np.float64) for _, v in sorted(values.items()) if len(v)]
-    if not strata:
-        return float("nan"), float("nan"), float("nan")
-    if len(strata) == 1:
-        return interval(list(strata[0]), crit)
-    everything = np.concatenate(strata)
-    est = float(everything.mean())
-    if np.all(everything == everything[0]):
-        return est, est, est
-    gen = np.random.default_rng(crit.bootstrap_seed)
-    total = sum(s[gen.integers(0, s.size, size=(crit.resamples, s.size))].sum(axis=1)
-                for s in strata)  # fmt: skip
-    lo, hi = np.percentile(total / everything.size, [50 * (1 - crit.confidence),
-                                                     50 * (1 + crit.confidence)])  # fmt: skip
-    return est, float(lo), float(hi)
+def t_estimate(values: dict[str, list[float]], crit: Criteria, log: bool = False,
+               logged: bool = False) -> Estimate:  # fmt: skip
+    """(mean, low, high) of per-pair or per-run values by stratum with the stratified
+    t-interval; with log=True the values are logged first (unless `logged`: they are logs
+    already) and the result is the geometric mean with its interval."""
+    if log and not logged:
+        values = {k: list(np.log(np.asarray(v, np.float64))) for k, v in values.items()}
+    m = t_mean(values)
+    lo, hi = m.interval(crit.confidence)
+    if log:
+        return float(np.exp(m.mean)), float(np.exp(lo)), float(np.exp(hi))
+    return m.mean, lo, hi
 
 
 def improvement(treated: dict[str, list[float]], base: dict[str, list[float]],

@@ -24,17 +24,31 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.killcheck.aggregate import stratum
 from alpha_rl.killcheck.axes import Axis, axis_for
-from alpha_rl.killcheck.compare import judge_folds, judge_held_out, judge_stability, literal_row
+from alpha_rl.killcheck.compare import (
+    judge_benefit,
+    judge_broken,
+    judge_folds,
+    judge_held_out,
+    judge_stability,
+    literal_row,
+)
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import her_criteria
+from alpha_rl.killcheck.criteria import (
+    INFO,
+    NOT_APPLICABLE,
+    NOT_EVALUATED,
+    PENDING,
+    Judgement,
+    her_criteria,
+)
 from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
 from alpha_rl.killcheck.report import (
     CANNOT_JUDGE,
     EXIT,
     NOTE_TAG,
     Treatment,
+    decide,
     note,
     overall,
     plot,
@@ -84,6 +98,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--filter", default="", help="an MLflow search filter string to narrow runs")
     p.add_argument("--out", type=Path, help="where the JSON and PNG go (default kill_check/<time>)")
     p.add_argument("--no-write", action="store_true", help="leave the runs' tags and artifacts")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="with non-default settings, overwrite a verdict the default settings "
+        "recorded on the runs (without it such a check reports but does not record)",
+    )
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="no store: simulate studies through this check with these settings and "
+        "print its false-KILL rates, coverage and power (see --seeds, --folds)",
+    )
+    p.add_argument("--seeds", type=int, default=5, help="--calibrate: pairs per fold (5)")
+    p.add_argument("--folds", type=int, default=1, help="--calibrate: folds (1: a single split)")
+    p.add_argument(
+        "--experiments",
+        type=int,
+        default=400,
+        help="--calibrate: simulated studies per scenario (400)",
+    )
     return p.parse_args(argv)
 
 
@@ -95,56 +129,77 @@ def parent_of_sweep(sweep: Path) -> str:
     return str(json.loads(path.read_text())["run_id"])
 
 
-def seed_warnings(label: str, base: str, pairs: list[Pair], crit: Criteria) -> list[str]:
-    """A warning when an arm has fewer than `min_seeds` runs in a fold (of the single split)."""
-
-    def fewest(runs: list[RunRecord]) -> int:
-        per: dict[str, set[str]] = {}
-        for run in runs:
-            per.setdefault(stratum(run), set()).add(run.run_id)
-        return min((len(ids) for ids in per.values()), default=0)
-
-    counts = {label: fewest([t for t, _ in pairs]), base: fewest([b for _, b in pairs])}
-    few = {k: n for k, n in counts.items() if n < crit.min_seeds}
-    if not few:
-        return []
-    shown = ", ".join(f"{k} {n}" for k, n in few.items())
-    where = " of a fold" if len({stratum(t) for t, _ in pairs}) > 1 else ""
-    return [f"fewer than {crit.min_seeds} runs in an arm{where} ({shown}): its intervals and IQM "
-            "rest on too few seeds to be read with confidence"]  # fmt: skip
-
-
-def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria) -> Treatment:
-    """Every row of one treatment against the baseline."""
+def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
+                    info: bool = True) -> Treatment:  # fmt: skip
+    """Every row of one treatment against the baseline; the axis's criteria set decides (the
+    other rows are INFO; info=False leaves out those that never decide, as the calibration
+    does). Its statistical rows stay PENDING for `decide`, or NOT-EVALUATED with fewer than
+    `min_seeds` pairs."""
     label, base = axis.label(value), axis.label(axis.baseline)
+    deciding = crit.deciding_for(axis.name)
     rows = her_criteria(axis, [t for t, _ in pairs], crit)
-    rows += [judge_stability(pairs, crit), literal_row(pairs, axis, crit),
-             judge_speed(pairs, (label, base), crit)]  # fmt: skip
-    rows += [row for key in ("eval/capture_ratio", "eval/pnl")
-             if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
-    rows += judge_held_out(pairs, (label, base), crit)
-    rows += judge_folds(pairs, crit)
-    return Treatment(value, label, pairs, rows, seed_warnings(label, base, pairs, crit))
+    for row in rows:
+        owner = "injections" if row.criterion.startswith("4") else "audits"
+        if owner not in deciding and row.verdict != NOT_APPLICABLE:
+            row.required, row.blocks = False, False
+            row.value += f" ({row.verdict}; not deciding on the {axis.name} axis)"
+            row.verdict = INFO
+    rows += [judge_stability(pairs, crit, "stability" in deciding),
+             _deciding(judge_broken(pairs, (label, base), crit), "broken" in deciding, axis),
+             _deciding(judge_benefit(pairs, crit), "benefit" in deciding, axis)]  # fmt: skip
+    if info:
+        rows += [literal_row(pairs, axis, crit), judge_speed(pairs, (label, base), crit)]
+        rows += [row for key in ("eval/capture_ratio", "eval/pnl")
+                 if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
+        rows += judge_held_out(pairs, (label, base), crit)
+        rows += judge_folds(pairs, crit)
+    if len(pairs) < crit.min_seeds:
+        for row in rows:
+            if row.verdict == PENDING:
+                row.verdict = NOT_EVALUATED
+                row.value += f"; {len(pairs)} pairs < min_seeds {crit.min_seeds}: not judged"
+    return Treatment(value, label, pairs, rows)
 
 
-def judge(runs: list[RunRecord], axis: Axis, crit: Criteria) -> tuple[list[Treatment], Pairing]:
-    """Every treatment of the axis, judged, and the pairing."""
+def _deciding(row: Judgement, decides: bool, axis: Axis) -> Judgement:
+    """`row` as it stands where it decides, else an INFO row (its p-value kept as evidence)."""
+    return row if decides else _info(row, axis)
+
+
+def _info(row: Judgement, axis: Axis) -> Judgement:
+    row.required, row.test = False, None
+    if row.verdict in (PENDING, NOT_EVALUATED):
+        row.verdict = INFO if row.verdict == PENDING else NOT_EVALUATED
+    row.threshold = f"reported: not deciding on the {axis.name} axis"
+    return row
+
+
+def judge(runs: list[RunRecord], axis: Axis, crit: Criteria,
+          info: bool = True) -> tuple[list[Treatment], Pairing, int]:  # fmt: skip
+    """Every treatment of the axis judged and decided together (Holm over the check), the
+    pairing and the number of tests in the family (info: as `judge_treatment`)."""
     runs = [r for r in runs if r.params]  # a parent run holds no config
     pairing = pair_runs(runs, axis, crit.pair_ignore)
-    treatments = [judge_treatment(axis, v, pairs, crit) for v, pairs in pairing.arms.items()]
-    return treatments, pairing
+    treatments = [judge_treatment(axis, v, pairs, crit, info)
+                  for v, pairs in pairing.arms.items()]  # fmt: skip
+    family = decide(treatments, crit)
+    return treatments, pairing, family
 
 
 def _tag_key(text: str) -> str:
     return re.sub(r"[^\w.\-/]", "_", text)
 
 
+CRITERIA_TAG = "kill_check.criteria"  # "default" or "non-default: key=value (default x), ..."
+
+
 def write_back(reader: RunReader, treatments: list[Treatment], verdict: str, pairing: Pairing,
-               parents: list[str], files: list[Path]) -> None:  # fmt: skip
+               parents: list[str], files: list[Path], changed: str) -> None:  # fmt: skip
     """The verdicts as tags (a treatment's runs its own, the baselines and parents the overall
     and each treatment's); the files as artifacts of the parents (else of the treatment runs)."""
     stamp = {"kill_check.time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-             "kill_check.axis": pairing.axis.name}  # fmt: skip
+             "kill_check.axis": pairing.axis.name,
+             CRITERIA_TAG: f"non-default: {changed}" if changed else "default"}  # fmt: skip
     per = {f"kill_check.verdict.{_tag_key(t.value)}": t.verdict for t in treatments}
     for t in treatments:
         tags = stamp | {"kill_check.verdict": t.verdict, "kill_check.role": "treatment"}
@@ -154,16 +209,34 @@ def write_back(reader: RunReader, treatments: list[Treatment], verdict: str, pai
     summary_tags = stamp | per | {"kill_check.verdict": verdict}
     for run_id in sorted({b.run_id for _, b in pairing.pairs}):
         reader.set_tags(run_id, summary_tags | {"kill_check.role": "baseline"})
-    described = note(treatments, verdict, pairing.axis.name, stamp["kill_check.time"])
+    described = note(treatments, verdict, pairing.axis.name, stamp["kill_check.time"], changed)
     for run_id in parents:
         reader.set_tags(run_id, summary_tags | {NOTE_TAG: described})
     for run_id in parents or sorted({a.run_id for a, _ in pairing.pairs}):
         reader.log_artifacts(run_id, files, "kill_check")
 
 
+def default_verdicts(runs: list[RunRecord], parents: list[str], reader: RunReader) -> list[str]:
+    """The runs (and parents) that hold a verdict recorded with the default settings."""
+    held = [r.run_id for r in runs if _recorded_default(r.tags)]
+    for run_id in parents:
+        if _recorded_default(reader.run(run_id, lambda k: False).tags):
+            held.append(run_id)
+    return held
+
+
+def _recorded_default(tags: dict[str, str]) -> bool:
+    return "kill_check.verdict" in tags and tags.get(CRITERIA_TAG, "default") == "default"
+
+
 def run(args: argparse.Namespace) -> int:
     """Read, pair, judge, report; the exit status."""
     crit = Criteria.load(overrides=args.overrides)
+    if args.calibrate:
+        from alpha_rl.killcheck.calibrate import calibrate
+
+        print(calibrate(crit, args.seeds, args.folds, args.experiments))
+        return 0
     axis = axis_for(args.axis, args.baseline)
     bound_requests()
     reader = RunReader(args.tracking_uri, REMEDY)
@@ -173,13 +246,15 @@ def run(args: argparse.Namespace) -> int:
         runs += reader.runs(args.experiment, lambda k: k.startswith(WANTED),
                             parent_run_id=parent, filter_string=args.filter)  # fmt: skip
     runs = list({r.run_id: r for r in runs}.values())  # a parent named twice
-    treatments, pairing = judge(runs, axis, crit)
+    treatments, pairing, family = judge(runs, axis, crit)
     verdict = overall(treatments)
-    print(table(treatments, verdict, pairing))
+    print(table(treatments, pairing, crit, family))
     out = args.out or Path("kill_check") / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
+    changed = crit.non_default_text()
     meta = {"tracking_uri": hide_password(reader.uri), "experiment": args.experiment,
-            "parents": parents, "filter": args.filter, "settings": vars(crit)}  # fmt: skip
+            "parents": parents, "filter": args.filter, "settings": vars(crit),
+            "non_default": crit.non_default(), "tests_in_family": family}  # fmt: skip
     write_json(out / JSON, treatments, verdict, pairing, meta)
     files = [out / JSON]
     if pairing.pairs:
@@ -187,9 +262,16 @@ def run(args: argparse.Namespace) -> int:
                 "capture": capture_key([r for pair in pairing.pairs for r in pair])}  # fmt: skip
         plot(out / PNG, treatments, pairing, keys, summary(treatments, verdict))
         files.append(out / PNG)
-    if not args.no_write and (pairing.pairs or parents):
-        write_back(reader, treatments, verdict, pairing, parents, files)
     print(f"report: {', '.join(str(f) for f in files)}")
+    if not args.no_write and (pairing.pairs or parents):
+        held = default_verdicts(runs, parents, reader) if changed and not args.record else []
+        if held:
+            print(f"not recorded on the runs: {len(held)} of them hold a verdict of the default "
+                  f"criteria, which these settings ({changed}) would overwrite; give --record "
+                  "to record it anyway")  # fmt: skip
+        else:
+            write_back(reader, treatments, verdict, pairing, parents, files, changed)
+    print(summary(treatments, verdict))
     return EXIT[verdict]
 
 

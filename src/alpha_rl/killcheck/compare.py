@@ -1,21 +1,36 @@
 """The judgements that compare a treatment arm with its baseline, pair by pair: criterion 5 (no
-destabilisation, on comparable data), the seed's literal l_q row (INFO) and the held-out
-evaluation at the end of training (INFO): each arm's mean and IQM, the probability of
-improvement and the paired difference."""
+destabilisation, on comparable data: the geometric mean of the pairs' ratios), the rate of runs
+that broke, no held-out harm (the benefit metric's paired difference), the seed's literal l_q row
+(INFO) and the held-out evaluation at the end of training (INFO): each arm's mean and IQM, the
+probability of improvement and the paired difference.
+
+A deciding statistical row carries its one-sided `Test`; `decide` settles it for the whole check
+under Holm's correction. Off the axes where it decides (`deciding` in the criteria), criterion 5
+is an INFO row with its p-value in the evidence.
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratified_mean, stratum
+from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum, t_estimate
 from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import INFO, KILL, NOT_EVALUATED, PASS, Judgement, interval
+from alpha_rl.killcheck.criteria import (
+    FAILURE_TAG,
+    INFO,
+    NOT_EVALUATED,
+    PENDING,
+    Judgement,
+    Test,
+)
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.killcheck.speed import window_mean
+from alpha_rl.killcheck.stats import TMean, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
 
-FAILURE_TAG = "alpha_rl.failure_reason"
 PROBE_TAG = "probe_digest"
 PROBE_KEY, LITERAL_KEY = "eval/l_q_probe", "loss/l_q"
 HELD_OUT_KEYS = ("eval/pnl", "eval/sharpe", "eval/capture_ratio")
@@ -25,6 +40,8 @@ NOT_COMPARABLE = {
     "agent": "each learner's l_q is its own loss (C51: a cross-entropy; n-step: n-step targets) "
     "over its own replay batches",
 }
+BROKEN = "5 runs that broke (rate)"
+BENEFIT = "6 no held-out harm ({metric})"
 
 
 def fmt(x: float) -> str:
@@ -44,79 +61,181 @@ def fmt_interval(est: float, lo: float, hi: float, sign: bool = False) -> str:
     return f"{f(est)} {bounds}"
 
 
+def fmt_p(p: float) -> str:
+    """`p 0.0031`, `p < 1e-6`."""
+    return "p < 1e-6" if p < 1e-6 else f"p {p:.2g}"
+
+
 def _window(treated: RunRecord, base: RunRecord, crit: Criteria) -> tuple[float, int]:
     end = min(treated.last_step, base.last_step)
     return (1 - crit.window) * end, end
 
 
-def _pair_stability(treated: RunRecord, base: RunRecord, key: str, crit: Criteria) -> dict:
-    """The evidence of one pair on `key`: ratio of window means, blow-up, non-finite values."""
-    _, t = treated.series(key)
-    _, b = base.series(key)
-    _, literal = treated.series(LITERAL_KEY)
-    start, end = _window(treated, base, crit)
-    out = {"treatment": treated.run_id, "baseline": base.run_id,
-           "points": [int(t.size), int(b.size)]}  # fmt: skip
-    if FAILURE_TAG in treated.tags or not (np.isfinite(t).all() and np.isfinite(literal).all()):
-        out["kill"] = treated.tags.get(FAILURE_TAG, f"non-finite {key} or l_q in the treatment")
-        return out
-    digests = (treated.tags.get(PROBE_TAG), base.tags.get(PROBE_TAG))
-    if key == PROBE_KEY and digests[0] != digests[1]:
-        out["skip"] = f"the runs' probe sets differ (probe_digest {digests[0]} vs {digests[1]})"
-        return out
-    if t.size == 0 or b.size == 0 or not np.isfinite(b).all():
-        out["skip"] = f"no {key} in one run" if t.size * b.size == 0 else f"baseline {key} NaN"
-        return out
-    out["ratio"] = window_mean(treated, key, start, end) / window_mean(base, key, start, end)
-    out["max_ratio"] = float(t.max() / b.max()) if b.max() > 0 else float("inf")
-    if out["max_ratio"] > crit.blowup_factor:
-        out["kill"] = f"max {key} {t.max():.4g} > {crit.blowup_factor} x baseline max {b.max():.4g}"
-    return out
+def broke(run: RunRecord, crit: Criteria) -> str | None:
+    """Why a run broke, or None: it failed (its failure tag), a value of loss/l_q or of the
+    stability metric is NaN / inf, or one of them blew up (its max over the last `window` of the
+    run above `blowup_factor` x the series' own median over the run). Judged on each run alone,
+    so the two arms are measured alike."""
+    if FAILURE_TAG in run.tags:
+        return run.tags[FAILURE_TAG]
+    for key in dict.fromkeys((LITERAL_KEY, crit.stability_metric)):
+        steps, values = run.series(key)
+        if not values.size:
+            continue
+        if not np.isfinite(values).all():
+            return f"non-finite {key}"
+        late = values[steps >= (1 - crit.window) * run.last_step]
+        median = float(np.median(values))
+        if late.size and median > 0 and late.max() > crit.blowup_factor * median:
+            return (f"{key} blew up: max {late.max():.4g} over the window > "
+                    f"{crit.blowup_factor:g} x its median {median:.4g}")  # fmt: skip
+    return None
 
 
-def _ratios(pairs: list[Pair], key: str,
-            crit: Criteria) -> tuple[list[dict], dict[str, list[float]]]:  # fmt: skip
-    """Each pair's stability evidence, and the finite ratios by stratum (the pair's fold)."""
-    each = [_pair_stability(t, b, key, crit) for t, b in pairs]
-    ratios: dict[str, list[float]] = {}
-    for (treated, _), e in zip(pairs, each, strict=True):
-        if np.isfinite(e.get("ratio", np.nan)):
-            ratios.setdefault(stratum(treated), []).append(e["ratio"])
-    return each, ratios
+def judge_broken(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> Judgement:
+    """The treatment's runs break more often than the baseline's: Fisher's exact test on the
+    counts (one-sided), so one diverged run is a rate, not a verdict."""
+    treated = list({t.run_id: t for t, _ in pairs}.values())
+    bases = list({b.run_id: b for _, b in pairs}.values())
+    why_t = {r.run_id: w for r in treated if (w := broke(r, crit))}
+    why_b = {r.run_id: w for r in bases if (w := broke(r, crit))}
+    counts = (len(why_t), len(treated), len(why_b), len(bases))
+    p = fisher_greater(*counts)
+    tl, bl = labels
+    value = (f"{counts[0]} of {counts[1]} {tl} runs broke vs {counts[2]} of {counts[3]} {bl} "
+             f"({fmt_p(p)})")  # fmt: skip
+    if why_t:
+        value += f": {next(iter(why_t.values()))}"
+    threshold = "broken share not above the baseline's (Fisher's exact, one-sided)"
+    evidence = {"treatment_broken": why_t, "baseline_broken": why_b, "counts": counts}
+    test = Test(p, lambda level: fisher_seeds(*counts, level), "runs per arm",
+                "the treatment broke no more often than the baseline: nothing for more runs to "
+                "decide")  # fmt: skip
+    return Judgement(BROKEN, value, threshold, PENDING, True, evidence, test=test)
+
+
+def _pair_values(pairs: list[Pair], key: str, crit: Criteria,
+                 log_ratio: bool) -> tuple[list[dict], dict[str, list[float]]]:  # fmt: skip
+    """Each pair's evidence on `key` and its value by stratum (the pair's fold): the log of the
+    ratio of the window means (log_ratio) or their difference; pairs with a broken run, different
+    probe sets or no values are skipped, saying why."""
+    each, values = [], {}
+    for treated, base in pairs:
+        out = {"treatment": treated.run_id, "baseline": base.run_id}
+        start, end = _window(treated, base, crit)
+        broken = broke(treated, crit) or broke(base, crit)
+        digests = (treated.tags.get(PROBE_TAG), base.tags.get(PROBE_TAG))
+        t = window_mean(treated, key, start, end)
+        b = window_mean(base, key, start, end)
+        if broken:
+            out["skip"] = f"a run broke: {broken}"
+        elif key == PROBE_KEY and digests[0] != digests[1]:
+            out["skip"] = f"the runs' probe sets differ (probe_digest {digests[0]} vs {digests[1]})"
+        elif not (np.isfinite(t) and np.isfinite(b)):
+            out["skip"] = f"no {key} in the window of one run"
+        elif log_ratio and not (t > 0 and b > 0):
+            out["skip"] = f"{key} <= 0: no ratio"
+        else:
+            out["value"] = math.log(t / b) if log_ratio else t - b
+            out["ratio" if log_ratio else "difference"] = t / b if log_ratio else t - b
+            values.setdefault(stratum(treated), []).append(out["value"])
+        each.append(out)
+    return each, values
 
 
 def _count(values: dict[str, list[float]]) -> int:
     return sum(len(v) for v in values.values())
 
 
-def judge_stability(pairs: list[Pair], crit: Criteria) -> Judgement:
+def _skipped(each: list[dict], n: int) -> str:
+    skipped = [e["skip"] for e in each if "skip" in e]
+    return f" ({len(skipped)} skipped: {skipped[0]})" if skipped else ""
+
+
+def judge_stability(pairs: list[Pair], crit: Criteria, decides: bool) -> Judgement:
     """Criterion 5: the treatment's `stability_metric` same or better than the baseline's over
-    the last `window` of training, across pairs (bootstrap interval of the ratio of window
-    means), no NaN/inf (in it or in l_q), no blow-up."""
+    the last `window` of training: per pair the log of the ratio of window means; across pairs
+    their mean with a t-interval stratified by fold, shown as the geometric mean ratio. The test:
+    H0 the true ratio <= 1 + tolerance. INFO (never deciding) off the axes whose set names it."""
     key = crit.stability_metric
     name = f"5 no destabilisation ({key})"
-    threshold = f"ratio CI low <= {1 + crit.tolerance:g}, max <= {crit.blowup_factor:g}x, finite"
+    bound = math.log1p(crit.tolerance)
+    threshold = f"geometric-mean ratio not above {1 + crit.tolerance:g} (one-sided t on logs)"
+    if not decides:
+        threshold = (
+            "reported: a learner's probe loss is not a fault here (deciding: "
+            f"{', '.join(crit.deciding_for('other'))})"
+        )
     if not pairs:
-        return Judgement(name, "no pairs", threshold, NOT_EVALUATED)
-    each, ratios = _ratios(pairs, key, crit)
+        return Judgement(name, "no pairs", threshold, NOT_EVALUATED, decides)
+    each, values = _pair_values(pairs, key, crit, log_ratio=True)
     evidence: dict = {"metric": key, "pairs": each}
-    killed = [e for e in each if "kill" in e]
-    if killed:
-        return Judgement(name, f"{len(killed)} of {len(each)} treatment runs: {killed[0]['kill']}",
-                         threshold, KILL, True, evidence)  # fmt: skip
-    if not ratios:
-        why = next((e["skip"] for e in each if "skip" in e), "no comparable values")
+    m = t_mean(values)
+    if not math.isfinite(m.se):
+        why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
         hint = "; stability_metric=loss/l_q_real reads the batches" if key == PROBE_KEY else ""
-        return Judgement(name, f"no pair to compare: {why}{hint}", threshold, NOT_EVALUATED, True,
-                         evidence)  # fmt: skip
-    est, lo, hi = stratified_mean(ratios, crit)
-    n = _count(ratios)
-    evidence["ratio"] = {"mean": est, "low": lo, "high": hi, "n": n, "strata": len(ratios)}
-    skipped = len(each) - n
-    value = f"ratio {fmt_interval(est, lo, hi)} over {n} pairs{_in_folds(ratios)}"
-    value += f" ({skipped} skipped)" if skipped else ""
-    return Judgement(name, value, threshold, KILL if lo > 1 + crit.tolerance else PASS, True,
-                     evidence)  # fmt: skip
+        return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
+                         decides, evidence)  # fmt: skip
+    return _tested(name, m, values, evidence, threshold, decides, crit, bound, log=True)
+
+
+def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
+    """No held-out harm: the paired difference treatment - baseline of `benefit_metric` over the
+    pair's window, its mean with a stratified t-interval; H0 the true difference >= -margin."""
+    key = crit.benefit_metric
+    name = BENEFIT.format(metric=key)
+    threshold = f"paired difference not below -{fmt(crit.benefit_margin)} (one-sided t)"
+    each, values = _pair_values(pairs, key, crit, log_ratio=False)
+    evidence: dict = {"metric": key, "pairs": each}
+    m = t_mean(values)
+    if not math.isfinite(m.se):
+        why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
+        hint = f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
+        return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
+                         True, evidence)  # fmt: skip
+    return _tested(name, m, values, evidence, threshold, True, crit, -crit.benefit_margin,
+                   log=False)  # fmt: skip
+
+
+def _tested(
+    name: str,
+    m: TMean,
+    values: dict[str, list[float]],
+    evidence: dict,
+    threshold: str,
+    decides: bool,
+    crit: Criteria,
+    bound: float,
+    log: bool,
+) -> Judgement:
+    """A row of a one-sided t-test against `bound`: on log ratios harm is a mean above it
+    (shown as the geometric-mean ratio), on differences a mean below it."""
+    lo, hi = m.interval(crit.confidence)
+    shown = (f"geometric-mean ratio {fmt_interval(*np.exp([m.mean, lo, hi]))}" if log
+             else f"paired difference {fmt_interval(m.mean, lo, hi, sign=True)}")  # fmt: skip
+    p = m.p_above(bound) if log else m.p_below(bound)
+    evidence |= {
+        "mean": m.mean,
+        "low": lo,
+        "high": hi,
+        "bound": bound,
+        "se": m.se,
+        "df": m.df,
+        "n": m.n,
+        "strata": len(values),
+        "p": p,
+        "scale": "log ratio" if log else "difference",
+    }
+    if log:
+        evidence["geometric_mean"] = float(np.exp(m.mean))
+        ratios = [e["ratio"] for e in evidence["pairs"] if "ratio" in e]
+        evidence["arithmetic_mean_of_ratios"] = float(np.mean(ratios))
+    value = f"{shown} over {m.n} pairs{_in_folds(values)}, {fmt_p(p)}"
+    value += _skipped(evidence["pairs"], m.n)
+    test = Test(p, lambda level: m.seeds_to_decide(bound, level))
+    if not decides:
+        return Judgement(name, value, threshold, INFO, False, evidence)
+    return Judgement(name, value, threshold, PENDING, True, evidence, test=test)
 
 
 def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
@@ -125,15 +244,15 @@ def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
     name = "l_q over the whole batch (the seed's)"
     why = NOT_COMPARABLE.get(axis.name, "each arm's l_q is over its own replay batches")
     threshold = f"not comparable across arms: {why}"
-    each, ratios = _ratios(pairs, LITERAL_KEY, crit)
-    if not ratios:
+    each, logs = _pair_values(pairs, LITERAL_KEY, crit, log_ratio=True)
+    if not logs:
         return Judgement(name, "no l_q in the pairs", threshold, NOT_EVALUATED, False,
                          {"pairs": each})  # fmt: skip
-    est, lo, hi = stratified_mean(ratios, crit)
-    n = _count(ratios)
-    evidence = {"pairs": each, "ratio": {"mean": est, "low": lo, "high": hi, "n": n}}
-    return Judgement(name, f"ratio {fmt_interval(est, lo, hi)} over {n} pairs{_in_folds(ratios)}",
-                     threshold, INFO, False, evidence)  # fmt: skip
+    est, lo, hi = t_estimate(logs, crit, log=True, logged=True)
+    n = _count(logs)
+    evidence = {"pairs": each, "ratio": {"geometric_mean": est, "low": lo, "high": hi, "n": n}}
+    return Judgement(name, f"geometric-mean ratio {fmt_interval(est, lo, hi)} over {n} pairs"
+                     f"{_in_folds(logs)}", threshold, INFO, False, evidence)  # fmt: skip
 
 
 def _in_folds(values: dict[str, list[float]]) -> str:
@@ -168,23 +287,24 @@ def judge_folds(pairs: list[Pair], crit: Criteria) -> list[Judgement]:
     folds = sorted({stratum(t) for t, _ in pairs}, key=_fold_order)
     if len(folds) < 2:
         return []
-    key = crit.stability_metric
-    _, ratios = _ratios(pairs, key, crit)
-    pnl = paired_differences(pairs, "eval/pnl", crit)
+    key, benefit = crit.stability_metric, crit.benefit_metric
+    _, logs = _pair_values(pairs, key, crit, log_ratio=True)
+    _, diffs = _pair_values(pairs, benefit, crit, log_ratio=False)
     rows = []
     for fold in folds:
         n = sum(stratum(t) == fold for t, _ in pairs)
         parts = [f"{n} pairs"]
-        if fold in ratios:
-            parts.append(f"{key} ratio {fmt_interval(*interval(ratios[fold], crit))}")
-        if fold in pnl:
-            parts.append(
-                f"held-out pnl difference {fmt_interval(*interval(pnl[fold], crit), sign=True)}"
-            )
+        if fold in logs:
+            ratio = t_estimate({fold: logs[fold]}, crit, log=True, logged=True)
+            parts.append(f"{key} geometric-mean ratio {fmt_interval(*ratio)}")
+        if fold in diffs:
+            diff = t_estimate({fold: diffs[fold]}, crit)
+            parts.append(f"held-out {benefit.split('/', 1)[1]} difference "
+                         f"{fmt_interval(*diff, sign=True)}")  # fmt: skip
         rows.append(Judgement(f"fold {fold}", "; ".join(parts),
-                              "reported per fold: criterion 5 decides over all folds",
-                              INFO, False, {"ratios": ratios.get(fold, []),
-                                            "pnl_differences": pnl.get(fold, [])}))  # fmt: skip
+                              "reported per fold: the criteria decide over all folds",
+                              INFO, False, {"log_ratios": logs.get(fold, []),
+                                            "differences": diffs.get(fold, [])}))  # fmt: skip
     return rows
 
 
@@ -211,7 +331,7 @@ def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -
             continue
         t_arm, b_arm = arm_stats(t_vals, crit), arm_stats(b_vals, crit)
         poi = improvement(t_vals, b_vals, crit)
-        diff = stratified_mean(paired_differences(pairs, key, crit), crit)
+        diff = t_estimate(paired_differences(pairs, key, crit), crit)
         evidence = {"metric": key, "treatment": vars(t_arm), "baseline": vars(b_arm),
                     "probability_of_improvement": poi, "paired_difference": diff,
                     "treatment_values": t_vals, "baseline_values": b_vals}  # fmt: skip

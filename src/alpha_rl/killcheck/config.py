@@ -12,6 +12,10 @@ from alpha_rl import paths
 from alpha_rl.errors import ConfigError, require
 
 STABILITY_METRICS = ("eval/l_q_probe", "loss/l_q_real", "loss/l_q")
+# the criteria a `deciding` set may name: HER's audits (1-3) and injections (4), criterion 5 on
+# the stability metric, the rate of broken runs, and no held-out harm
+DECIDING = ("audits", "injections", "stability", "broken", "benefit")
+OTHER_AXES = "other"  # the set of every axis without its own
 
 
 @dataclass(frozen=True)
@@ -19,13 +23,18 @@ class Criteria:
     """Thresholds of the criteria and settings of the reports (every key commented in
     conf/kill_criteria/default.yaml)."""
 
+    alpha: float
+    deciding: dict[str, tuple[str, ...]]
     min_steps_with_her: int
+    min_steps_with_her_frac: float
     max_forward_lost: float
     require_audit: bool
     window: float
     stability_metric: str
     tolerance: float
     blowup_factor: float
+    benefit_metric: str
+    benefit_margin: float
     confidence: float
     resamples: int
     bootstrap_seed: int
@@ -54,6 +63,7 @@ class Criteria:
         if missing:
             raise ConfigError(f"{path}: missing kill-criteria key(s) {missing}")
         data["pair_ignore"] = tuple(str(p) for p in data["pair_ignore"])
+        data["deciding"] = _deciding(data["deciding"], path)
         for key in ("capture_target_frac", "capture_target"):
             if data[key] is not None and not isinstance(data[key], int | float):
                 raise ConfigError(f"{path}: {key}={data[key]!r} must be a number or null")
@@ -61,7 +71,10 @@ class Criteria:
         frac = crit.capture_target_frac
         require(
             [
+                (0 < crit.alpha < 0.5, f"alpha={crit.alpha} must be in (0, 0.5)"),
                 (crit.min_steps_with_her >= 1, "min_steps_with_her must be >= 1"),
+                (0 < crit.min_steps_with_her_frac <= 1,
+                 "min_steps_with_her_frac must be in (0, 1]"),
                 (0 <= crit.max_forward_lost <= 1, "max_forward_lost must be in [0, 1]"),
                 (0 < crit.window <= 1, "window must be in (0, 1]"),
                 (crit.stability_metric in STABILITY_METRICS,
@@ -69,6 +82,9 @@ class Criteria:
                  f"{', '.join(STABILITY_METRICS)}"),
                 (crit.tolerance >= 0 and crit.blowup_factor >= 1,
                  "tolerance must be >= 0 and blowup_factor >= 1"),
+                (crit.benefit_metric.startswith("eval/"),
+                 f"benefit_metric={crit.benefit_metric!r} must be a held-out metric (eval/...)"),
+                (crit.benefit_margin >= 0, "benefit_margin must be >= 0"),
                 (0 < crit.confidence < 1, "confidence must be in (0, 1)"),
                 (crit.resamples >= 100, "resamples must be >= 100"),
                 (frac is None or 0 < frac <= 1, f"capture_target_frac={frac} must be in (0, 1]"),
@@ -85,4 +101,50 @@ class Criteria:
         """How the capture target is set, for the table."""
         if self.capture_target is not None:
             return f"capture >= {self.capture_target:g}"
-        return f"capture >= {self.capture_target_frac:g} x the baseline's plateau"
+        return (f"capture >= the baseline's start + {self.capture_target_frac:g} x its rise to "
+                "its plateau")  # fmt: skip
+
+    def deciding_for(self, axis: str) -> tuple[str, ...]:
+        """The criteria that decide on `axis` (its own set, else the `other` set)."""
+        return self.deciding.get(axis, self.deciding[OTHER_AXES])
+
+    def non_default(self) -> dict[str, dict[str, Any]]:
+        """The settings that differ from conf/kill_criteria/default.yaml: {key: {value,
+        default}}."""
+        default = Criteria.load()
+        return {
+            f.name: {"value": getattr(self, f.name), "default": getattr(default, f.name)}
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        }
+
+    def non_default_text(self) -> str:
+        """`tolerance=0.2 (default 0.1), ...`; empty with the default settings."""
+        return ", ".join(f"{k}={_show(v['value'])} (default {_show(v['default'])})"
+                         for k, v in self.non_default().items())  # fmt: skip
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: [{', '.join(v)}]" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _deciding(node: Any, path: Path) -> dict[str, tuple[str, ...]]:
+    """The `deciding` mapping checked: axis -> criteria it names, with the `other` set."""
+    if not isinstance(node, dict) or OTHER_AXES not in node:
+        raise ConfigError(f"{path}: deciding must map axes to lists of criteria, with an "
+                          f"'{OTHER_AXES}' entry for every axis without its own")  # fmt: skip
+    out = {}
+    for axis, names in node.items():
+        if not isinstance(names, list) or not names:
+            raise ConfigError(f"{path}: deciding.{axis} must be a non-empty list of criteria "
+                              f"({', '.join(DECIDING)})")  # fmt: skip
+        bad = [n for n in names if n not in DECIDING]
+        if bad:
+            raise ConfigError(f"{path}: deciding.{axis}: unknown criteria {bad}; known: "
+                              f"{', '.join(DECIDING)}")  # fmt: skip
+        out[str(axis)] = tuple(str(n) for n in names)
+    return out

@@ -4,24 +4,28 @@ Each judge returns a `Judgement`: the value found, the threshold it was held to,
 (PASS, KILL, NOT-EVALUATED; NOT-APPLICABLE where a criterion has no meaning for the treatment, as
 HER's criteria on another axis or the forward criterion for backward-only HER; INFO for reports
 that never decide) and the evidence per run. Criteria 1-3 rest on the GPU-vs-oracle audit
-(`audit/<kernel>` metrics): runs without it are "not audited", never a pass. Across pairs,
-means get a bootstrap interval (scipy.stats.bootstrap, percentile method).
+(`audit/<kernel>` metrics): runs without it are "not audited", never a pass; runs of the numpy
+backend executed the oracles themselves, so there is nothing to audit (NOT-APPLICABLE). A
+statistical row carries its `Test` (a one-sided p-value); its verdict is decided for the whole
+check at once, under Holm's correction (`decide`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from alpha_rl.killcheck.axes import Axis, her_flag, her_value
 from alpha_rl.killcheck.config import Criteria
+from alpha_rl.pipeline.labels import ORACLE_AUDIT
 from alpha_rl.tracking import RunRecord
 
 PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"
 NOT_APPLICABLE = "NOT-APPLICABLE"
+PENDING = "PENDING"  # a statistical row before the check's correction decides it
 AUDITS = {
     "1 track": ("her_track",),
     "2 backward inject": ("her_inject",),
@@ -29,6 +33,18 @@ AUDITS = {
     "3 forward inject": ("her_inject", "her_forward", "her_record"),
 }
 INJECTIONS = "4 injections on done steps"
+FAILURE_TAG = "alpha_rl.failure_reason"  # a run that ended FAILED says why
+
+
+@dataclass(frozen=True)
+class Test:
+    """The one-sided test behind a statistical row: its p-value (small: the treatment is harmed
+    beyond the row's tolerance) and how many pairs (or runs per arm) would decide at a level."""
+
+    p: float
+    seeds: Callable[[float], int | None]
+    unit: str = "pairs"
+    never: str = "the observed effect sits on the bound: no number of pairs would decide"
 
 
 @dataclass
@@ -42,35 +58,33 @@ class Judgement:
     required: bool = True
     evidence: dict[str, Any] = field(default_factory=dict)
     blocks: bool = False  # the treatment cannot be judged whatever the other rows say
+    test: Test | None = None  # a statistical row's test (its verdict PENDING until `decide`)
 
-
-def interval(values: list[float], crit: Criteria, log: bool = False) -> tuple[float, float, float]:
-    """(estimate, low, high) of the mean of `values` (geometric with log=True) across seeds;
-    low = high = estimate for a single value."""
-    x = np.log(values) if log else np.asarray(values, np.float64)
-    est = float(x.mean())
-    if len(x) < 2 or np.all(x == x[0]):
-        lo = hi = est
-    else:
-        res = stats.bootstrap((x,), np.mean, confidence_level=crit.confidence,
-                              n_resamples=crit.resamples, method="percentile",
-                              random_state=np.random.default_rng(crit.bootstrap_seed))  # fmt: skip
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    f = np.exp if log else float
-    return float(f(est)), float(f(lo)), float(f(hi))
+    def record(self) -> dict[str, Any]:
+        """The row as the JSON report holds it (the test as its p-value)."""
+        out = {k: v for k, v in vars(self).items() if k != "test"}
+        out["p"] = self.test.p if self.test else None
+        return out
 
 
 def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[Judgement]:
     """Criteria 1-4 on a treatment arm's runs; NOT-APPLICABLE off the HER axis or where the arm
-    runs no HER."""
+    runs no HER; the audits (1-3) NOT-APPLICABLE on runs that executed the oracles themselves
+    (the numpy backend), criterion 3's count of lost closes still read."""
     names = [*AUDITS, INJECTIONS]
     her = [r for r in treated if her_value(r) not in (None, "off")]
     if not axis.is_her or not her:
         why = (f"HER's own criterion; the axis is {axis.name}" if not axis.is_her
                else "the treatment runs no HER")  # fmt: skip
         return [Judgement(n, why, "-", NOT_APPLICABLE, False) for n in names]
-    audits = [judge_audit(name, her, crit) for name in AUDITS]
-    audits[-1] = judge_forward_coverage(audits[-1], her, crit)
+    if all(r.tags.get("audit") == ORACLE_AUDIT for r in her):
+        why = ("the runs executed the NumPy oracles themselves (backend numpy): there is "
+               "nothing to audit them against")  # fmt: skip
+        audits = [Judgement(n, why, "-", NOT_APPLICABLE, False) for n in AUDITS]
+        audits[-1] = judge_forward_coverage(audits[-1], her, crit)
+    else:
+        audits = [judge_audit(name, her, crit) for name in AUDITS]
+        audits[-1] = judge_forward_coverage(audits[-1], her, crit)
     return [*audits, judge_injections(her, crit)]
 
 
@@ -87,7 +101,7 @@ def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criter
     partly idle: the row is NOT-EVALUATED and blocks the treatment's verdict (CANNOT-JUDGE,
     whatever else kills). Mismatching audits (KILL) and a direction that does not run stay."""
     runs = [r for r in runs if her_flag(r, "forward")]
-    if audit.verdict in (KILL, NOT_APPLICABLE) or not runs:
+    if audit.verdict == KILL or not runs:
         return audit
     limit = crit.max_forward_lost
     threshold = f"{audit.threshold}; closes lost unjudged <= {100 * limit:g}%"
@@ -119,6 +133,8 @@ def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criter
                  "lookahead's closes (her.closed_ring=auto)")  # fmt: skip
         return Judgement(audit.criterion, value, threshold, NOT_EVALUATED, True, evidence, True)
     value = f"{audit.value}; at most {100 * worst:.2f}% of closes lost unjudged"
+    if audit.verdict == NOT_APPLICABLE:  # not audited: the count alone, not blocking
+        return Judgement(audit.criterion, value, threshold, PASS, False, evidence)
     return Judgement(audit.criterion, value, threshold, audit.verdict, audit.required, evidence)
 
 
@@ -171,19 +187,35 @@ def _counter_violations(runs: list[RunRecord]) -> dict[str, list[int]]:
     return out
 
 
+def injection_step(run: RunRecord, crit: Criteria) -> int:
+    """The step by which a HER run must have injected: min_steps_with_her, or
+    min_steps_with_her_frac of the run's own length when that is earlier."""
+    return max(1, min(crit.min_steps_with_her,
+                      int(crit.min_steps_with_her_frac * run.last_step)))  # fmt: skip
+
+
 def judge_injections(runs: list[RunRecord], crit: Criteria) -> Judgement:
-    """Criterion 4: every HER run that reached min_steps_with_her injected by then."""
-    name, need = INJECTIONS, crit.min_steps_with_her
-    threshold = f"her/inject_total > 0 by step {need}"
-    long = [r for r in runs if r.last_step >= need]
+    """Criterion 4: every HER run injected by its injection step (`injection_step`)."""
+    name = INJECTIONS
+    needs = {r.run_id: injection_step(r, crit) for r in runs}
+    low, high = min(needs.values(), default=0), max(needs.values(), default=0)
+    by = f"{low}" if low == high else f"{low}-{high}"
+    threshold = (
+        f"her/inject_total > 0 by step {by} (min_steps_with_her "
+        f"{crit.min_steps_with_her} or {crit.min_steps_with_her_frac:g} of the run)"
+    )
+    # a run that failed is counted among the broken runs, not here
+    long = [r for r in runs if r.metrics and FAILURE_TAG not in r.tags]
     if not long:
-        longest = max((r.last_step for r in runs), default=0)
-        return Judgement(name, f"runs too short: longest {longest} < {need} steps", threshold,
+        return Judgement(name, "no HER run that ran to its end logged a metric", threshold,
                          NOT_EVALUATED)  # fmt: skip
     evidence = {}
     for run in long:
+        need = needs[run.run_id]
         steps, total = run.series("her/inject_total")
-        evidence[run.run_id] = float(total[steps <= need][-1]) if (steps <= need).any() else 0.0
+        # the last log point by then; without one, the first (the earliest evidence there is)
+        by = total[steps <= need] if (steps <= need).any() else total[:1]
+        evidence[run.run_id] = float(by[-1]) if by.size else 0.0
     zero = [rid for rid, v in evidence.items() if not v > 0]
     value = (
         f"{len(long) - len(zero)} of {len(long)} runs injected (min {min(evidence.values()):.0f})"

@@ -4,14 +4,23 @@ report and the PNG (a curve per arm)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from alpha_rl.killcheck.criteria import KILL, NOT_APPLICABLE, NOT_EVALUATED, Judgement
+from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.criteria import (
+    KILL,
+    NOT_APPLICABLE,
+    NOT_EVALUATED,
+    PASS,
+    PENDING,
+    Judgement,
+)
 from alpha_rl.killcheck.pairs import Pair, Pairing
+from alpha_rl.killcheck.stats import MAX_SEEDS, holm
 from alpha_rl.tracking import RunRecord
 from alpha_rl.tracking.records import json_safe
 
@@ -42,6 +51,55 @@ class Treatment:
             return CANNOT_JUDGE
         return KEEP
 
+    @property
+    def blocked_by(self) -> str:
+        """What keeps a CANNOT-JUDGE treatment from a verdict, in a few words ("" otherwise)."""
+        if self.verdict != CANNOT_JUDGE:
+            return ""
+        if not self.pairs:
+            return "no pairs"
+        row = next((r for r in self.rows if r.blocks), None) or next(
+            r for r in self.rows if r.required and r.verdict == NOT_EVALUATED
+        )
+        value = row.value if len(row.value) <= 140 else row.value[:137] + "..."
+        return f"{row.criterion}: {value}"
+
+
+def decide(treatments: list[Treatment], crit: Criteria) -> int:
+    """Every PENDING row of the check decided at once: Holm's step-down over their one-sided
+    p-values holds the probability of any false KILL at `alpha`. A row whose interval still
+    holds its bound, and a row not judged for too few pairs, says how many pairs (or runs per
+    arm) would decide at alpha / m (Holm's first step). Returns the family's size m."""
+    family = [r for t in treatments for r in t.rows if r.verdict == PENDING]
+    tested = [r for t in treatments for r in t.rows if r.test is not None and r.required]
+    level = crit.alpha / max(len(tested), 1)
+    for row, adjusted in zip(family, holm([r.test.p for r in family]), strict=True):
+        row.evidence |= {"p_adjusted": adjusted, "family": len(family), "alpha": crit.alpha}
+        row.verdict = KILL if adjusted <= crit.alpha else PASS
+        row.value += f", Holm-adjusted {adjusted:.2g} (of {len(family)} tests)"
+    for row in tested:
+        close = row.verdict == NOT_EVALUATED or (row.verdict == PASS and _undecided(row))
+        if close:
+            n = row.test.seeds(level)
+            row.evidence["seeds_to_decide"] = n
+            if n is None:
+                row.value += f"; {row.test.never}"
+            elif n > MAX_SEEDS:
+                row.value += f"; more than {MAX_SEEDS} {row.test.unit} would be needed to decide"
+            else:
+                row.value += f"; about {n} {row.test.unit} would decide at alpha {crit.alpha:g}"
+    return len(family)
+
+
+def _undecided(row: Judgement) -> bool:
+    """Whether a passed row is a close call: its interval holds the bound, or (a rate) the
+    treatment broke more often than the baseline."""
+    e = row.evidence
+    if "counts" in e:
+        bt, nt, bb, nb = e["counts"]
+        return bt / max(nt, 1) > bb / max(nb, 1)
+    return bool(e.get("low", 0) <= e.get("bound", 0) <= e.get("high", 0))
+
 
 def overall(treatments: list[Treatment]) -> str:
     """KILL when any treatment is killed; else CANNOT-JUDGE when there is none or any cannot be
@@ -53,31 +111,40 @@ def overall(treatments: list[Treatment]) -> str:
 
 
 def summary(treatments: list[Treatment], verdict: str) -> str:
-    """`verdict: KILL (her=forward, her=on killed; her=backward kept)`."""
+    """`verdict: KILL (her=forward killed; her=backward kept; her=on cannot be judged: 5 no
+    destabilisation: 3 pairs < min_seeds 5)`: which survive, and what blocked the others."""
     by: dict[str, list[str]] = {}
     for t in treatments:
         by.setdefault(t.verdict, []).append(t.label)
-    words = {KILL: "killed", KEEP: "kept", CANNOT_JUDGE: "cannot be judged"}
-    parts = [f"{', '.join(by[v])} {words[v]}" for v in (KILL, KEEP, CANNOT_JUDGE) if v in by]
+    words = {KILL: "killed", KEEP: "kept"}
+    parts = [f"{', '.join(by[v])} {words[v]}" for v in (KILL, KEEP) if v in by]
+    parts += [f"{t.label} cannot be judged: {t.blocked_by}" for t in treatments
+              if t.verdict == CANNOT_JUDGE]  # fmt: skip
     return f"verdict: {verdict}" + (f" ({'; '.join(parts)})" if parts else " (no treatment)")
 
 
-def table(treatments: list[Treatment], verdict: str, pairing: Pairing) -> str:
-    """One table, `criterion  verdict  value  [threshold]`: a block per treatment with its
-    verdict under it; the unpaired runs at the end."""
+def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family: int) -> str:
+    """One table, `criterion  verdict  value  [threshold]`: the settings that differ from the
+    defaults above it, a block per treatment with its verdict under it; the unpaired runs at the
+    end (the verdict line, `summary`, is the command's last)."""
     rows = [r for t in treatments for r in t.rows]
     w_name = max([len("criterion"), *(len(r.criterion) for r in rows)])
     w_verdict = max([len("verdict"), *(len(r.verdict) + 2 for r in rows)])
     line = lambda a, b, c: f"{a:<{w_name}}  {b:<{w_verdict}}  {c}"  # noqa: E731
     base = pairing.axis.label(pairing.axis.baseline)
-    out = [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
+    changed = crit.non_default_text()
+    out = [f"non-default criteria: {changed}"] if changed else []
+    deciding = ", ".join(crit.deciding_for(pairing.axis.name))
+    out.append(f"deciding on the {pairing.axis.name} axis: {deciding}; alpha {crit.alpha:g} "
+               f"family-wise (Holm over the check's {family} tests)")  # fmt: skip
+    out += [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
     for t in treatments:
         out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
         out += [line(r.criterion, r.verdict + ("" if r.required else " *"),
                      f"{r.value}  [{r.threshold}]") for r in t.rows]  # fmt: skip
         out += [f"warning: {w}" for w in t.warnings]
         out += [f"verdict {t.label}: {t.verdict}", ""]
-    out.append(f"{summary(treatments, verdict)}   (* = not blocking)")
+    out.append("(* = not blocking)")
     out += [f"unpaired: {run.name} ({run.run_id}): {why}" for run, why in pairing.unpaired]
     return "\n".join(out)
 
@@ -105,7 +172,8 @@ def write_json(path: Path, treatments: list[Treatment], verdict: str, pairing: P
                     }
                     for a, b in t.pairs
                 ],
-                "criteria": [asdict(r) for r in t.rows],
+                "blocked_by": t.blocked_by,
+                "criteria": [r.record() for r in t.rows],
             }
             for t in treatments
         ],
@@ -177,14 +245,18 @@ def plot(path: Path, treatments: list[Treatment], pairing: Pairing, keys: dict[s
 NOTE_TAG = "mlflow.note.content"  # a run's description (markdown) in MLflow's UI
 
 
-def note(treatments: list[Treatment], verdict: str, axis: str, when: str) -> str:
+def note(treatments: list[Treatment], verdict: str, axis: str, when: str,
+         changed: str = "") -> str:  # fmt: skip
     """The check's verdicts as the markdown description of a sweep's parent run, one row per
     treatment: its verdict, its pairs, the deciding criteria's verdicts and the held-out PnL."""
 
     def cell(text: str) -> str:
         return text.replace("|", "/").replace("\n", " ")
 
-    lines = [f"**Kill check** on the `{axis}` axis, {when}: **{verdict}**", "",
+    lines = [f"**Kill check** on the `{axis}` axis, {when}: **{verdict}**", ""]
+    if changed:
+        lines += [f"non-default criteria: {cell(changed)}", ""]
+    lines += [
              "| treatment | verdict | pairs | deciding criteria | held-out PnL at the end |",
              "|---|---|---|---|---|"]  # fmt: skip
     for t in treatments:

@@ -1,25 +1,34 @@
-"""Learning speed on the held-out capture ratio, with censoring explicit, and the ratio of areas
-under the held-out curves (which needs no target).
+"""Learning speed on the held-out capture ratio, with censoring explicit, and the areas under the
+held-out curves (which need no target).
 
-Steps to target: the first evaluation at which a run's capture ratio reached the pair's target
-(`capture_target`, or `capture_target_frac` x the pair's baseline plateau: its mean over the last
-`window` of training). A run that reached it at its *first* evaluation did so at some step up to
-that one: a bound (left-censored, `<=`). A run that never reached it is right-censored at its last
-evaluation: counted, never dropped. The speed-up of a pair, baseline steps / treatment steps,
-then lies in an interval, [b_lo / t_hi, b_hi / t_lo] with 0 and infinity for the open ends; the
-geometric mean over pairs lies in the geometric means of those ends. Every pair exact: a point
-estimate with a bootstrap interval. An open lower end: `<= x`; an open upper end: `>= x`; both:
-undetermined. (Every pair's interval is a point or open at one end, so there is no other case.)
+Steps to target: a run's capture ratio is seen only at its evaluations, so a run that first
+reached the pair's target at evaluation k reached it somewhere in (s_{k-1}, s_k]: an interval,
+(0, s_1] when at the first evaluation (printed `<= s_1`), (s_last, inf) when never (printed
+`> s_last`). The target is `capture_target`, or the baseline's first evaluation plus
+`capture_target_frac` of its rise to its plateau (its mean over the last `window` of training),
+so a curve that stays below 0 still has one; a baseline that does not rise gives none.
+
+Each arm's median steps come from the Turnbull estimator of the interval-censored times
+(lifelines' `KaplanMeierFitter.fit_interval_censoring`, the nonparametric maximum likelihood):
+the evaluation step by which the estimate has half the arm's runs at the target (the end of the
+interval where it crosses 1/2), or a bound: `<= s_1` when that is the first evaluation, `>
+s_last` when it does not cross 1/2 by the last. The
+speed-up is the baseline's median over the treatment's. Pair by pair, the treatment was faster
+when its interval ends before the baseline's begins, slower when the reverse, else undecided; a
+two-sided sign test over the decided pairs (scipy.stats.binomtest) says whether the arms differ.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
+from alpha_rl.killcheck.aggregate import t_estimate
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import INFO, NOT_EVALUATED, Judgement, interval
+from alpha_rl.killcheck.criteria import INFO, NOT_EVALUATED, Judgement
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.tracking import RunRecord
 
@@ -46,23 +55,16 @@ def window_mean(run: RunRecord, key: str, start: float, end: float | None = None
 
 @dataclass(frozen=True)
 class Reach:
-    """When one run reached a target: `steps` (exact), or a bound: at most `steps` (FIRST) or
-    more than `steps` (NEVER, the last evaluation)."""
+    """When one run reached a target: in (low, high] (high = inf: never, by its last evaluation
+    `low`; low = 0: at its first evaluation)."""
 
     kind: str
-    steps: int
-
-    @property
-    def low(self) -> float:
-        return 0.0 if self.kind == FIRST else float(self.steps)
-
-    @property
-    def high(self) -> float:
-        return float(self.steps) if self.kind != NEVER else float("inf")
+    low: float
+    high: float
 
     def text(self) -> str:
-        return {EXACT: f"{self.steps}", FIRST: f"<= {self.steps}",
-                NEVER: f"> {self.steps}"}[self.kind]  # fmt: skip
+        return {EXACT: f"({self.low:.0f}, {self.high:.0f}]", FIRST: f"<= {self.high:.0f}",
+                NEVER: f"> {self.low:.0f}"}[self.kind]  # fmt: skip
 
 
 def reach(run: RunRecord, key: str, target: float, end: int) -> Reach | None:
@@ -74,41 +76,92 @@ def reach(run: RunRecord, key: str, target: float, end: int) -> Reach | None:
         return None
     hit = np.flatnonzero(values >= target)
     if hit.size == 0:
-        return Reach(NEVER, int(steps[-1]))
-    return Reach(FIRST if hit[0] == 0 else EXACT, int(steps[hit[0]]))
-
-
-def _ratio_bounds(base: Reach, treated: Reach) -> tuple[float, float]:
-    """[low, high] of baseline steps / treatment steps (0 and inf for open ends)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo = base.low / treated.high if treated.high > 0 else 0.0
-        hi = base.high / treated.low if treated.low > 0 else float("inf")
-    return float(np.nan_to_num(lo, nan=0.0)), float(hi)
+        return Reach(NEVER, float(steps[-1]), math.inf)
+    k = int(hit[0])
+    if k == 0:
+        return Reach(FIRST, 0.0, float(steps[0]))
+    return Reach(EXACT, float(steps[k - 1]), float(steps[k]))
 
 
 def _target(base: RunRecord, key: str, end: int, crit: Criteria) -> float:
+    """The pair's target: absolute, or the baseline's start + frac x its rise to its plateau
+    (NaN when it does not rise)."""
     if crit.capture_target is not None:
         return float(crit.capture_target)
+    steps, values = base.series(key)
+    finite = values[np.isfinite(values) & (steps <= end)]
     plateau = window_mean(base, key, (1 - crit.window) * end, end)
-    return crit.capture_target_frac * plateau if plateau > 0 else float("nan")
+    if not finite.size or not plateau > finite[0]:
+        return float("nan")
+    return float(finite[0] + crit.capture_target_frac * (plateau - finite[0]))
 
 
-def _arm_text(label: str, reaches: list[Reach]) -> str:
-    exact = sorted(r.steps for r in reaches if r.kind == EXACT)
+@dataclass(frozen=True)
+class Median:
+    """An arm's median steps to target from the Turnbull estimate: a value, or a bound."""
+
+    kind: str  # "value", "at most" (by the first evaluation), "more than" (not by the last)
+    steps: float
+
+    def text(self) -> str:
+        return {"value": f"{self.steps:,.0f}", "at most": f"<= {self.steps:,.0f}",
+                "more than": f"> {self.steps:,.0f}"}[self.kind]  # fmt: skip
+
+
+def turnbull_median(reaches: list[Reach]) -> Median:
+    """The median of interval-censored times (lifelines' Turnbull estimator)."""
+    import warnings
+
+    from lifelines import KaplanMeierFitter
+
+    lows = np.array([r.low for r in reaches])
+    highs = np.array([r.high for r in reaches])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lifelines' notes on the NPMLE's convergence
+        km = KaplanMeierFitter().fit_interval_censoring(lows, highs)
+    # the step by which the estimate has half the runs there (its lower survival curve: each
+    # Turnbull interval's mass counted at its end, the evaluation that saw it)
+    median = float(km.median_survival_time_["NPMLE_estimate_lower"].iloc[0])
+    first = [r.high for r in reaches if r.kind == FIRST]
+    if not math.isfinite(median):
+        return Median("more than", max(r.low for r in reaches))
+    if first and median <= max(first):
+        return Median("at most", max(first))
+    return Median("value", median)
+
+
+def _speedup(base: Median, treated: Median) -> tuple[str, dict]:
+    """Baseline median / treatment median as text and evidence: a value or a bound."""
+    ratio = base.steps / treated.steps if treated.steps > 0 else math.inf
+    kinds = (base.kind, treated.kind)
+    if kinds == ("value", "value"):
+        return f"{ratio:.3g}x", {"kind": "value", "speedup": ratio}
+    lower = {("more than", "value"), ("value", "at most"), ("more than", "at most")}
+    upper = {("at most", "value"), ("value", "more than"), ("at most", "more than")}
+    if kinds in lower:
+        return f">= {ratio:.3g}x (a bound: censored medians)", {"kind": "lower bound",
+                                                                "low": ratio}  # fmt: skip
+    if kinds in upper:
+        return f"<= {ratio:.3g}x (a bound: censored medians)", {"kind": "upper bound",
+                                                                "high": ratio}  # fmt: skip
+    return "undetermined (both medians censored alike)", {"kind": "undetermined"}
+
+
+def _arm_text(label: str, reaches: list[Reach], median: Median) -> str:
     first = [r for r in reaches if r.kind == FIRST]
     never = [r for r in reaches if r.kind == NEVER]
-    parts = [f"{len(exact) + len(first)} of {len(reaches)} reached"]
+    parts = [f"{len(reaches) - len(never)} of {len(reaches)} reached",
+             f"median {median.text()}"]  # fmt: skip
     if first:
-        parts.append(f"{len(first)} at the first evaluation (<= {first[0].steps})")
-    if exact:
-        parts.append(f"median {int(np.median(exact))}" if len(exact) > 1 else f"at {exact[0]}")
+        parts.append(f"{len(first)} at the first evaluation (<= {first[0].high:.0f})")
     if never:
-        parts.append(f"{len(never)} never (> {min(r.steps for r in never)})")
+        parts.append(f"{len(never)} never (> {min(r.low for r in never):.0f})")
     return f"{label}: " + ", ".join(parts)
 
 
 def judge_speed(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> Judgement:
-    """Steps to the capture target and the speed-up, censoring explicit (INFO)."""
+    """Steps to the capture target: Turnbull medians per arm, their ratio, and a paired sign
+    test (INFO)."""
     name, threshold = "steps to capture target", f"claimed speed-up {crit.claimed_speedup:g}x"
     key = capture_key([r for pair in pairs for r in pair])
     if key is None:
@@ -121,45 +174,41 @@ def judge_speed(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> J
         got = (reach(treated, key, target, end), reach(base, key, target, end))
         if not np.isfinite(target) or None in got:
             skipped.append({"treatment": treated.run_id, "baseline": base.run_id,
-                            "why": "baseline plateau <= 0: no target" if not np.isfinite(target)
-                            else "no evaluation"})  # fmt: skip
+                            "why": "the baseline's capture does not rise: no target"
+                            if not np.isfinite(target) else "no evaluation"})  # fmt: skip
             continue
         t, b = got
-        lo, hi = _ratio_bounds(b, t)
+        faster = t.high <= b.low
+        slower = b.high <= t.low
         each.append({"treatment": treated.run_id, "baseline": base.run_id, "target": target,
-                     "treatment_reach": vars(t), "baseline_reach": vars(b), "low": lo,
-                     "high": hi})  # fmt: skip
+                     "treatment_reach": vars(t), "baseline_reach": vars(b),
+                     "treatment_faster": faster, "treatment_slower": slower})  # fmt: skip
     evidence = {"metric": key, "target": crit.target_text(), "pairs": each, "skipped": skipped}
     if not each:
         why = skipped[0]["why"] if skipped else "no pairs"
         return Judgement(name, f"no pair can be judged ({why})", threshold, NOT_EVALUATED, False,
                          evidence)  # fmt: skip
-    roles = zip(labels, ("treatment", "baseline"), strict=True)
-    arms = "; ".join(_arm_text(label, [Reach(**e[f"{role}_reach"]) for e in each])
-                     for label, role in roles)  # fmt: skip
-    speedup, evidence["speedup"] = _speedup(each, crit)
-    value = f"speed-up {speedup} over {len(each)} pairs ({crit.target_text()}; {arms})"
+    reaches = {role: [Reach(**e[f"{role}_reach"]) for e in each]
+               for role in ("treatment", "baseline")}  # fmt: skip
+    medians = {role: turnbull_median(r) for role, r in reaches.items()}
+    speedup, evidence["speedup"] = _speedup(medians["baseline"], medians["treatment"])
+    evidence["medians"] = {role: vars(m) for role, m in medians.items()}
+    faster = sum(e["treatment_faster"] for e in each)
+    slower = sum(e["treatment_slower"] for e in each)
+    decided = faster + slower
+    p = stats.binomtest(faster, decided, 0.5).pvalue if decided else 1.0
+    evidence["sign_test"] = {"faster": faster, "slower": slower, "undecided": len(each) - decided,
+                             "p": p}  # fmt: skip
+    arms = "; ".join(
+        _arm_text(label, reaches[role], medians[role])
+        for label, role in zip(labels, ("treatment", "baseline"), strict=True)
+    )
+    value = (f"speed-up {speedup} over {len(each)} pairs ({crit.target_text()}; {arms}); "
+             f"faster in {faster}, slower in {slower} of {len(each)} pairs (sign test "
+             f"p {p:.2g})")  # fmt: skip
     if skipped:
         value += f"; {len(skipped)} pairs without a target"
     return Judgement(name, value, threshold, INFO, False, evidence)
-
-
-def _speedup(each: list[dict], crit: Criteria) -> tuple[str, dict]:
-    """The geometric-mean speed-up as text and evidence: a value with an interval, a bound or
-    undetermined."""
-    lows, highs = np.array([e["low"] for e in each]), np.array([e["high"] for e in each])
-    with np.errstate(divide="ignore"):
-        lo = float(np.exp(np.mean(np.log(lows)))) if (lows > 0).all() else 0.0
-    hi = float(np.exp(np.mean(np.log(highs)))) if np.isfinite(highs).all() else float("inf")
-    if np.array_equal(lows, highs):
-        est, a, b = interval(list(lows), crit, log=True)
-        return f"{est:.3g}x [{a:.3g}, {b:.3g}]", {"kind": "value", "geomean": est, "low": a,
-                                                  "high": b}  # fmt: skip
-    if lo == 0 and np.isfinite(hi):
-        return f"<= {hi:.3g}x (a bound: censored pairs)", {"kind": "upper bound", "high": hi}
-    if lo > 0 and not np.isfinite(hi):
-        return f">= {lo:.3g}x (a bound: censored pairs)", {"kind": "lower bound", "low": lo}
-    return "undetermined (censored both ways)", {"kind": "undetermined"}
 
 
 def _finite_steps(run: RunRecord, key: str) -> np.ndarray:
@@ -175,30 +224,38 @@ def _area(run: RunRecord, key: str, steps: np.ndarray) -> float:
 
 
 def judge_area(pairs: list[Pair], key: str, crit: Criteria) -> Judgement | None:
-    """Treatment / baseline area under the held-out curve of `key` over the evaluations both
-    runs of a pair made, mean over pairs with an interval (INFO; None when a run lacks `key`)."""
+    """The area under the held-out curve of `key` over the evaluations both runs of a pair made,
+    treatment against baseline (INFO; None when a run lacks `key`): the geometric mean of the
+    ratios of areas when every baseline area is positive, else (a curve at or below 0, as PnL
+    on a real market can be) the mean difference of the curves' levels (area / span)."""
     runs = [r for pair in pairs for r in pair]
     if not runs or not all(r.metrics.get(key) for r in runs):
         return None
     name = f"area under held-out {key.split('/', 1)[1]}"
-    threshold = "reported: treatment / baseline, over the evaluations both made"
-    each, undefined = [], []
+    each = []
     for treated, base in pairs:
         common = np.intersect1d(_finite_steps(treated, key), _finite_steps(base, key))
-        t_area = _area(treated, key, common) if common.size > 1 else float("nan")
-        b_area = _area(base, key, common) if common.size > 1 else float("nan")
-        row = {"treatment": treated.run_id, "baseline": base.run_id, "treatment_area": t_area,
-               "baseline_area": b_area}  # fmt: skip
-        if not (np.isfinite(t_area) and b_area > 0):
-            undefined.append(row)
+        if common.size < 2:
             continue
-        each.append(row | {"ratio": t_area / b_area})
-    evidence = {"metric": key, "pairs": each, "undefined": undefined}
-    note = f"; {len(undefined)} pairs without a ratio (baseline area <= 0)" if undefined else ""
+        span = float(common[-1] - common[0])
+        each.append({"treatment": treated.run_id, "baseline": base.run_id,
+                     "treatment_area": _area(treated, key, common),
+                     "baseline_area": _area(base, key, common), "span": span})  # fmt: skip
+    evidence: dict = {"metric": key, "pairs": each}
+    threshold = "reported: treatment against baseline, over the evaluations both made"
     if not each:
-        return Judgement(name, f"no ratio: every baseline area <= 0{note}", threshold,
-                         NOT_EVALUATED, False, evidence)  # fmt: skip
-    est, lo, hi = interval([e["ratio"] for e in each], crit)
-    evidence["ratio"] = {"mean": est, "low": lo, "high": hi, "n": len(each)}
-    return Judgement(name, f"ratio {est:.3f} [{lo:.3f}, {hi:.3f}] over {len(each)} pairs{note}",
-                     threshold, INFO, False, evidence)  # fmt: skip
+        return Judgement(name, "no pair with two common evaluations", threshold, NOT_EVALUATED,
+                         False, evidence)  # fmt: skip
+    stratum = {"all": []}
+    if all(e["baseline_area"] > 0 and e["treatment_area"] > 0 for e in each):
+        stratum["all"] = [math.log(e["treatment_area"] / e["baseline_area"]) for e in each]
+        est, lo, hi = t_estimate(stratum, crit, log=True, logged=True)
+        evidence["ratio"] = {"geometric_mean": est, "low": lo, "high": hi, "n": len(each)}
+        value = f"geometric-mean ratio {est:.3f} [{lo:.3f}, {hi:.3f}] over {len(each)} pairs"
+    else:
+        stratum["all"] = [(e["treatment_area"] - e["baseline_area"]) / e["span"] for e in each]
+        est, lo, hi = t_estimate(stratum, crit)
+        evidence["level_difference"] = {"mean": est, "low": lo, "high": hi, "n": len(each)}
+        value = (f"mean level difference {est:+.4g} [{lo:+.4g}, {hi:+.4g}] over {len(each)} "
+                 "pairs (an area <= 0: no ratio)")  # fmt: skip
+    return Judgement(name, value, threshold, INFO, False, evidence)

@@ -17,6 +17,8 @@ from alpha_rl.errors import CheckpointError
 from alpha_rl.session import Session, cubin_dir
 from alpha_rl.tracking.secrets import redact, secrets
 
+# the `audit` tag of a run whose kernels are the NumPy oracles: nothing to audit them against
+ORACLE_AUDIT = "not audited (numpy backend: the kernels are the oracles)"
 # keys a resume may change: how long, how often it logs, where it reports, which device runs it
 RESUMABLE = ("steps", "resume", "log_every", "tracking.", "checkpoint.", "eval.", "audit.",
              "backend.")  # fmt: skip

@@ -45,6 +45,7 @@ from alpha_rl.pipeline.identity import (
     write_identity,
 )
 from alpha_rl.pipeline.labels import (
+    ORACLE_AUDIT,
     check_resumable,
     config_yaml,
     flatten,
@@ -250,7 +251,7 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
     """Params (the config's, the resolved values, the fold's ranges and the money units), tags
     and the config and ISV artifacts of a new run."""
     if session.backend.name == "numpy":
-        audit = "not audited (numpy backend: the kernels are the oracles)"
+        audit = ORACLE_AUDIT
     else:
         audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
     units = money_units(session.cfg) | {"reward.scale_resolved": float(session.cfg.reward.scale)}

@@ -35,7 +35,7 @@ from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
 from alpha_rl.killcheck.cli import WANTED, exit_with_verdict, judge
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, table
+from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader, RunRecord
@@ -345,9 +345,9 @@ def run(args: argparse.Namespace) -> int:
     runs = reader.runs(args.experiment, wanted, parent_run_id=confirm_parent)
     crit = Criteria.load()
     owned = tuple({k for c in picks for k in c.params} | {"validation."})
-    treatments, pairing = judge(runs, axis_for("search", owns=owned), crit)
+    treatments, pairing, family = judge(runs, axis_for("search", owns=owned), crit)
     verdict = overall(treatments)
-    print(table(treatments, verdict, pairing))
+    print(table(treatments, pairing, crit, family))
     search_runs = {}
     for t in study.trials:
         run_id = t.user_attrs.get("mlflow_run_id")
@@ -378,6 +378,7 @@ def run(args: argparse.Namespace) -> int:
     shrinkage = describe(rep, metric).replace("\n", "\n\n")
     reader.set_tags(confirm_parent, {NOTE_TAG: f"{described}\n\n{shrinkage}"})
     print(f"report: {out / 'confirm.json'}")
+    print(summary(treatments, verdict))
     return EXIT[verdict]
 
 

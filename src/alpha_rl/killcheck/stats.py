@@ -1,0 +1,140 @@
+"""The decision rule's statistics: t-intervals on per-pair values stratified by fold, one-sided
+p-values against a tolerance, Holm's correction across a check, Fisher's exact test on failure
+counts, Yuen's interval for the interquartile mean, and how many seeds would decide.
+
+Every deciding criterion is a one-sided test of "the treatment is harmed beyond its tolerance"
+whose p-value enters one family per check; Holm's step-down holds the probability of any false
+KILL in that family at `alpha` (docs/verdicts.md; the calibration suite, `--calibrate`,
+measures it).
+
+Per-pair values of a walk-forward study are grouped by fold (strata). Their mean pools every
+pair; its standard error uses the variance *within* folds (sum of squares about each fold's mean
+over N - K degrees of freedom, K folds), so the interval reflects the seeds' spread inside each
+regime, not the gap between regimes, and a fold with one pair adds a value but no degree of
+freedom. One stratum: the ordinary one-sample t.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+MAX_SEEDS = 1000  # the power calculation looks this far
+
+
+@dataclass(frozen=True)
+class TMean:
+    """The mean of per-pair values with its standard error and degrees of freedom."""
+
+    mean: float
+    se: float  # NaN: no interval (fewer than two values, or one per stratum)
+    df: int
+    n: int
+    sd: float  # the within-stratum standard deviation of one value
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """The two-sided t-interval at `confidence` (NaN bounds without a standard error)."""
+        if not math.isfinite(self.se):
+            return float("nan"), float("nan")
+        half = stats.t.ppf(0.5 + confidence / 2, self.df) * self.se if self.se > 0 else 0.0
+        return self.mean - half, self.mean + half
+
+    def p_above(self, bound: float) -> float:
+        """One-sided p-value of H0: the true mean <= bound (small: the mean is above it)."""
+        return self._p(self.mean - bound)
+
+    def p_below(self, bound: float) -> float:
+        """One-sided p-value of H0: the true mean >= bound (small: the mean is below it)."""
+        return self._p(bound - self.mean)
+
+    def _p(self, excess: float) -> float:
+        if not math.isfinite(self.se):
+            return float("nan")
+        if self.se == 0:  # every value alike: the data decide without doubt
+            return 0.0 if excess > 0 else 1.0
+        return float(stats.t.sf(excess / self.se, self.df))
+
+    def seeds_to_decide(self, bound: float, level: float) -> int | None:
+        """The number of pairs at which this mean and spread would be resolved against `bound`
+        at one-sided `level` (either side); None when the mean sits on the bound or the spread
+        is unknown; MAX_SEEDS + 1 when more than MAX_SEEDS would be needed."""
+        gap = abs(self.mean - bound)
+        if not (math.isfinite(self.sd) and gap > 0):
+            return None
+        if self.sd == 0:
+            return 2
+        n = np.arange(2, MAX_SEEDS + 1)
+        enough = gap * np.sqrt(n) / self.sd >= stats.t.ppf(1 - level, n - 1)
+        return int(n[enough][0]) if enough.any() else MAX_SEEDS + 1
+
+
+def t_mean(values: dict[str, list[float]]) -> TMean:
+    """The pooled mean of per-pair values (by stratum) and its stratified standard error."""
+    strata = [np.asarray(v, np.float64) for _, v in sorted(values.items()) if len(v)]
+    if not strata:
+        return TMean(float("nan"), float("nan"), 0, 0, float("nan"))
+    x = np.concatenate(strata)
+    n, k = x.size, len(strata)
+    df = n - k
+    if df < 1:
+        return TMean(float(x.mean()), float("nan"), 0, n, float("nan"))
+    ss = sum(float(((s - s.mean()) ** 2).sum()) for s in strata)
+    sd = math.sqrt(ss / df)
+    return TMean(float(x.mean()), sd / math.sqrt(n), df, n, sd)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (reject where the adjusted value <= alpha): the
+    family-wise error rate is at most alpha whatever the dependence between the tests."""
+    p = np.asarray(pvalues, np.float64)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(stepped)
+    return [float(a) for a in adjusted]
+
+
+def fisher_greater(broken_t: int, n_t: int, broken_b: int, n_b: int) -> float:
+    """One-sided p-value of Fisher's exact test that the treatment's runs break more often than
+    the baseline's (1 when neither arm has a broken run)."""
+    if broken_t == 0:
+        return 1.0
+    table = [[broken_t, n_t - broken_t], [broken_b, n_b - broken_b]]
+    return float(stats.fisher_exact(table, alternative="greater").pvalue)
+
+
+def fisher_seeds(broken_t: int, n_t: int, broken_b: int, n_b: int, level: float) -> int | None:
+    """Runs per arm at which the observed failure shares would give Fisher's p <= level; None
+    when the treatment breaks no more often than the baseline; MAX_SEEDS + 1 when MAX_SEEDS
+    would not do."""
+    share_t, share_b = broken_t / max(n_t, 1), broken_b / max(n_b, 1)
+    if share_t <= share_b:
+        return None
+    for n in range(max(n_t, 2), MAX_SEEDS + 1):
+        if fisher_greater(round(share_t * n), n, round(share_b * n), n) <= level:
+            return n
+    return MAX_SEEDS + 1
+
+
+def yuen_interval(values: np.ndarray, confidence: float, trim: float = 0.25) -> tuple[float, ...]:
+    """(trimmed mean, low, high): Tukey and McLaughlin's / Yuen's interval for a trimmed mean,
+    its standard error from the winsorized variance, df = n - 2g - 1 (g values cut each end).
+    NaN bounds when fewer than two values would remain uncut."""
+    x = np.sort(np.asarray(values, np.float64))
+    n = x.size
+    g = math.floor(trim * n)
+    est = float(stats.trim_mean(x, trim)) if n else float("nan")
+    h = n - 2 * g
+    if h < 2:
+        return est, float("nan"), float("nan")
+    w = np.clip(x, x[g], x[n - g - 1])
+    sw = float(np.var(w, ddof=1))
+    se = math.sqrt(sw) / ((1 - 2 * g / n) * math.sqrt(n)) if sw > 0 else 0.0
+    half = stats.t.ppf(0.5 + confidence / 2, h - 1) * se
+    return est, est - half, est + half
