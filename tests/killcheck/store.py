@@ -11,6 +11,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.killcheck.cli import parse, run
+from alpha_rl.pipeline.labels import ORACLE_AUDIT
 
 STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps
 EVALS = np.array([250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000,
@@ -51,6 +52,7 @@ class Store:
         self.eid = self.client.create_experiment("alpha_rl")
         self.parent = self.client.create_run(self.eid, run_name="sweep").info.run_id
         self.forward_counted = True  # false: forward runs as recorded before their ring's counts
+        self.numpy_backend = False  # true: runs of the numpy backend (the audit tag, no audits)
 
     def add(self, seed: int, params: dict[str, str], tags: dict[str, str],
             log: dict[str, np.ndarray], evals: dict[str, np.ndarray]) -> str:  # fmt: skip
@@ -69,8 +71,9 @@ class Store:
         return rid
 
     def her_run(self, her: str, seed: int, log: dict | None = None, evals: dict | None = None,
-                **params: str) -> str:  # fmt: skip
-        """A run of her=`her` with the metrics of a healthy run, `log` / `evals` on top."""
+                run_tags: dict | None = None, **params: str) -> str:  # fmt: skip
+        """A run of her=`her` with the metrics of a healthy run, `log` / `evals` / `run_tags` on
+        top."""
         enabled, back, fwd = HER[her]
         p = {"her.enabled": str(enabled), "her.backward": str(back), "her.forward": str(fwd),
              **params}  # fmt: skip
@@ -79,7 +82,8 @@ class Store:
             p |= {"her.threshold": "1.5", "isv.slots.her.her_threshold.index": "549"}
             base_log |= {"her/inject_total": STEPS * 3.0, "her/backward_total": STEPS * 2.0,
                          "trade/count": np.full(STEPS.size, 5000.0)}  # fmt: skip
-            base_log |= {f"audit/{k}": np.zeros(STEPS.size) for k in AUDIT_KEYS[her]}
+            if not self.numpy_backend:
+                base_log |= {f"audit/{k}": np.zeros(STEPS.size) for k in AUDIT_KEYS[her]}
         if fwd and self.forward_counted:  # a ring that judged every close it was given
             p |= {"her.max_overwritten": "0.01"}
             base_log |= {"her/forward_closes_total": STEPS * 50.0,
@@ -88,17 +92,20 @@ class Store:
         base_evals = {"eval/l_q_probe": l_q_curve(seed + 20 + 10 * enabled, 0.5, EVALS),
                       "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4),
                       "eval/pnl": pnl_curve(seed + 40 + 10 * enabled)}  # fmt: skip
-        return self.add(seed, p, {"her": her}, base_log | (log or {}),
+        tags = {"her": her} | ({"audit": ORACLE_AUDIT} if self.numpy_backend else {})
+        return self.add(seed, p, tags | (run_tags or {}), base_log | (log or {}),
                         base_evals | (evals or {}))  # fmt: skip
 
     def ablation(self, treatments=("on",), seeds=SEEDS, log=None, evals=None, base_evals=None,
-                 with_base=True) -> None:  # fmt: skip
-        """Per seed a run of each treatment (`log(her, seed)` / `evals(her, seed)` change
-        them) and, unless with_base is false, its her=off baseline (`base_evals(seed)`)."""
+                 with_base=True, tags=None) -> None:  # fmt: skip
+        """Per seed a run of each treatment (`log(her, seed)` / `evals(her, seed)` /
+        `tags(her, seed)` change them) and, unless with_base is false, its her=off baseline
+        (`base_evals(seed)`)."""
         for seed in seeds:
             for her in treatments:
                 self.her_run(her, seed, log(her, seed) if log else None,
-                             evals(her, seed) if evals else None)  # fmt: skip
+                             evals(her, seed) if evals else None,
+                             tags(her, seed) if tags else None)  # fmt: skip
             if with_base:
                 self.her_run("off", seed, None, base_evals(seed) if base_evals else None)
 

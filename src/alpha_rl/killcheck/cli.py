@@ -157,7 +157,9 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
         for row in rows:
             if row.verdict == PENDING:
                 row.verdict = NOT_EVALUATED
-                row.value += f"; {len(pairs)} pairs < min_seeds {crit.min_seeds}: not judged"
+                why = f"{len(pairs)} pairs < min_seeds {crit.min_seeds}: not judged"
+                row.value += f"; {why}"
+                row.evidence["not_judged"] = why
     return Treatment(value, label, pairs, rows)
 
 

@@ -26,9 +26,10 @@ from alpha_rl.killcheck.criteria import (
     Judgement,
     Test,
 )
+from alpha_rl.killcheck.fmt import fmt, fmt_interval, fmt_p
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.killcheck.speed import window_mean
-from alpha_rl.killcheck.stats import TMean, fisher_greater, fisher_seeds, t_mean
+from alpha_rl.killcheck.stats import TMean, fisher_floor, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
 
 PROBE_TAG = "probe_digest"
@@ -42,28 +43,6 @@ NOT_COMPARABLE = {
 }
 BROKEN = "5 runs that broke (rate)"
 BENEFIT = "6 no held-out harm ({metric})"
-
-
-def fmt(x: float) -> str:
-    """A number for the table: thousands separated from 1000 on, 4 significant digits below."""
-    if not np.isfinite(x):
-        return "n/a"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def fmt_interval(est: float, lo: float, hi: float, sign: bool = False) -> str:
-    """`est [lo, hi]`, `est [no interval]` without bounds."""
-
-    def f(x: float) -> str:
-        return ("+" if sign and x >= 0 else "") + fmt(x)
-
-    bounds = f"[{f(lo)}, {f(hi)}]" if np.isfinite(lo) and np.isfinite(hi) else "[no interval]"
-    return f"{f(est)} {bounds}"
-
-
-def fmt_p(p: float) -> str:
-    """`p 0.0031`, `p < 1e-6`."""
-    return "p < 1e-6" if p < 1e-6 else f"p {p:.2g}"
 
 
 def _window(treated: RunRecord, base: RunRecord, crit: Criteria) -> tuple[float, int]:
@@ -82,11 +61,12 @@ def broke(run: RunRecord, crit: Criteria) -> str | None:
         steps, values = run.series(key)
         if not values.size:
             continue
-        if not np.isfinite(values).all():
+        # MLflow's SQL stores keep +-inf as +-float max: those are infinite too
+        if not (np.abs(values) < np.finfo(np.float64).max).all():
             return f"non-finite {key}"
         late = values[steps >= (1 - crit.window) * run.last_step]
         median = float(np.median(values))
-        if late.size and median > 0 and late.max() > crit.blowup_factor * median:
+        if late.size and median > 0 and late.max() / crit.blowup_factor > median:
             return (f"{key} blew up: max {late.max():.4g} over the window > "
                     f"{crit.blowup_factor:g} x its median {median:.4g}")  # fmt: skip
     return None
@@ -110,7 +90,7 @@ def judge_broken(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> 
     evidence = {"treatment_broken": why_t, "baseline_broken": why_b, "counts": counts}
     test = Test(p, lambda level: fisher_seeds(*counts, level), "runs per arm",
                 "the treatment broke no more often than the baseline: nothing for more runs to "
-                "decide")  # fmt: skip
+                "decide", fisher_floor(*counts))  # fmt: skip
     return Judgement(BROKEN, value, threshold, PENDING, True, evidence, test=test)
 
 
@@ -173,7 +153,7 @@ def judge_stability(pairs: list[Pair], crit: Criteria, decides: bool) -> Judgeme
     m = t_mean(values)
     if not math.isfinite(m.se):
         why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
-        hint = "; stability_metric=loss/l_q_real reads the batches" if key == PROBE_KEY else ""
+        hint = "; stability_metric=loss/l_q_real reads the batches" if "probe sets" in why else ""
         return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
                          decides, evidence)  # fmt: skip
     return _tested(name, m, values, evidence, threshold, decides, crit, bound, log=True)
@@ -190,7 +170,8 @@ def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
     m = t_mean(values)
     if not math.isfinite(m.se):
         why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
-        hint = f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
+        hint = (f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
+                if why.startswith("no ") else "")  # fmt: skip
         return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
                          True, evidence)  # fmt: skip
     return _tested(name, m, values, evidence, threshold, True, crit, -crit.benefit_margin,

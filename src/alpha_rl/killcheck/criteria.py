@@ -45,6 +45,7 @@ class Test:
     seeds: Callable[[float], int | None]
     unit: str = "pairs"
     never: str = "the observed effect sits on the bound: no number of pairs would decide"
+    floor: float = 0.0  # the smallest p-value the test could give on its margins (discrete)
 
 
 @dataclass
@@ -104,7 +105,8 @@ def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criter
     if audit.verdict == KILL or not runs:
         return audit
     limit = crit.max_forward_lost
-    threshold = f"{audit.threshold}; closes lost unjudged <= {100 * limit:g}%"
+    lost = f"closes lost unjudged <= {100 * limit:g}%"
+    threshold = lost if audit.verdict == NOT_APPLICABLE else f"{audit.threshold}; {lost}"
     evidence, uncounted, over, worst = dict(audit.evidence), [], {}, 0.0
     for run in runs:
         series = [run.series(key)[1] for key in (*LOST_KEYS, CLOSES)]

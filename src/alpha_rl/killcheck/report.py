@@ -61,6 +61,8 @@ class Treatment:
         row = next((r for r in self.rows if r.blocks), None) or next(
             r for r in self.rows if r.required and r.verdict == NOT_EVALUATED
         )
+        if "not_judged" in row.evidence:  # too few pairs: that is the reason, whatever else
+            return f"{row.criterion}: {row.evidence['not_judged']}"
         value = row.value if len(row.value) <= 140 else row.value[:137] + "..."
         return f"{row.criterion}: {value}"
 
@@ -69,14 +71,25 @@ def decide(treatments: list[Treatment], crit: Criteria) -> int:
     """Every PENDING row of the check decided at once: Holm's step-down over their one-sided
     p-values holds the probability of any false KILL at `alpha`. A row whose interval still
     holds its bound, and a row not judged for too few pairs, says how many pairs (or runs per
-    arm) would decide at alpha / m (Holm's first step). Returns the family's size m."""
-    family = [r for t in treatments for r in t.rows if r.verdict == PENDING]
+    arm) would decide at alpha / m (Holm's first step). A test that could not reach alpha on its
+    margins (Fisher's with no broken run) passes outside the family (Tarone). Returns the
+    family's size m."""
+    family = []
+    for row in (r for t in treatments for r in t.rows if r.verdict == PENDING):
+        if row.test.floor > crit.alpha:
+            row.verdict = PASS
+            row.evidence["outside_family"] = row.test.floor
+            row.value += f"; its smallest possible p {row.test.floor:.2g} > alpha: not tested"
+        else:
+            family.append(row)
     tested = [r for t in treatments for r in t.rows if r.test is not None and r.required]
-    level = crit.alpha / max(len(tested), 1)
+    waiting = sum(r.verdict == NOT_EVALUATED for r in tested)  # would join with enough pairs
+    level = crit.alpha / max(len(family) + waiting, 1)
+    tests = f"{len(family)} test{'' if len(family) == 1 else 's'}"
     for row, adjusted in zip(family, holm([r.test.p for r in family]), strict=True):
         row.evidence |= {"p_adjusted": adjusted, "family": len(family), "alpha": crit.alpha}
         row.verdict = KILL if adjusted <= crit.alpha else PASS
-        row.value += f", Holm-adjusted {adjusted:.2g} (of {len(family)} tests)"
+        row.value += f", Holm-adjusted {adjusted:.2g} (of {tests})"
     for row in tested:
         close = row.verdict == NOT_EVALUATED or (row.verdict == PASS and _undecided(row))
         if close:

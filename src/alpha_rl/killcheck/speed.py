@@ -29,6 +29,7 @@ from scipy import stats
 from alpha_rl.killcheck.aggregate import t_estimate
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import INFO, NOT_EVALUATED, Judgement
+from alpha_rl.killcheck.fmt import fmt_interval
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.tracking import RunRecord
 
@@ -251,11 +252,11 @@ def judge_area(pairs: list[Pair], key: str, crit: Criteria) -> Judgement | None:
         stratum["all"] = [math.log(e["treatment_area"] / e["baseline_area"]) for e in each]
         est, lo, hi = t_estimate(stratum, crit, log=True, logged=True)
         evidence["ratio"] = {"geometric_mean": est, "low": lo, "high": hi, "n": len(each)}
-        value = f"geometric-mean ratio {est:.3f} [{lo:.3f}, {hi:.3f}] over {len(each)} pairs"
+        value = f"geometric-mean ratio {fmt_interval(est, lo, hi)} over {len(each)} pairs"
     else:
         stratum["all"] = [(e["treatment_area"] - e["baseline_area"]) / e["span"] for e in each]
         est, lo, hi = t_estimate(stratum, crit)
         evidence["level_difference"] = {"mean": est, "low": lo, "high": hi, "n": len(each)}
-        value = (f"mean level difference {est:+.4g} [{lo:+.4g}, {hi:+.4g}] over {len(each)} "
-                 "pairs (an area <= 0: no ratio)")  # fmt: skip
+        value = (f"mean level difference {fmt_interval(est, lo, hi, sign=True)} over "
+                 f"{len(each)} pairs (an area <= 0: no ratio)")  # fmt: skip
     return Judgement(name, value, threshold, INFO, False, evidence)

@@ -5,7 +5,9 @@ counts, Yuen's interval for the interquartile mean, and how many seeds would dec
 Every deciding criterion is a one-sided test of "the treatment is harmed beyond its tolerance"
 whose p-value enters one family per check; Holm's step-down holds the probability of any false
 KILL in that family at `alpha` (docs/verdicts.md; the calibration suite, `--calibrate`,
-measures it).
+measures it). A discrete test that cannot reach alpha on its margins (Fisher's with no broken
+run) stays out of the family (Tarone 1990): it could never reject, and counting it would only
+lower the others' levels.
 
 Per-pair values of a walk-forward study are grouped by fold (strata). Their mean pools every
 pair; its standard error uses the variance *within* folds (sum of squares about each fold's mean
@@ -107,6 +109,14 @@ def fisher_greater(broken_t: int, n_t: int, broken_b: int, n_b: int) -> float:
         return 1.0
     table = [[broken_t, n_t - broken_t], [broken_b, n_b - broken_b]]
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
+
+
+def fisher_floor(broken_t: int, n_t: int, broken_b: int, n_b: int) -> float:
+    """The smallest p-value Fisher's test could give with these margins (the arms' sizes and
+    the total broken): every broken run in the treatment. 1 when no run broke."""
+    total = broken_t + broken_b
+    most = min(total, n_t)
+    return fisher_greater(most, n_t, total - most, n_b)
 
 
 def fisher_seeds(broken_t: int, n_t: int, broken_b: int, n_b: int, level: float) -> int | None:
