@@ -520,7 +520,7 @@ def test_axis_beta_pairs_active_with_the_sentinel(tmp_path: Path, capsys) -> Non
     # off the her axis the rate of broken runs and held-out harm decide; criterion 5 is INFO
     assert (got[STABILITY], got[BROKEN], got[BENEFIT]) == ("INFO", "PASS", "PASS") and code == 0
     assert out.splitlines()[0] == ("deciding on the beta axis: broken, benefit; alpha 0.025 "
-                                   "family-wise (Holm over the check's 1 tests)")  # fmt: skip
+                                   "family-wise (Holm over the check's 1 test)")  # fmt: skip
     assert "== beta=active vs beta=sentinel: 5 pairs" in out
 
 

@@ -148,8 +148,9 @@ def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family:
     changed = crit.non_default_text()
     out = [f"non-default criteria: {changed}"] if changed else []
     deciding = ", ".join(crit.deciding_for(pairing.axis.name))
+    tests = f"{family} test{'' if family == 1 else 's'}"
     out.append(f"deciding on the {pairing.axis.name} axis: {deciding}; alpha {crit.alpha:g} "
-               f"family-wise (Holm over the check's {family} tests)")  # fmt: skip
+               f"family-wise (Holm over the check's {tests})")  # fmt: skip
     out += [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
     for t in treatments:
         out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
