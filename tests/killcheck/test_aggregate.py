@@ -61,7 +61,8 @@ def test_the_stratified_t_uses_the_spread_within_folds_only() -> None:
     # a fold with one pair adds a value but no degree of freedom
     m = t_mean({"0": [1.0, 2.0], "1": [9.0]})
     assert m.mean == pytest.approx(4.0) and m.df == 1 and m.sd == pytest.approx(np.sqrt(0.5))
-    assert np.isnan(t_mean({"0": [1.0], "1": [3.0]}).se) and np.isnan(t_mean({}).mean)
+    assert t_mean({"0": [1.0], "1": [3.0]}).df == 1  # one per fold: the spread across folds
+    assert np.isnan(t_mean({"0": [1.0]}).se) and np.isnan(t_mean({}).mean)
 
 
 def test_one_sided_p_values_agree_with_scipys_t_test() -> None:
@@ -91,7 +92,37 @@ def test_fisher_counts_failures_as_rates() -> None:
 def test_yuen_interval_of_the_interquartile_mean() -> None:
     x = np.array([1.0, 2.0, 3.0, 4.0, 100.0])  # g = 1 cut each end; winsorized 2, 2, 3, 4, 4
     est, lo, hi = yuen_interval(x, 0.95)
-    se = np.std([2.0, 2, 3, 4, 4], ddof=1) / ((1 - 2 / 5) * np.sqrt(5))
+    se = np.sqrt(4 * np.var([2.0, 2, 3, 4, 4], ddof=1) / (3 * 2))  # (n - 1) s_w^2 / (h (h - 1))
     assert est == pytest.approx(3.0)
     half = stats.t.ppf(0.975, 2) * se
     assert (lo, hi) == pytest.approx((3 - half, 3 + half))
+
+
+@pytest.mark.parametrize(
+    ("reaches", "want"),
+    [  # runs seen at adjacent evaluations do not share the end point
+        ([("exact", 1000, 2000)] * 3 + [("exact", 2000, 3000)] * 2, ("value", 2000)),
+        ([("first", 0, 1000)] * 3 + [("exact", 1000, 2000), ("exact", 2000, 3000)],
+         ("at most", 1000)),
+        ([("exact", 1000, 2000), ("exact", 2000, 3000), ("exact", 2000, 3000),
+          ("exact", 3000, 4000), ("never", 4000, np.inf)], ("value", 3000)),
+        ([("exact", 1000, 2000)] * 2 + [("never", 4000, np.inf)] * 3, ("more than", 4000)),
+    ],
+)  # fmt: skip
+def test_turnbull_medians_on_the_evaluation_grid(reaches, want) -> None:
+    from alpha_rl.killcheck.speed import EXACT, FIRST, NEVER, Reach, turnbull_median
+
+    kinds = {"exact": EXACT, "first": FIRST, "never": NEVER}
+    median = turnbull_median([Reach(kinds[k], lo, hi) for k, lo, hi in reaches])
+    assert (median.kind, median.steps) == want
+
+
+def test_one_pair_per_fold_falls_back_to_the_spread_across_folds() -> None:
+    m = t_mean({str(k): [v] for k, v in enumerate([1.0, 2.0, 4.0])})
+    assert m.df == 2 and m.strata == 1 and m.sd == pytest.approx(np.std([1.0, 2, 4], ddof=1))
+
+
+def test_equal_criteria_sets_in_another_order_are_the_defaults() -> None:
+    assert Criteria.load(overrides=["deciding.other=[benefit,broken]"]).non_default() == {}
+    changed = Criteria.load(overrides=["deciding.other=[benefit]"]).non_default()
+    assert list(changed) == ["deciding"]

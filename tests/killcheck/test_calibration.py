@@ -22,7 +22,8 @@ def test_a_false_kill_stays_within_alpha(name: str) -> None:
     crit = Criteria.load()
     rate = kill_rates(SCENARIOS[name], crit, seeds=5, folds=1, experiments=EXPERIMENTS)
     assert rate.any <= crit.alpha + rate.margin(crit.alpha), rate
-    assert rate.cannot == 0.0  # five pairs always get a verdict
+    if not SCENARIOS[name].fail:  # five pairs get a verdict; a diverged run leaves four
+        assert rate.cannot == 0.0
 
 
 def test_a_looser_alpha_kills_more_at_the_boundary_and_stays_within_it() -> None:

@@ -118,12 +118,15 @@ def test_a_slightly_worse_but_noisy_probe_loss_is_not_killed_on_noise(tmp_path: 
 
 def test_one_her_run_with_a_nan_is_a_rate_not_a_kill(tmp_path: Path) -> None:
     """One treatment run of five with a NaN in its l_q: 1 of 5 broke against 0 of 5, Fisher's
-    p = 0.5: kept; its pair leaves criterion 5 and held-out harm, the other four decide them."""
+    p = 0.5: not a kill; its pair leaves criterion 5 and held-out harm, so the four others
+    decide them where min_seeds allows four (by default five usable pairs are needed)."""
     store = Store(tmp_path)
     curve = l_q_curve(3)
     curve[-1] = np.nan
     store.ablation(log=lambda her, seed: {"loss/l_q": curve} if seed == 1 else {})
     code, report = store.check(tmp_path)
+    assert code == 2 and rows(report)[BENEFIT]["evidence"]["not_judged"].startswith("4 pairs")
+    code, report = store.check(tmp_path, "min_seeds=4")
     found = rows(report)
     broken = found[BROKEN]
     assert code == 0 and broken["verdict"] == "PASS"
@@ -171,6 +174,22 @@ def test_every_her_run_broken_against_none_of_the_baselines_is_killed(tmp_path: 
     assert broken["evidence"]["baseline_broken"] == {}
     assert found[STABILITY]["verdict"] == found[BENEFIT]["verdict"] == "NOT-EVALUATED"
     assert report["treatments"][0]["verdict"] == "KILL"
+
+
+def test_a_test_on_fewer_usable_pairs_than_min_seeds_is_not_judged(tmp_path: Path) -> None:
+    """Three of five treatment runs failed (p 0.083: not enough for a KILL at five runs) while
+    the two left lose held-out PnL: two usable pairs decide nothing, whatever the rest."""
+    store = Store(tmp_path)
+    failed = {"alpha_rl.failure_reason": "non-finite loss/l_q"}
+    store.ablation(evals=lambda her, seed: {"eval/pnl": pnl_curve(seed + 50, 20_000.0)},
+                   tags=lambda her, seed: failed if seed < 3 else {})  # fmt: skip
+    code, report = store.check(tmp_path)
+    found = rows(report)
+    assert code == 2 and found[BROKEN]["verdict"] == "PASS"
+    for name in (STABILITY, BENEFIT):
+        assert found[name]["verdict"] == "NOT-EVALUATED"
+        assert found[name]["evidence"]["not_judged"] == "2 pairs < min_seeds 5: not judged"
+    assert report["treatments"][0]["blocked_by"].endswith("2 pairs < min_seeds 5: not judged")
 
 
 def test_an_infinite_probe_loss_outside_the_window_is_a_broken_run(tmp_path: Path) -> None:
@@ -471,6 +490,7 @@ def test_a_bad_setting_is_refused_naming_it(tmp_path: Path, capsys) -> None:
         ("alpha=0.5", "alpha=0.5 must be in (0, 0.5)"),
         ("deciding.other=[speed]", "deciding.other: unknown criteria ['speed']"),
         ("benefit_metric=loss/l_q", "benefit_metric"),
+        ("min_seeds=2.5", "min_seeds=2.5 must be a whole number"),
     ):
         with pytest.raises(SystemExit) as stop:
             main(["--tracking-uri", store.uri, "--parent", store.parent, "--no-write", bad])

@@ -26,6 +26,7 @@ from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import Axis, axis_for
 from alpha_rl.killcheck.compare import (
+    BROKEN,
     judge_benefit,
     judge_broken,
     judge_folds,
@@ -134,7 +135,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
     """Every row of one treatment against the baseline; the axis's criteria set decides (the
     other rows are INFO; info=False leaves out those that never decide, as the calibration
     does). Its statistical rows stay PENDING for `decide`, or NOT-EVALUATED with fewer than
-    `min_seeds` pairs."""
+    `min_seeds` pairs (counting, for a test on pairs, those it could use)."""
     label, base = axis.label(value), axis.label(axis.baseline)
     deciding = crit.deciding_for(axis.name)
     rows = her_criteria(axis, [t for t, _ in pairs], crit)
@@ -153,13 +154,13 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
                  if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
         rows += judge_held_out(pairs, (label, base), crit)
         rows += judge_folds(pairs, crit)
-    if len(pairs) < crit.min_seeds:
-        for row in rows:
-            if row.verdict == PENDING:
-                row.verdict = NOT_EVALUATED
-                why = f"{len(pairs)} pairs < min_seeds {crit.min_seeds}: not judged"
-                row.value += f"; {why}"
-                row.evidence["not_judged"] = why
+    for row in rows:  # a test on fewer pairs than min_seeds (broken pairs left out) waits
+        used = len(pairs) if row.criterion == BROKEN else row.evidence.get("n", len(pairs))
+        if row.verdict == PENDING and used < crit.min_seeds:
+            why = f"{used} pairs < min_seeds {crit.min_seeds}: not judged"
+            row.verdict = NOT_EVALUATED
+            row.value += f"; {why}"
+            row.evidence["not_judged"] = why
     return Treatment(value, label, pairs, rows)
 
 
@@ -218,8 +219,10 @@ def write_back(reader: RunReader, treatments: list[Treatment], verdict: str, pai
         reader.log_artifacts(run_id, files, "kill_check")
 
 
-def default_verdicts(runs: list[RunRecord], parents: list[str], reader: RunReader) -> list[str]:
-    """The runs (and parents) that hold a verdict recorded with the default settings."""
+def default_verdicts(pairing: Pairing, parents: list[str], reader: RunReader) -> list[str]:
+    """The runs `write_back` would tag (and the parents) that hold a verdict recorded with the
+    default settings."""
+    runs = {r.run_id: r for pair in pairing.pairs for r in pair}.values()
     held = [r.run_id for r in runs if _recorded_default(r.tags)]
     for run_id in parents:
         if _recorded_default(reader.run(run_id, lambda k: False).tags):
@@ -266,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         files.append(out / PNG)
     print(f"report: {', '.join(str(f) for f in files)}")
     if not args.no_write and (pairing.pairs or parents):
-        held = default_verdicts(runs, parents, reader) if changed and not args.record else []
+        held = default_verdicts(pairing, parents, reader) if changed and not args.record else []
         if held:
             print(f"not recorded on the runs: {len(held)} of them hold a verdict of the default "
                   f"criteria, which these settings ({changed}) would overwrite; give --record "

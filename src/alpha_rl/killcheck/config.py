@@ -67,6 +67,10 @@ class Criteria:
         for key in ("capture_target_frac", "capture_target"):
             if data[key] is not None and not isinstance(data[key], int | float):
                 raise ConfigError(f"{path}: {key}={data[key]!r} must be a number or null")
+        for f in fields(cls):  # whole numbers stay whole: min_seeds=2.5 means nothing
+            if f.type == "int" and not (isinstance(data[f.name], int)
+                                        and not isinstance(data[f.name], bool)):  # fmt: skip
+                raise ConfigError(f"{path}: {f.name}={data[f.name]!r} must be a whole number")
         crit = cls(**data)
         frac = crit.capture_target_frac
         require(
@@ -112,10 +116,16 @@ class Criteria:
         """The settings that differ from conf/kill_criteria/default.yaml: {key: {value,
         default}}."""
         default = Criteria.load()
+
+        def same(a: Any, b: Any) -> bool:  # sets of criteria compare in any order
+            if isinstance(a, dict):
+                return a.keys() == b.keys() and all(set(a[k]) == set(b[k]) for k in a)
+            return a == b
+
         return {
             f.name: {"value": getattr(self, f.name), "default": getattr(default, f.name)}
             for f in fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
+            if not same(getattr(self, f.name), getattr(default, f.name))
         }
 
     def non_default_text(self) -> str:

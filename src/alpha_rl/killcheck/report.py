@@ -58,9 +58,10 @@ class Treatment:
             return ""
         if not self.pairs:
             return "no pairs"
-        row = next((r for r in self.rows if r.blocks), None) or next(
-            r for r in self.rows if r.required and r.verdict == NOT_EVALUATED
-        )
+        waiting = [r for r in self.rows if r.required and r.verdict == NOT_EVALUATED]
+        blocking = [r for r in self.rows if r.blocks]
+        few = [r for r in waiting if "not_judged" in r.evidence]
+        row = (blocking or few or waiting)[0]
         if "not_judged" in row.evidence:  # too few pairs: that is the reason, whatever else
             return f"{row.criterion}: {row.evidence['not_judged']}"
         value = row.value if len(row.value) <= 140 else row.value[:137] + "..."
@@ -71,7 +72,8 @@ def decide(treatments: list[Treatment], crit: Criteria) -> int:
     """Every PENDING row of the check decided at once: Holm's step-down over their one-sided
     p-values holds the probability of any false KILL at `alpha`. A row whose interval still
     holds its bound, and a row not judged for too few pairs, says how many pairs (or runs per
-    arm) would decide at alpha / m (Holm's first step). A test that could not reach alpha on its
+    arm) would decide at alpha / m (Holm's first step; m the family with the rows waiting for
+    pairs). A test that could not reach alpha on its
     margins (Fisher's with no broken run) passes outside the family (Tarone). Returns the
     family's size m."""
     family = []
@@ -100,7 +102,8 @@ def decide(treatments: list[Treatment], crit: Criteria) -> int:
             elif n > MAX_SEEDS:
                 row.value += f"; more than {MAX_SEEDS} {row.test.unit} would be needed to decide"
             else:
-                row.value += f"; about {n} {row.test.unit} would decide at alpha {crit.alpha:g}"
+                row.value += (f"; about {n} {row.test.unit} would decide (at the observed effect "
+                              f"and spread, one-sided at {level:.2g})")  # fmt: skip
     return len(family)
 
 

@@ -115,7 +115,9 @@ def turnbull_median(reaches: list[Reach]) -> Median:
 
     from lifelines import KaplanMeierFitter
 
-    lows = np.array([r.low for r in reaches])
+    # lifelines fits closed intervals [l, r]; ours are (l, r] on a grid of integer steps, so
+    # two runs seen at adjacent evaluations must not share the end point: open the left end
+    lows = np.array([r.low for r in reaches]) + 0.5
     highs = np.array([r.high for r in reaches])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # lifelines' notes on the NPMLE's convergence

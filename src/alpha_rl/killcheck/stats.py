@@ -36,6 +36,7 @@ class TMean:
     df: int
     n: int
     sd: float  # the within-stratum standard deviation of one value
+    strata: int = 1  # the degrees of freedom are n - strata
 
     def interval(self, confidence: float) -> tuple[float, float]:
         """The two-sided t-interval at `confidence` (NaN bounds without a standard error)."""
@@ -60,32 +61,38 @@ class TMean:
         return float(stats.t.sf(excess / self.se, self.df))
 
     def seeds_to_decide(self, bound: float, level: float) -> int | None:
-        """The number of pairs at which this mean and spread would be resolved against `bound`
-        at one-sided `level` (either side); None when the mean sits on the bound or the spread
-        is unknown; MAX_SEEDS + 1 when more than MAX_SEEDS would be needed."""
+        """The number of pairs at which this mean and spread would just be resolved against
+        `bound` at one-sided `level` (either side), with the same number of strata: the plug-in
+        estimate (were the observed effect and spread the truth, about half of such studies
+        would resolve it). None when the mean sits on the bound or the spread is unknown;
+        MAX_SEEDS + 1 when more than MAX_SEEDS would be needed."""
         gap = abs(self.mean - bound)
         if not (math.isfinite(self.sd) and gap > 0):
             return None
         if self.sd == 0:
-            return 2
-        n = np.arange(2, MAX_SEEDS + 1)
-        enough = gap * np.sqrt(n) / self.sd >= stats.t.ppf(1 - level, n - 1)
+            return self.strata + 1
+        n = np.arange(self.strata + 1, MAX_SEEDS + 1)
+        enough = gap * np.sqrt(n) / self.sd >= stats.t.ppf(1 - level, n - self.strata)
         return int(n[enough][0]) if enough.any() else MAX_SEEDS + 1
 
 
 def t_mean(values: dict[str, list[float]]) -> TMean:
-    """The pooled mean of per-pair values (by stratum) and its stratified standard error."""
+    """The pooled mean of per-pair values (by stratum) and its stratified standard error. With
+    one value per stratum (no spread within any fold: one seed per fold) the spread across every
+    value is used instead, fold effects and all, which can only widen the interval."""
     strata = [np.asarray(v, np.float64) for _, v in sorted(values.items()) if len(v)]
     if not strata:
         return TMean(float("nan"), float("nan"), 0, 0, float("nan"))
     x = np.concatenate(strata)
     n, k = x.size, len(strata)
+    if n - k < 1 and n >= 2:
+        strata, k = [x], 1
     df = n - k
     if df < 1:
         return TMean(float(x.mean()), float("nan"), 0, n, float("nan"))
     ss = sum(float(((s - s.mean()) ** 2).sum()) for s in strata)
     sd = math.sqrt(ss / df)
-    return TMean(float(x.mean()), sd / math.sqrt(n), df, n, sd)
+    return TMean(float(x.mean()), sd / math.sqrt(n), df, n, sd, k)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -133,8 +140,9 @@ def fisher_seeds(broken_t: int, n_t: int, broken_b: int, n_b: int, level: float)
 
 
 def yuen_interval(values: np.ndarray, confidence: float, trim: float = 0.25) -> tuple[float, ...]:
-    """(trimmed mean, low, high): Tukey and McLaughlin's / Yuen's interval for a trimmed mean,
-    its standard error from the winsorized variance, df = n - 2g - 1 (g values cut each end).
+    """(trimmed mean, low, high): Yuen's interval for a trimmed mean (Yuen 1974; Wilcox), its
+    standard error sqrt((n - 1) s_w^2 / (h (h - 1))) from the winsorized variance s_w^2, h = n -
+    2g values kept, df = h - 1 (g values cut each end).
     NaN bounds when fewer than two values would remain uncut."""
     x = np.sort(np.asarray(values, np.float64))
     n = x.size
@@ -145,6 +153,6 @@ def yuen_interval(values: np.ndarray, confidence: float, trim: float = 0.25) -> 
         return est, float("nan"), float("nan")
     w = np.clip(x, x[g], x[n - g - 1])
     sw = float(np.var(w, ddof=1))
-    se = math.sqrt(sw) / ((1 - 2 * g / n) * math.sqrt(n)) if sw > 0 else 0.0
+    se = math.sqrt((n - 1) * sw / (h * (h - 1)))
     half = stats.t.ppf(0.5 + confidence / 2, h - 1) * se
     return est, est - half, est + half
