@@ -172,7 +172,7 @@ def test_aux_variants_judged_on_the_beta_and_the_alpha_axes(tmp_path: Path) -> N
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=her_components", "seed=0")
     done = check(tmp_path)
-    # one seed: a pair per component, too few for criterion 5's interval: each cannot be judged
+    # one seed: a pair per component, fewer than min_seeds: each cannot be judged, and says so
     assert done.returncode == 2, done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
     assert [t["label"] for t in report["treatments"]] == ["her=backward", "her=forward", "her=on"]
@@ -181,7 +181,7 @@ def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     last = done.stdout.splitlines()[-1]
     for t in report["treatments"]:
         assert f"verdict {t['label']}: CANNOT-JUDGE" in done.stdout
-        blocked = f"{STABILITY}: 1 pairs to compare: fewer than two comparable pairs"
+        blocked = "5 runs that broke (rate): 1 pair < min_seeds 5: not judged"
         assert t["blocked_by"].startswith(blocked) and f"{t['label']} cannot be judged" in last
         verdicts = {r["criterion"]: r["verdict"] for r in t["criteria"]}
         # numpy runs: nothing to audit; criterion 4 by half the run's 40 steps

@@ -157,7 +157,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
     for row in rows:  # a test on fewer pairs than min_seeds (broken pairs left out) waits
         used = len(pairs) if row.criterion == BROKEN else row.evidence.get("n", len(pairs))
         if row.verdict == PENDING and used < crit.min_seeds:
-            why = f"{used} pairs < min_seeds {crit.min_seeds}: not judged"
+            why = f"{used} pair{'' if used == 1 else 's'} < min_seeds {crit.min_seeds}: not judged"
             row.verdict = NOT_EVALUATED
             row.value += f"; {why}"
             row.evidence["not_judged"] = why
