@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -77,15 +78,18 @@ def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen) -> None:
     raise AssertionError(f"the run ended before step {step}: {proc.communicate()[0][-2000:]}")
 
 
-def start_train(where: Path, *overrides: str, multirun: bool = False) -> subprocess.Popen:
+def start_train(where: Path, *overrides: str, multirun: bool = False,
+                sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen:  # fmt: skip
     """`python -m alpha_rl.train [-m] backend=numpy debug=tiny <overrides>` started in `where`,
-    its store `where`/mlflow.db, stdout and stderr together as text."""
+    its store `where`/mlflow.db, stdout and stderr together as text. SIGINT's disposition in it
+    is `sigint` whatever this process's is (SIG_IGN: as a shell's background job starts it)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     command = [sys.executable, "-m", "alpha_rl.train", *(["-m"] if multirun else []),
                "backend=numpy", "debug=tiny", f"tracking.uri=sqlite:///{where}/mlflow.db",
                *overrides]  # fmt: skip
     return subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))  # fmt: skip
 
 
 def train_in_process(where: Path, *args: str) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.owner import RunDirError
 from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
+from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.parent import record_failed_job, record_failed_run, stop_parent
 from alpha_rl.tracking.records import write_json
@@ -63,6 +64,7 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
                  uri)  # fmt: skip
 
 
+@sigint_raised()  # a Ctrl-C held through the start-up (train.py) is raised here, before the run
 def run(cfg: DictConfig) -> float:
     """One job: train, track and report; returns the run's objective (NaN unless it finished),
     which a hyper-parameter search reads.
@@ -79,7 +81,7 @@ def run(cfg: DictConfig) -> float:
         with gpu_slot(launcher, sweep_dir_of(hc), hc.launcher.get("slots_dir")) as gpu:
             job = job_of(hc, gpu)
             outcome = run_job(cfg, job)
-    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once
+    except StoppedAtOnce:  # a second Ctrl-C; a first one before the run's loop is train.py's
         log.error("stopped at once; the last checkpoint written stays valid")
         sys.exit(130)
     except (AlphaRlError, OmegaConfBaseException) as exc:  # the latter: a ${...} that fails

@@ -3,8 +3,9 @@
 Inside `StopSignals()` the first of them only asks the loop to stop: the step in progress
 finishes, the run checkpoints at that step, flushes its metrics and ends KILLED with the command
 that resumes it, and the process exits 128 + the signal's number (143, 130) without a traceback.
-A second signal stops at once: SIGINT raises KeyboardInterrupt, SIGTERM takes its default action;
-the last checkpoint written stays valid either way (checkpoints are renamed into place whole).
+A second signal stops at once: SIGINT raises StoppedAtOnce (a KeyboardInterrupt), SIGTERM takes
+its default action; the last checkpoint written stays valid either way (checkpoints are renamed
+into place whole).
 Outside the main thread (where Python cannot install handlers) signals keep their defaults.
 
 Under submitit (hydra/launcher=slurm or submitit_local), whose SIGUSR2 handler requeues a job
@@ -12,14 +13,24 @@ that times out or is preempted, `requeue=True` takes SIGUSR2 too: the run checkp
 of its step, its MLflow run stays open, and then submitit's own handler is called (`requeue()`),
 which resubmits the job; the restarted job finds the checkpoint in its output directory and
 continues the same run (pipeline/run.py).
+
+Before that, through the start-up (imports, Hydra composing the config), `sigint_held()` only
+records a SIGINT, and `sigint_raised()` (the task) raises it as KeyboardInterrupt where nothing is
+left half done: raised inside an import or inside Hydra, it would not end the process cleanly.
+OmegaConf's clean-up of a node it was building when interrupted raises another error instead,
+which Hydra reports as a config error (exit 1) or, composing in `Hydra.get_mode`, swallows, so the
+run went on to the end; and one raised inside `exec` (dataclasses build their methods so, at
+import) makes CPython end `python -m` by SIGINT whatever exit status was asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -27,6 +38,11 @@ log = logging.getLogger("alpha_rl")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 REQUEUE = signal.SIGUSR2  # submitit's timeout / preemption signal
+
+
+class StoppedAtOnce(KeyboardInterrupt):
+    """A second SIGINT inside StopSignals: the run stops where it is (the task says so); a
+    KeyboardInterrupt of any other kind is a Ctrl-C outside the run's loop (train.py's line)."""
 
 
 class StopSignals:
@@ -83,7 +99,7 @@ class StopSignals:
             log.warning("%s again: stopping at once (the last checkpoint stays valid)",
                         signal.Signals(signum).name)  # fmt: skip
             if signum == signal.SIGINT:
-                raise KeyboardInterrupt
+                raise StoppedAtOnce
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
@@ -95,6 +111,52 @@ class StopSignals:
             return
         log.warning("%s: stopping after the current step (a checkpoint at that step, then exit); "
                     "send it again to stop at once", self.name)  # fmt: skip
+
+
+_sigint_held = False  # a SIGINT came inside sigint_held() and was not raised yet
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """Inside: a SIGINT is recorded, not raised; on leaving, one recorded is raised as
+    KeyboardInterrupt. Installed whatever SIGINT's inherited disposition (a background job's is
+    SIG_IGN), as StopSignals' handler is: the run takes Ctrl-C from its first moment to its last."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _raise_held()
+
+
+@contextlib.contextmanager
+def sigint_raised() -> Iterator[None]:
+    """Inside sigint_held(): SIGINT raises KeyboardInterrupt at once again, and one that came
+    while held is raised on entering."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _raise_held()
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _hold(signum: int, frame: FrameType | None) -> None:
+    global _sigint_held
+    _sigint_held = True
+
+
+def _raise_held() -> None:
+    global _sigint_held
+    if _sigint_held:
+        _sigint_held = False
+        raise KeyboardInterrupt
 
 
 def under_submitit() -> bool:
