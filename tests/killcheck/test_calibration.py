@@ -67,3 +67,15 @@ def test_the_command_prints_the_calibration_for_the_users_settings(capsys) -> No
     assert "6 seeds x 2 fold(s), alpha 0.05" in out
     assert all(sc.name in out for sc in SCENARIOS.values())
     assert "coverage of 0.95 intervals at 6 runs" in out
+
+
+@pytest.mark.parametrize(("option", "value"), [("--seeds", "1"), ("--folds", "0"),
+                                               ("--experiments", "0")])  # fmt: skip
+def test_a_calibration_it_cannot_run_is_refused_naming_the_option(option, value, capsys) -> None:
+    from alpha_rl.killcheck.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--calibrate", option, value])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"--calibrate {option} {value}: give at least" in err
+    assert "Traceback" not in err

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import RunRecord
 
 EVALS = np.arange(1000, 10001, 1000)  # evaluation and log steps of a simulated run
@@ -235,6 +236,10 @@ def coverage(seeds: int, confidence: float, experiments: int, resamples: int = 9
 
 def calibrate(crit, seeds: int, folds: int, experiments: int) -> str:
     """The calibration table for these criteria, seeds and folds, as text."""
+    for option, value, least in (("--seeds", seeds, 2), ("--folds", folds, 1),
+                                 ("--experiments", experiments, 1)):  # fmt: skip
+        if value < least:
+            raise AlphaRlError(f"--calibrate {option} {value}: give at least {least}")
     started = time.monotonic()
     lines = [f"calibration: {experiments} simulated studies per scenario, {seeds} seeds x "
              f"{folds} fold(s), alpha {crit.alpha:g} (family-wise), tolerance "
