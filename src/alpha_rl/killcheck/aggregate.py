@@ -96,13 +96,10 @@ def arm_stats(values: dict[str, list[float]], crit: Criteria) -> ArmStats:
                     yuen_interval(everything, crit.confidence))  # fmt: skip
 
 
-def t_estimate(values: dict[str, list[float]], crit: Criteria, log: bool = False,
-               logged: bool = False) -> Estimate:  # fmt: skip
+def t_estimate(values: dict[str, list[float]], crit: Criteria, log: bool = False) -> Estimate:
     """(mean, low, high) of per-pair or per-run values by stratum with the stratified
-    t-interval; with log=True the values are logged first (unless `logged`: they are logs
-    already) and the result is the geometric mean with its interval."""
-    if log and not logged:
-        values = {k: list(np.log(np.asarray(v, np.float64))) for k, v in values.items()}
+    t-interval; with log=True the values are logs (of ratios) and the result is their geometric
+    mean with its interval."""
     m = t_mean(values)
     lo, hi = m.interval(crit.confidence)
     if log:

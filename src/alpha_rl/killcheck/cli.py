@@ -166,13 +166,11 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
 
 def _deciding(row: Judgement, decides: bool, axis: Axis) -> Judgement:
     """`row` as it stands where it decides, else an INFO row (its p-value kept as evidence)."""
-    return row if decides else _info(row, axis)
-
-
-def _info(row: Judgement, axis: Axis) -> Judgement:
+    if decides:
+        return row
     row.required, row.test = False, None
-    if row.verdict in (PENDING, NOT_EVALUATED):
-        row.verdict = INFO if row.verdict == PENDING else NOT_EVALUATED
+    if row.verdict == PENDING:
+        row.verdict = INFO
     row.threshold = f"reported: not deciding on the {axis.name} axis"
     return row
 

@@ -29,7 +29,7 @@ from alpha_rl.killcheck.criteria import (
 from alpha_rl.killcheck.fmt import fmt, fmt_interval, fmt_p
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.killcheck.speed import window_mean
-from alpha_rl.killcheck.stats import TMean, fisher_floor, fisher_greater, fisher_seeds, t_mean
+from alpha_rl.killcheck.stats import fisher_floor, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
 
 PROBE_TAG = "probe_digest"
@@ -127,7 +127,7 @@ def _count(values: dict[str, list[float]]) -> int:
     return sum(len(v) for v in values.values())
 
 
-def _skipped(each: list[dict], n: int) -> str:
+def _skipped(each: list[dict]) -> str:
     skipped = [e["skip"] for e in each if "skip" in e]
     return f" ({len(skipped)} skipped: {skipped[0]})" if skipped else ""
 
@@ -149,14 +149,7 @@ def judge_stability(pairs: list[Pair], crit: Criteria, decides: bool) -> Judgeme
     if not pairs:
         return Judgement(name, "no pairs", threshold, NOT_EVALUATED, decides)
     each, values = _pair_values(pairs, key, crit, log_ratio=True)
-    evidence: dict = {"metric": key, "pairs": each}
-    m = t_mean(values)
-    if not math.isfinite(m.se):
-        why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
-        hint = "; stability_metric=loss/l_q_real reads the batches" if "probe sets" in why else ""
-        return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
-                         decides, evidence)  # fmt: skip
-    return _tested(name, m, values, evidence, threshold, decides, crit, bound, log=True)
+    return _tested(name, each, values, key, threshold, decides, crit, bound, log=True)
 
 
 def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
@@ -166,31 +159,35 @@ def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
     name = BENEFIT.format(metric=key)
     threshold = f"paired difference not below -{fmt(crit.benefit_margin)} (one-sided t)"
     each, values = _pair_values(pairs, key, crit, log_ratio=False)
-    evidence: dict = {"metric": key, "pairs": each}
-    m = t_mean(values)
-    if not math.isfinite(m.se):
-        why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
-        hint = (f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
-                if why.startswith("no ") else "")  # fmt: skip
-        return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
-                         True, evidence)  # fmt: skip
-    return _tested(name, m, values, evidence, threshold, True, crit, -crit.benefit_margin,
+    return _tested(name, each, values, key, threshold, True, crit, -crit.benefit_margin,
                    log=False)  # fmt: skip
 
 
 def _tested(
     name: str,
-    m: TMean,
+    each: list[dict],
     values: dict[str, list[float]],
-    evidence: dict,
+    key: str,
     threshold: str,
     decides: bool,
     crit: Criteria,
     bound: float,
     log: bool,
 ) -> Judgement:
-    """A row of a one-sided t-test against `bound`: on log ratios harm is a mean above it
-    (shown as the geometric-mean ratio), on differences a mean below it."""
+    """A row of a one-sided t-test of the pairs' `values` against `bound`: on log ratios harm is
+    a mean above it (shown as the geometric-mean ratio), on differences a mean below it;
+    NOT-EVALUATED, saying why and what to do, without two comparable pairs."""
+    m = t_mean(values)
+    evidence: dict = {"metric": key, "pairs": each}
+    if not math.isfinite(m.se):
+        why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
+        hint = ""
+        if "probe sets" in why:
+            hint = "; stability_metric=loss/l_q_real reads the batches"
+        elif why.startswith("no ") and not log:
+            hint = f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
+        return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
+                         decides, evidence)  # fmt: skip
     lo, hi = m.interval(crit.confidence)
     shown = (f"geometric-mean ratio {fmt_interval(*np.exp([m.mean, lo, hi]))}" if log
              else f"paired difference {fmt_interval(m.mean, lo, hi, sign=True)}")  # fmt: skip
@@ -212,7 +209,7 @@ def _tested(
         ratios = [e["ratio"] for e in evidence["pairs"] if "ratio" in e]
         evidence["arithmetic_mean_of_ratios"] = float(np.mean(ratios))
     value = f"{shown} over {m.n} pairs{_in_folds(values)}, {fmt_p(p)}"
-    value += _skipped(evidence["pairs"], m.n)
+    value += _skipped(evidence["pairs"])
     test = Test(p, lambda level: m.seeds_to_decide(bound, level))
     if not decides:
         return Judgement(name, value, threshold, INFO, False, evidence)
@@ -229,7 +226,7 @@ def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
     if not logs:
         return Judgement(name, "no l_q in the pairs", threshold, NOT_EVALUATED, False,
                          {"pairs": each})  # fmt: skip
-    est, lo, hi = t_estimate(logs, crit, log=True, logged=True)
+    est, lo, hi = t_estimate(logs, crit, log=True)
     n = _count(logs)
     evidence = {"pairs": each, "ratio": {"geometric_mean": est, "low": lo, "high": hi, "n": n}}
     return Judgement(name, f"geometric-mean ratio {fmt_interval(est, lo, hi)} over {n} pairs"
@@ -276,7 +273,7 @@ def judge_folds(pairs: list[Pair], crit: Criteria) -> list[Judgement]:
         n = sum(stratum(t) == fold for t, _ in pairs)
         parts = [f"{n} pairs"]
         if fold in logs:
-            ratio = t_estimate({fold: logs[fold]}, crit, log=True, logged=True)
+            ratio = t_estimate({fold: logs[fold]}, crit, log=True)
             parts.append(f"{key} geometric-mean ratio {fmt_interval(*ratio)}")
         if fold in diffs:
             diff = t_estimate({fold: diffs[fold]}, crit)

@@ -4,7 +4,7 @@ report and the PNG (a curve per arm)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,6 @@ class Treatment:
     label: str
     pairs: list[Pair]
     rows: list[Judgement]
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -159,7 +158,6 @@ def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family:
         out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
         out += [line(r.criterion, r.verdict + ("" if r.required else " *"),
                      f"{r.value}  [{r.threshold}]") for r in t.rows]  # fmt: skip
-        out += [f"warning: {w}" for w in t.warnings]
         out += [f"verdict {t.label}: {t.verdict}", ""]
     out.append("(* = not blocking)")
     out += [f"unpaired: {run.name} ({run.run_id}): {why}" for run, why in pairing.unpaired]
@@ -179,7 +177,6 @@ def write_json(path: Path, treatments: list[Treatment], verdict: str, pairing: P
                 "value": t.value,
                 "label": t.label,
                 "verdict": t.verdict,
-                "warnings": t.warnings,
                 "pairs": [
                     {
                         "treatment": a.run_id,

@@ -252,7 +252,7 @@ def judge_area(pairs: list[Pair], key: str, crit: Criteria) -> Judgement | None:
     stratum = {"all": []}
     if all(e["baseline_area"] > 0 and e["treatment_area"] > 0 for e in each):
         stratum["all"] = [math.log(e["treatment_area"] / e["baseline_area"]) for e in each]
-        est, lo, hi = t_estimate(stratum, crit, log=True, logged=True)
+        est, lo, hi = t_estimate(stratum, crit, log=True)
         evidence["ratio"] = {"geometric_mean": est, "low": lo, "high": hi, "n": len(each)}
         value = f"geometric-mean ratio {fmt_interval(est, lo, hi)} over {len(each)} pairs"
     else:
