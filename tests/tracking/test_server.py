@@ -22,7 +22,7 @@ import pytest
 
 from alpha_rl.tracking.server import add_parser, plan
 from alpha_rl.tracking.server_checks import ServerError
-from alpha_rl.tracking.server_watch import Announced, ip, run_watched, tree
+from alpha_rl.tracking.server_watch import Announced, ended, ip, run_watched, tree
 from alpha_rl.tracking.sync import main as tracking_main
 from tests.mlflow_server import TrackingServer, free_port
 
@@ -266,7 +266,7 @@ def listeners(port: int) -> list:
 
 def gone(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return ended(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return True
 
@@ -360,3 +360,37 @@ def test_a_real_server_passes_the_listening_check_and_keeps_its_accounts_private
     assert all(gone(p.pid) for p in procs)
     assert not listeners(server.port)
     assert "Traceback" not in server.log_path.read_text()
+
+
+THREAD_EXIT = {"x86_64": 60, "aarch64": 93}.get(os.uname().machine)  # SYS_exit: one thread
+
+
+@pytest.mark.skipif(THREAD_EXIT is None, reason="the thread-exit syscall's number is known here "
+                    "for x86_64 and aarch64 only")  # fmt: skip
+def test_a_zombie_whose_threads_still_hold_a_socket_has_not_ended(tmp_path: Path) -> None:
+    """A process whose first thread exited is a zombie while its other threads run on and keep
+    its sockets (as a SIGKILLed server's may for a moment): not ended until its last thread is."""
+    script = f"""
+import ctypes, socket, sys, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+threading.Thread(target=sys.stdin.read).start()
+print(s.getsockname()[1], flush=True)
+ctypes.CDLL(None).syscall({THREAD_EXIT}, 0)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        port, proc = int(child.stdout.readline()), psutil.Process(child.pid)
+        deadline = time.monotonic() + 30
+        while proc.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.status() == psutil.STATUS_ZOMBIE and listeners(port)
+        assert not ended(proc)
+        child.stdin.close()  # the reading thread, the last one, returns
+        deadline = time.monotonic() + 30
+        while not ended(proc) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ended(proc) and not listeners(port)
+    finally:
+        child.kill()
+        child.wait()

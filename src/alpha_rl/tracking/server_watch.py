@@ -130,16 +130,20 @@ def listeners(procs: list[psutil.Process]) -> list[Listener]:
     return found
 
 
+def ended(proc: psutil.Process) -> bool:
+    """Whether `proc` has ended: gone, or a zombie whose every thread has exited. A zombie
+    leader with threads still exiting (a SIGKILLed uvicorn, say) may hold its sockets yet."""
+    try:
+        return not proc.is_running() or (
+            proc.status() == psutil.STATUS_ZOMBIE and proc.num_threads() <= 1
+        )
+    except psutil.NoSuchProcess:
+        return True
+
+
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    """Those of `procs` still running (a zombie has ended: it holds no socket any more)."""
-    running = []
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                running.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    return running
+    """Those of `procs` not ended (see ended)."""
+    return [proc for proc in procs if not ended(proc)]
 
 
 def signal_all(procs: list[psutil.Process], sig: int) -> None:
