@@ -46,6 +46,10 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
+    last = [line.split("] ", 1)[-1] for line in done.stdout.strip().splitlines()[-2:]]
+    assert last == ["sweep multirun/sweep: 4 jobs: 4 FINISHED",
+                    f"judge it: alpha-rl-kill-check --sweep multirun/sweep --tracking-uri "
+                    f"sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
 
 
 def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path) -> None:
@@ -62,6 +66,9 @@ def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path
     (child,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert parent.info.status == "FAILED" and parent.data.tags["failed_jobs"].startswith("1: 0")
     assert child.info.status == "FINISHED" and child.data.params["eval.sharpe_window"] == "5"
+    out = done.stderr + done.stdout
+    assert "sweep sweep: 2 jobs: 1 FINISHED, 1 did not start" in out
+    assert "judge it: alpha-rl-kill-check --sweep sweep --axis eval.sharpe_window" in out
 
 
 def test_a_bad_override_exits_2_naming_the_key(tmp_path: Path) -> None:

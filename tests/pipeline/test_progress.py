@@ -51,7 +51,8 @@ def test_a_run_ends_with_its_held_out_result_and_l_q_trend() -> None:
                          "eval/trades": 42.0})  # fmt: skip
     held, trend = summary.lines()
     assert held == ("held-out, the last evaluation (step 800, greedy, 16 envs x 200 steps): pnl "
-                    "-322 USD, capture 0.250, Sharpe 1.5, trades 42")  # fmt: skip
+                    "-322 USD in all (-100 per env per 1,000 steps), capture 0.250, Sharpe 1.5, "
+                    "trades 42")  # fmt: skip
     assert trend == "l_q 3.5 -> 0.5 (mean of the first and the last quarter of 8 log points)"
 
 
@@ -75,3 +76,14 @@ def test_curves_are_drawn_from_a_run_directory(tmp_path) -> None:
     assert series["loss/l_q"][0].tolist() == [5, 10, 15] and "eval/capture_ratio" not in series
     assert main([str(tmp_path)]) == 0
     assert plt.imread(tmp_path / "curves.png").shape[:2] == (360, 2000)  # 4 panels, 20 x 3.6 in
+
+
+def test_the_curves_say_what_run_they_show(tmp_path) -> None:
+    from alpha_rl.pipeline.labels import curves_title
+    from tests.helpers import compose_train
+
+    overrides = ["experiment=her_walk_forward", "market=file", "seed=3", "her='off'",
+                 "market.path=/data/eurusd.csv", "market.fold=2"]  # fmt: skip
+    cfg, choices = compose_train(overrides)
+    title = "her-off, seed 3, market file eurusd.csv, fold 2, experiment her_walk_forward"
+    assert curves_title(cfg, choices, tmp_path) == f"{title}  ({tmp_path})"

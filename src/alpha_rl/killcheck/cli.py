@@ -97,7 +97,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="a multirun directory: its parent run's runs are judged (repeatable)",
     )
     p.add_argument("--filter", default="", help="an MLflow search filter string to narrow runs")
-    p.add_argument("--out", type=Path, help="where the JSON and PNG go (default kill_check/<time>)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="where the JSON and PNG go (default "
+        "<sweep>/kill_check/<time> for one --sweep, else outputs/kill_check/<time>)",
+    )
     p.add_argument("--no-write", action="store_true", help="leave the runs' tags and artifacts")
     p.add_argument(
         "--record",
@@ -252,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     treatments, pairing, family = judge(runs, axis, crit)
     verdict = overall(treatments)
     print(table(treatments, pairing, crit, family))
-    out = args.out or Path("kill_check") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out = args.out or report_dir(args.sweep)
     out.mkdir(parents=True, exist_ok=True)
     changed = crit.non_default_text()
     meta = {"tracking_uri": hide_password(reader.uri), "experiment": args.experiment,
@@ -276,6 +281,13 @@ def run(args: argparse.Namespace) -> int:
             write_back(reader, treatments, verdict, pairing, parents, files, changed)
     print(summary(treatments, verdict))
     return EXIT[verdict]
+
+
+def report_dir(sweeps: list[Path]) -> Path:
+    """Where a report goes unless --out says: <sweep>/kill_check/<time> for one sweep, else
+    outputs/kill_check/<time> (never the working directory itself)."""
+    base = Path(sweeps[0]) if len(sweeps) == 1 else Path("outputs")
+    return base / "kill_check" / time.strftime("%Y-%m-%d_%H-%M-%S")
 
 
 def exit_with_verdict(prog: str, work: Callable[[], int]) -> None:

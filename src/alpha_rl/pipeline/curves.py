@@ -16,7 +16,7 @@ PANELS = (
                           ("eval/l_q_probe", "eval/l_q_probe (held-out probe)"))),
     ("capture ratio", (("trade/capture_ratio", "training (exploring)"),
                        ("eval/capture_ratio", "held-out (greedy)"))),
-    ("held-out PnL per evaluation", (("eval/pnl", "eval/pnl"),)),
+    ("held-out PnL per evaluation", (("eval/pnl", "eval/pnl, all eval envs"),)),
     ("held-out Sharpe", (("eval/sharpe", "eval/sharpe"),)),
 )  # fmt: skip
 
@@ -39,22 +39,32 @@ def read_series(diag: Path, finite_only: bool = True) -> dict[str, tuple[np.ndar
     }
 
 
-def plot_run(run_dir: Path, out: Path, title: str, unit: str) -> Path:
-    """The four panels of PANELS for the run in `run_dir`, written to `out`."""
+def plot_run(run_dir: Path, out: Path, title: str, unit: str,
+             eval_shape: tuple[int, int] | None = None) -> Path:  # fmt: skip
+    """The four panels of PANELS for the run in `run_dir`, written to `out`. With `eval_shape`
+    (eval envs, eval steps) the held-out PnL gets a second axis: per env per 1,000 steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     series = read_series(run_dir / "diag.jsonl")
+    k = 1000.0 / (eval_shape[0] * eval_shape[1]) if eval_shape else 1.0
+    per_kstep, total = (lambda v: v * k), (lambda v: v / k)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.6), squeeze=False)
     for ax, (name, curves) in zip(axes[0], PANELS, strict=True):
         for key, label in curves:
             if key in series:
                 ax.plot(*series[key], marker="." if key.startswith("eval/") else None,
                         label=label)  # fmt: skip
-        ax.set_title(f"{name} ({unit})" if "PnL" in name else name, fontsize=10)
+        ax.set_title(name, fontsize=10)
         ax.set_xlabel("env step")
+        if "PnL" in name:
+            ax.set_ylabel(f"{unit}, summed over the evaluation", fontsize=8)
+            if eval_shape:
+                right = ax.secondary_yaxis("right", functions=(per_kstep, total))
+                right.set_ylabel(f"{unit} per env per 1,000 steps ({eval_shape[0]} envs x "
+                                 f"{eval_shape[1]} steps)", fontsize=8)  # fmt: skip
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
@@ -63,6 +73,17 @@ def plot_run(run_dir: Path, out: Path, title: str, unit: str) -> Path:
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def eval_shape_of(run_dir: Path) -> tuple[int, int] | None:
+    """(eval.num_envs, eval.steps) from the run's .hydra/config.yaml; None when not there."""
+    import yaml
+
+    try:
+        ev = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())["eval"]
+        return int(ev["num_envs"]), int(ev["steps"])
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.run_dir / "diag.jsonl").is_file():
         p.error(f"{args.run_dir}: no diag.jsonl there (not a run directory?)")
     out = plot_run(args.run_dir, args.out or args.run_dir / "curves.png", str(args.run_dir),
-                   args.unit)  # fmt: skip
+                   args.unit, eval_shape_of(args.run_dir))  # fmt: skip
     print(out)
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -164,6 +165,20 @@ def variant_label(cfg: DictConfig, choices: Mapping[str, str]) -> str:
     if cfg.get("search", {}).get("trial") is not None:
         parts.append(f"t{cfg.search.trial}")
     return "_".join(parts)
+
+
+def curves_title(cfg: DictConfig, choices: Mapping[str, str], run_dir: Path) -> str:
+    """`her-on, seed 0, market synthetic_waves (single split) - outputs/...`: what a run's
+    curves show, in words."""
+    preset = choices.get("experiment") or choices.get("hparams_search")
+    fold = cfg.market.get("fold")
+    market = str(cfg.market.name)
+    if market == "file":
+        market = f"file {Path(str(cfg.market.path)).name}"
+    parts = [variant_label(cfg, choices), f"seed {cfg.seed}", f"market {market}"]
+    parts += [f"fold {fold}"] if fold is not None else []
+    parts += [f"experiment {preset}"] if preset else []
+    return f"{', '.join(parts)}  ({run_dir})"
 
 
 def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:

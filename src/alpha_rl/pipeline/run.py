@@ -48,6 +48,7 @@ from alpha_rl.pipeline.labels import (
     ORACLE_AUDIT,
     check_resumable,
     config_yaml,
+    curves_title,
     flatten,
     money_units,
     resolved,
@@ -59,6 +60,7 @@ from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
+from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_session
@@ -169,7 +171,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
                 tracker.set_tags(search_tags(cfg))
         tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                           RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
-        summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps)
+        summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps,
+                          title=curves_title(cfg, job.choices, run_dir))  # fmt: skip
         saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving,
                       identity["id"])  # fmt: skip
         system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
@@ -343,6 +346,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         write_curves(run_dir, tracker, summary)
         system.stop()
         tracker.finish(status, reason)
+        _say_outcome(run_dir, status, trainer.t, reason)
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
                    stop.signum, objective=objective)  # fmt: skip
 
@@ -371,11 +375,20 @@ def requeued_job(output_dir: Path) -> bool:
     return under_submitit() and bool(checkpoint.saved(output_dir))
 
 
+def _say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
+    """<run dir>/outcome.json, which the sweep's last lines count (a failed write: a warning)."""
+    try:
+        write_outcome(run_dir, status, steps, reason)
+    except OSError as exc:
+        log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
+
+
 def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
     """<run dir>/curves.png (and the run's artifact): a failed plot is a warning, never the
     run's error."""
     try:
-        path = plot_run(run_dir, run_dir / "curves.png", run_dir.name, summary.currency)
+        path = plot_run(run_dir, run_dir / "curves.png", summary.title or str(run_dir),
+                        summary.currency, (summary.eval_envs, summary.eval_steps))  # fmt: skip
     except Exception as exc:
         log.warning("could not plot the curves of %s: %s", run_dir, exc)
         return

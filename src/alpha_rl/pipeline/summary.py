@@ -31,6 +31,12 @@ class Summary:
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     curves: Path | None = None  # the PNG of the run's curves, once written
+    title: str = ""  # what the run is (variant, seed, market), the curves' title
+
+    def per_env_kstep(self, pnl: float) -> float:
+        """A held-out PnL (summed over eval_envs envs x eval_steps steps) per env per 1,000
+        steps: one agent's rate, comparable across evaluation sizes."""
+        return pnl / self.eval_envs / self.eval_steps * 1000.0
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         """Record one log point's metrics."""
@@ -54,10 +60,12 @@ class Summary:
         out = []
         e = self.last_eval
         if e:
+            pnl = e.get("eval/pnl", math.nan)
             out.append(
                 f"held-out, the last evaluation (step {self.last_eval_step}, greedy, "
                 f"{self.eval_envs} envs x {self.eval_steps} steps): pnl "
-                f"{signed(e.get('eval/pnl', math.nan), self.currency)}, capture "
+                f"{signed(pnl, self.currency)} in all ({signed(self.per_env_kstep(pnl))} per env "
+                f"per 1,000 steps), capture "
                 f"{e.get('eval/capture_ratio', math.nan):.3f}, Sharpe "
                 f"{e.get('eval/sharpe', math.nan):.3g}, trades {e.get('eval/trades', 0):.0f}"
             )

@@ -123,7 +123,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "test windows end before the search's held-out part)",
     )
     p.add_argument(
-        "--out", type=Path, help="where the runs and the report go (default confirm/<time>)"
+        "--out", type=Path, help="where the runs and the report go (default outputs/confirm/<time>)"
     )
     return p.parse_args(argv)
 
@@ -337,7 +337,7 @@ def run(args: argparse.Namespace) -> int:
             )
     else:
         folds = [int(f) for f in str(args.folds).split(",") if f.strip()]
-    out = (args.out or Path("confirm") / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
+    out = (args.out or Path("outputs", "confirm") / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
     write_group(out / "conf", study.study_name, picks)
     sweep = run_confirmation(args, study, picks, out, seeds, folds)
     confirm_parent = json.loads((sweep / PARENT_FILE).read_text())["run_id"]
