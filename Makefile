@@ -29,7 +29,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-gpu cubins lint clean venv
+.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-gpu cubins docs readme lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,10 +86,18 @@ test-gpu: $(STAMP) ## run the GPU tests (needs a CUDA GPU, pycuda and `make cubi
 cubins: $(STAMP) ## compile cuda/*.cu into build/cubins/sm_<arch>/ (incremental; ARCHS="90 100")
 	$(PY) -m alpha_rl.build.cli $(foreach a,$(ARCHS),--arch $(a)) --jobs $(JOBS)
 
+docs: $(STAMP) ## the documentation site into site/ (strict: a broken link fails), the configuration reference regenerated first
+	$(PY) -m alpha_rl.docsite.config_reference
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+	@echo "the site: $(CURDIR)/site/index.html"
+
+readme: $(STAMP) ## run the default configuration and write README's "What you should see" (lines, time, image) from it
+	$(PY) -m alpha_rl.docsite.readme
+
 lint: $(STAMP) ## ruff check and format check
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks
 
 clean: ## remove built cubins and caches (keeps .venv and tracking data)
-	rm -rf build .pytest_cache .ruff_cache
+	rm -rf build site .pytest_cache .ruff_cache
 	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -3,8 +3,9 @@ value, the range it must be in and where the setting lives."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -13,8 +14,26 @@ from alpha_rl.convert import F32_MAX
 from alpha_rl.errors import ConfigError
 
 _ABSENT = object()
+_seen: dict[str, tuple[str, str, str]] | None = None  # recording(): key -> (type, range, file)
 # the largest float32: every number of the config reaches the kernels as a float32 (a scalar
 # argument or an ISV slot), where a larger one is inf
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, tuple[str, str, str]]]:
+    """Every key the readers below check while inside, with its type, its range and the file
+    they name: {key: (type, range, where)} (the configuration reference is built from it)."""
+    global _seen
+    _seen, outer = {}, _seen
+    try:
+        yield _seen
+    finally:
+        _seen = outer
+
+
+def _note(key: str, kind: str, what: str, where: str) -> None:
+    if _seen is not None:
+        _seen.setdefault(key, (kind, what, where))
 
 
 def _value(cfg: DictConfig, key: str, where: str) -> object:
@@ -50,6 +69,7 @@ def _not_representable(key: str, value: object, what: str, where: str) -> Config
 def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, where: str) -> float:
     """The number at `key` (an int or a float), refused unless `ok(value)`; `what` says the range
     ("> 0", "in (0, 1]"). NaN, +-inf and magnitudes beyond float32's are refused too."""
+    _note(key, "number", what, where)
     value = _value(cfg, key, where)
     if not _is_number(value):
         raise ConfigError(f"{key}={value!r} must be a number {what} (see {where})")
@@ -62,6 +82,7 @@ def number(cfg: DictConfig, key: str, ok: Callable[[float], bool], what: str, wh
 
 def integer(cfg: DictConfig, key: str, ok: Callable[[int], bool], what: str, where: str) -> int:
     """The whole number at `key`, refused unless `ok(value)`."""
+    _note(key, "whole number", what, where)
     value = _value(cfg, key, where)
     if not isinstance(value, int) or isinstance(value, bool) or not ok(value):
         raise ConfigError(f"{key}={value!r} must be a whole number {what} (see {where})")
@@ -70,6 +91,7 @@ def integer(cfg: DictConfig, key: str, ok: Callable[[int], bool], what: str, whe
 
 def flag(cfg: DictConfig, key: str, where: str) -> bool:
     """The true/false at `key` (a YAML boolean, nothing else)."""
+    _note(key, "true / false", "", where)
     value = _value(cfg, key, where)
     if not isinstance(value, bool):
         raise ConfigError(f"{key}={value!r} must be true or false (see {where})")
@@ -78,6 +100,7 @@ def flag(cfg: DictConfig, key: str, where: str) -> bool:
 
 def choice(cfg: DictConfig, key: str, options: Sequence[str], where: str) -> str:
     """The string at `key`, one of `options`."""
+    _note(key, "choice", f"one of {', '.join(options)}", where)
     value = _value(cfg, key, where)
     if value not in options:
         raise ConfigError(f"{key}={value!r} must be one of {', '.join(options)} (see {where})")
@@ -88,6 +111,7 @@ def numbers(cfg: DictConfig, key: str, count: int, ok: Callable[[float], bool], 
             where: str) -> tuple[float, ...]:  # fmt: skip
     """The list of `count` numbers at `key`, each refused unless `ok(value)` and finite within
     float32's range."""
+    _note(key, f"{count} numbers", f"each {what}", where)
     value = _value(cfg, key, where)
     shown = OmegaConf.to_container(value) if OmegaConf.is_list(value) else value
     if not (OmegaConf.is_list(value) and len(value) == count and all(map(_is_number, value))):
