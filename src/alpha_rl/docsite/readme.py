@@ -31,7 +31,7 @@ END = "<!-- end of what-you-should-see -->"
 IMAGE = Path("docs/img/default_run_curves.png")
 _PREFIX = re.compile(r"^\[[^]]*\]\[[^]]*\]\[[A-Z]+\] - ")  # the log's [time][logger][LEVEL] -
 _MASKS = (
-    (re.compile(r"outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d"), "outputs/<date>/<time>"),
+    (re.compile(r"\S*outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d"), "outputs/<date>/<time>"),
     (re.compile(r"\s+[\d.]+ steps/s"), " <n> steps/s"),
     (re.compile(r"eta \S+"), "eta <s>"),
 )
@@ -52,7 +52,9 @@ def default_run(workdir: Path) -> tuple[list[str], float, Path]:
         raise RuntimeError(f"the default run failed ({done.returncode}):\n{done.stdout[-3000:]}"
                            f"\n{done.stderr[-3000:]}")  # fmt: skip
     lines = [_PREFIX.sub("", line) for line in done.stdout.splitlines()]
-    return shown(lines), seconds, workdir / _run_dir(lines)
+    run_dir = workdir / _run_dir(lines)  # the log names it absolute (then `/` keeps it so)
+    # as the user sees it from where they typed `make train`: outputs/<date>/<time>
+    return [x.replace(f"{workdir}/", "") for x in shown(lines)], seconds, run_dir
 
 
 def shown(lines: list[str]) -> list[str]:
