@@ -799,3 +799,11 @@ def test_the_injection_step_is_a_fraction_of_a_short_run(tmp_path: Path) -> None
     row = rows(report)["4 injections on done steps"]
     assert code == 0 and row["verdict"] == "PASS"
     assert row["threshold"].startswith("her/inject_total > 0 by step 10000 ")
+
+
+def test_a_report_goes_under_its_sweep_or_outputs_never_the_working_directory() -> None:
+    from alpha_rl.killcheck.cli import report_dir
+
+    assert report_dir([Path("multirun/a")]).parent == Path("multirun/a/kill_check")
+    assert report_dir([Path("multirun/a"), Path("multirun/b")]).parent == Path("outputs/kill_check")
+    assert report_dir([]).parent == Path("outputs/kill_check")
