@@ -12,7 +12,7 @@ import pytest
 
 from alpha_rl import paths
 from alpha_rl.docsite import config_reference
-from alpha_rl.docsite.config_reference import entries
+from alpha_rl.docsite.config_reference import description, entries
 
 
 def build(config: Path, site: Path) -> subprocess.CompletedProcess:
@@ -63,6 +63,7 @@ def test_a_key_takes_the_comment_on_its_line_or_above_it(tmp_path: Path) -> None
         "  job: {name: x}\n"
     )
     found = [(e.key, e.value, e.comment) for e in entries(path, "")]
+    assert description(path) == "the file's head"
     assert found == [("env", "", "the section"),
                      ("env.lot", "1.0", "lots per position (a second line)"),
                      ("env.fee", "'#1'", "fees are per fill")]  # fmt: skip

@@ -61,17 +61,21 @@ def entries(path: Path, prefix: str) -> list[Entry]:
     stack: list[tuple[int, str]] = []  # (indent, key) of the open mappings
     above: list[str] = []
     skip_indent: int | None = None
-    column = -1  # where the last key line's own comment starts: a comment line there goes on it
+    head = True  # the file's leading comment block (until a blank line) describes the file
+    # the indent of the last key whose line ends in a comment: an indented comment line right
+    # after it (further in than that key) goes on with that comment
+    continued = -1
     for line in path.read_text().splitlines():
         stripped = line.strip()
         if stripped.startswith("#"):
-            if line.index("#") == column and out:
+            if 0 <= continued < line.index("#") and out:
                 out[-1].comment = f"{out[-1].comment} {stripped.lstrip('#').strip()}"
-            elif not stripped.startswith("# @package"):
+            elif not head:
                 above.append(stripped.lstrip("#").strip())
             continue
+        head = False
         if not stripped:
-            above, column = [], -1
+            above, continued = [], -1
             continue
         m = _KEY.match(line)
         if not m:  # a list item or a continued value
@@ -83,7 +87,7 @@ def entries(path: Path, prefix: str) -> list[Entry]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         value, comment = _split_comment(rest)
-        column = line.index("#", len(line) - len(rest)) if comment else -1
+        continued = indent if comment else -1
         if not stack and key in ("defaults", "hydra"):
             skip_indent, above = indent, []
             continue
@@ -100,10 +104,47 @@ def entries(path: Path, prefix: str) -> list[Entry]:
     return out
 
 
+def description(path: Path) -> str:
+    """The comment block an option file starts with (its `# @package` line apart)."""
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.strip().startswith("#"):
+            break
+        if not line.strip().startswith("# @package"):
+            lines.append(line.strip().lstrip("#").strip())
+    return " ".join(lines)
+
+
+def composition(path: Path) -> list[str]:
+    """What an option file composes (its defaults list, `_self_` apart) and what it sweeps
+    (hydra.sweeper.params), as lines of the page."""
+    data = yaml.safe_load(path.read_text()) or {}
+    out = []
+    parts = []
+    for entry in data.get("defaults") or []:
+        if isinstance(entry, dict):
+            parts += [f"`{k}: {v}`" for k, v in entry.items()]
+        elif entry != "_self_":
+            parts.append(f"`{entry}`")
+    if parts:
+        out.append(f"Composes {', '.join(parts)}.")
+    params = ((data.get("hydra") or {}).get("sweeper") or {}).get("params") or {}
+    if params:
+        out.append("Sweeps " + ", ".join(f"`{k}: {v}`" for k, v in params.items()) + ".")
+    return out
+
+
+OWN_COMMAND = {"kill_criteria": "`alpha-rl-kill-check` reads these itself: give them to it as "
+                                 "`key=value` (`alpha-rl-kill-check --sweep <dir> window=0.5`)."}  # fmt: skip
+
+
 def package_of(path: Path, group: str) -> str:
-    """The key prefix of an option file: its group, unless it says `# @package _global_`."""
+    """The key prefix of an option file: its group, unless it says `# @package _global_` or it
+    is a command's own settings (OWN_COMMAND)."""
     head = path.read_text().splitlines()[:3]
-    return "" if any("@package _global_" in line for line in head) else group.replace("/", ".")
+    if group in OWN_COMMAND or any("@package _global_" in line for line in head):
+        return ""
+    return group.replace("/", ".")
 
 
 def checked_keys() -> dict[str, tuple[str, str, str]]:
@@ -185,8 +226,12 @@ def page() -> str:
                 lines += [f"### {group}={option}" if sub == group else f"### {rel.as_posix()}",
                           ""]  # fmt: skip
             rows = entries(path, package_of(path, sub) if group else "")
+            said = [description(path)] if group and description(path) else []
+            said += composition(path) if group else []
+            said += [OWN_COMMAND[group]] if group in OWN_COMMAND else []
+            if said:
+                lines += [" ".join(said), ""]
             if not rows:
-                lines += ["(no keys of its own: it composes others)", ""]
                 continue
             lines += ["| key | value | type | range | what it is |", "|---|---|---|---|---|"]
             for e in rows:
