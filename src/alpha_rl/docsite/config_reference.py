@@ -134,8 +134,10 @@ def composition(path: Path) -> list[str]:
     return out
 
 
-OWN_COMMAND = {"kill_criteria": "`alpha-rl-kill-check` reads these itself: give them to it as "
-                                 "`key=value` (`alpha-rl-kill-check --sweep <dir> window=0.5`)."}  # fmt: skip
+OWN_COMMAND = {
+    "kill_criteria": "`alpha-rl-kill-check` reads these itself: give them to it as `key=value` "
+    "(`alpha-rl-kill-check --sweep <dir> window=0.5`).",
+}
 
 
 def package_of(path: Path, group: str) -> str:
