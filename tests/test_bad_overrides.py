@@ -1,10 +1,15 @@
 """A bad value on the command line is refused before any work: `alpha-rl-train` exits 2 with one
-line naming the key, the value and what is accepted, and never prints a traceback. A group
-option that does not exist is Hydra's to refuse: it lists the options and exits 1."""
+line naming the key, the value and what is accepted, and never prints a traceback. So is a key
+or group that conf/ does not have, with the nearest one it has (never Hydra's advice to add it
+with +). A group option that does not exist is Hydra's to refuse (it lists the options and exits
+1), unless one is close to it: then it is refused as ours, naming that one."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +17,12 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
+from alpha_rl.pipeline.keys import (
+    check_command_line,
+    command_line_overrides,
+    config_groups,
+    declared_keys,
+)
 from alpha_rl.tracking import TrackingConfig
 from tests.helpers import compose_train, train_in_process
 
@@ -75,6 +86,19 @@ CASES = {
     "network_beyond_memory": (["agent.hidden=[100000,100000]"], USER_ERROR,
                               "is available; lower agent.hidden=[100000, 100000]"),
     "backend_unknown": (["backend=tpu"], HYDRA_ERROR, "Could not find 'backend/tpu'"),
+    # a key or group conf/ does not have: the nearest it has, not Hydra's "use +key=..."
+    "group_typo": (["expriment=her_ablation"], USER_ERROR,
+                   "unknown key or group 'expriment' in the override expriment=her_ablation: did "
+                   "you mean experiment=her_ablation? (config groups: agent, alpha, "),
+    "nested_key_typo": (["reward.ema_alpa=0.1"], USER_ERROR,
+                        "unknown key 'reward.ema_alpa' in the override reward.ema_alpa=0.1: did "
+                        "you mean reward.ema_alpha=0.1? (keys of reward: aux_align_weight, "),
+    "key_near_nothing": (["zzzz=1"], USER_ERROR,
+                         "unknown key or group 'zzzz' in the override zzzz=1: no key or group of "
+                         "conf/ is close to it (config groups: "),
+    "option_typo": (["her=forwad"], USER_ERROR,
+                    "unknown option 'forwad' of config group her in the override her=forwad: did "
+                    "you mean her=forward? (options of her: backward, forward, off, on)"),
     "her_unknown": (["her=sideways"], HYDRA_ERROR, "Could not find 'her/sideways'"),
     # a quotes file that parses but that the float32 kernels cannot hold: refused at its row
     "file_price_beyond_float32": (
@@ -110,6 +134,7 @@ def test_a_bad_override_is_refused_in_one_line_without_a_traceback(
     assert returncode == status, out[-3000:]
     assert any(says in line for line in out.splitlines()), out[-3000:]
     assert "Traceback" not in out
+    assert "To append to your config use +" not in out
     assert not (where / "run" / "diag.jsonl").exists()  # refused before any step
 
 
@@ -120,6 +145,77 @@ def test_a_missing_sqlite_directory_is_named_and_not_made(
     _, out, where = refusals["sqlite_dir_missing"]
     assert f"the SQLite store's directory {where}/nonexistent/dir does not exist" in out
     assert not (where / "nonexistent").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
+@pytest.mark.parametrize("entry", ["alpha-rl-train", "python -m alpha_rl.train"])
+def test_an_unknown_group_is_refused_by_either_entry_point(
+    tmp_path: Path, entry: str, multirun: bool
+) -> None:
+    script = Path(sys.executable).with_name("alpha-rl-train")
+    command = (
+        [str(script)] if entry == "alpha-rl-train" else [sys.executable, "-m", "alpha_rl.train"]
+    )
+    command += ["-m"] * multirun + ["debug=tiny", "backend=numpy", "expriment=her_ablation"]
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == USER_ERROR, out
+    assert out.splitlines() == [
+        "alpha-rl-train: unknown key or group 'expriment' in the override expriment=her_ablation: "
+        "did you mean experiment=her_ablation? (config groups: "
+        + ", ".join(config_groups())
+        + "; top-level keys: log_every, resume, search, seed, steps)"
+    ]
+    assert list(tmp_path.iterdir()) == []  # no run or sweep directory, no store
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [(["seed=1", "sed=1"], r"^unknown key or group 'sed' in the override sed=1: did you mean "
+      r"seed=1\? \(config groups: .*; top-level keys: log_every, resume, search, seed, steps\)$"),
+     (["agnt.lr=0.1"],
+      r"^unknown key 'agnt\.lr' .*: did you mean agent\.lr=0\.1\? \(config groups"),
+     (["reward.ema_alpa=0.1,0.2"], r"did you mean reward\.ema_alpha=0\.1,0\.2\? "),
+     (["agent.replay.lr=1"], r"^unknown key 'agent\.replay\.lr' .*\(config groups: "),
+     (["her=on,forwad"], r"^unknown option 'forwad' of config group her in the override "
+      r"her=on,forwad: did you mean her=on,forward\? \(options of her: backward, "),
+     (["+experiment=her_ablaton"], r"did you mean \+experiment=her_ablation\? \(options of "
+      r"experiment: aux_variants, her_ablation, "),
+     (["her/common=injct"], r"did you mean her/common=inject\? \(options of her/common: inject\)")],
+)  # fmt: skip
+def test_an_unknown_key_or_option_gets_the_nearest(overrides: list[str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        check_command_line(overrides)
+
+
+def test_no_legitimate_override_is_refused_before_hydra() -> None:
+    options = [f"{g}={p.stem}" for g in config_groups()
+               for p in (paths.conf_dir() / g).glob("*.yaml")]  # fmt: skip
+    assert "experiment=her_ablation" in options and "her/common=inject" in options
+    legitimate = [f"{key}=1" for key in sorted(declared_keys())] + options + [
+        "agent=null", "her='off'", "her=on,'off'", "seed=1,2", "seed=range(0,3)", "her=glob(*)",
+        "agent=[dqn,rainbow]", "+agent.gama=1", "++zzzz=1", "~agent.lr", "db@agent=x",
+        "hydra.job.chdir=true", "hydra/launcher=submitit_local", "kill_criteria=default",
+        "isv.slots.probe.x={index:900,doc:x}", "market.columns.Bid=x",
+    ]  # fmt: skip
+    for override in legitimate:
+        check_command_line([override])
+    # Hydra's to refuse: no option close to it (it lists them), a malformed override
+    check_command_line(["her=sideways"])
+    check_command_line(["backend=tpu"])
+    check_command_line(["seed=[1", "expriment=x"])
+
+
+def test_the_overrides_come_from_a_command_line_that_uses_conf_alone() -> None:
+    line = ["-m", "--cfg", "job", "seed=1,2", "her='off'"]
+    assert command_line_overrides(line) == ["seed=1,2", "her='off'"]
+    other_conf = [["-cn", "other"], ["--config-dir", "/tmp"], ["hydra.searchpath=[file:///x]"],
+                  ["+hydra.searchpath=[file:///x]"], ["--shell-completion"]]  # fmt: skip
+    for other in [*other_conf, ["seed=1", "--cfg", "job"]]:  # the last: Hydra's parser refuses it
+        assert command_line_overrides([*other, "expriment=x"]) == []
 
 
 def test_debug_tiny_shortens_the_synthetic_market_and_leaves_a_file_market_alone() -> None:

@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
+from alpha_rl.pipeline.keys import check_command_line, command_line_overrides
 from alpha_rl.pipeline.owner import RunDirError
 from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
 from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
@@ -125,9 +126,11 @@ def stopped(outcome: Outcome, cfg: DictConfig, sweep_dir: Path | None) -> None:
 
 
 def start() -> None:
-    """Hydra parses the command line (overrides, -m for sweeps) and runs `run` per job."""
+    """Hydra parses the command line (overrides, -m for sweeps) and runs `run` per job; a key
+    that conf/ does not have, or a misspelt group option, is refused first (exit 2, keys.py)."""
     try:
         config_path = str(paths.conf_dir())
+        check_command_line(command_line_overrides(sys.argv[1:]))
     except AlphaRlError as exc:
         print(f"alpha-rl-train: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -4,6 +4,7 @@ trading sessions; each bad setting refused with the file and the row, column or 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import pytest
 
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market import SingleSplit, load_market, market_config, read_quotes_file
+from alpha_rl.market.checks import Where
+from alpha_rl.market.times import FORMATS, check_format, propose_format
 from tests.helpers import compose_train
 
 DAY_FIRST = "%d.%m.%Y %H:%M:%S.%f"
@@ -248,6 +251,8 @@ def test_a_time_not_in_the_format_names_row_line_column_and_value(tmp_path: Path
         _dukascopy(tmp_path, rows),
         "row 3 (line 4), column 'Local time' (mapped to timestamp): '2017-07-01 12:00:00' does "
         f"not match market.timestamp_format={DAY_FIRST!r}; fix market.timestamp_format",
+        "market.timestamp_format='%Y-%m-%d %H:%M:%S' would read it, but not row 1 (line 2): "
+        "'01.01.2017 22:00:00.000': the column mixes forms",
         columns=DUKASCOPY_COLUMNS,
         timestamp_format=DAY_FIRST,
     )
@@ -268,6 +273,93 @@ def test_a_local_time_at_a_dst_change_names_its_row(tmp_path: Path, local: str, 
         timestamp_format=DAY_FIRST,
         timezone="Europe/Zurich",
     )
+
+
+# --- a format proposed for text times that do not read ---
+
+# exports whose times are not ISO-8601: (cells, the format they are written in); a day above 12
+# (or a 12-hour clock) tells day-first from month-first
+EXPORTS = {
+    "day-first": (["01.01.2017 22:00:00.000", "13.01.2017 22:00:00.250"], DAY_FIRST),
+    "month-first": (["01/02/2017 22:00", "01/13/2017 22:00"], "%m/%d/%Y %H:%M"),
+    "dashes, 2-digit year": (["02-01-17 22:00:05", "13-01-17 22:00:06"], "%d-%m-%y %H:%M:%S"),
+    "12-hour clock": (["1/13/2017 10:00:00 PM", "1/14/2017 1:00:00 AM"], "%m/%d/%Y %I:%M:%S %p"),
+    "compact, milliseconds": (["20170101 220000123", "20170101 220001000"], "%Y%m%d %H%M%S%f"),
+}
+PROPOSED = re.compile(r"market\.timestamp_format='[^']*'")
+
+
+@pytest.mark.parametrize("export", list(EXPORTS))
+def test_the_format_proposed_for_unread_times_loads_the_file(tmp_path: Path, export: str) -> None:
+    cells, written = EXPORTS[export]
+    path = _stamped(tmp_path, cells)
+    message = _refused(path, f"row 1 (line 2), column timestamp: {cells[0]!r} is not a number "
+                       "or an ISO-8601 time: pass market.timestamp_format=", "which reads every "
+                       "time of the column")  # fmt: skip
+    override = PROPOSED.findall(message)
+    assert override == [f"market.timestamp_format='{written}'"], message
+    # the override as typed, through Hydra and the typed config, reads the file
+    cfg, _ = compose_train(["market=file", f"market.path={path}", override[0]])
+    fmt = market_config(cfg.market).timestamp_format
+    check_format(fmt)
+    want = pd.to_datetime(pd.Series(cells), format=written).dt.as_unit("ns").astype("int64")
+    np.testing.assert_array_equal(_read(path, timestamp_format=fmt).timestamps, want.to_numpy())
+
+
+def test_a_file_that_cannot_tell_day_first_from_month_first_gets_both(tmp_path: Path) -> None:
+    message = _refused(
+        _dukascopy(tmp_path),  # 01.01, 01.07, 02.07: no day above 12
+        "'01.01.2017 22:00:00.000' is not a number or an ISO-8601 time",
+        "if the export writes the day first",
+        "so the file cannot tell them apart",
+        columns=DUKASCOPY_COLUMNS,
+    )
+    day, month = PROPOSED.findall(message)
+    assert (day, month) == (
+        f"market.timestamp_format='{DAY_FIRST}'",
+        "market.timestamp_format='%m.%d.%Y %H:%M:%S.%f'",
+    )
+    read = {fmt: _read(_dukascopy(tmp_path), columns=DUKASCOPY_COLUMNS,
+                       timestamp_format=fmt.split("=", 1)[1].strip("'")).timestamps
+            for fmt in (day, month)}  # fmt: skip
+    assert read[day][2] == (JUL_1_2017 + 12 * 3600) * S + S // 2  # 1 July
+    assert read[month][2] == (JAN_1_2017 + 6 * 86_400 + 12 * 3600) * S + S // 2  # 7 January
+
+
+def test_a_format_that_reads_no_cell_gets_the_one_that_reads_them_all(tmp_path: Path) -> None:
+    path = _stamped(tmp_path, EXPORTS["day-first"][0])
+    _refused(
+        path,
+        "row 1 (line 2), column timestamp: '01.01.2017 22:00:00.000' does not match "
+        "market.timestamp_format='%m/%d/%Y %H:%M'",
+        f"pass market.timestamp_format='{DAY_FIRST}', which reads every time of the column",
+        timestamp_format="%m/%d/%Y %H:%M",
+    )
+
+
+def test_times_no_common_form_reads_point_at_the_key(tmp_path: Path) -> None:
+    _refused(
+        _stamped(tmp_path, ["Jan 1 2017 22:00", "Jan 2 2017 22:00"]),
+        "row 1 (line 2), column timestamp: 'Jan 1 2017 22:00' is not a number or an ISO-8601 "
+        "time: no common form reads it: pass the strptime format of the column's times, e.g. "
+        f"market.timestamp_format='{DAY_FIRST}' for '01.01.2017 22:00:00.000'",
+    )
+    _refused(
+        _stamped(tmp_path, ["01.01.2017 22:00", "Jan 2 2017 22:00"]),
+        "row 2 (line 3), column timestamp: 'Jan 2 2017 22:00' does not match "
+        "market.timestamp_format='%d.%m.%Y %H:%M'; fix market.timestamp_format (or the file): "
+        "no common form reads it either",
+        timestamp_format="%d.%m.%Y %H:%M",
+    )
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_form_proposed_is_taken_and_proposed_for_its_own_times(fmt: str) -> None:
+    check_format(fmt)
+    text = pd.Series([pd.Timestamp(2017, 1, 13, 22, 5, 7, 250_000).strftime(fmt),
+                      pd.Timestamp(2017, 2, 1, 9, 0, 0).strftime(fmt)])  # fmt: skip
+    proposal = propose_format(text, 0, None, np.zeros(2, dtype=bool), Where(csv=True).row)
+    assert proposal == f"pass market.timestamp_format='{fmt}', which reads every time of the column"
 
 
 BAD_SETTINGS = {

@@ -41,6 +41,7 @@ from alpha_rl.market.times import (
     key_error,
     parse_gap,
     parse_zone,
+    propose_format,
     read_stamps,
     session_breaks,
     unit_change,
@@ -307,13 +308,16 @@ def _timestamps(
     values = stamps.values
 
     def unreadable(r: int) -> str:
-        if fmt is None:
+        if fmt is None and (pd.isna(raw[r]) or not stamps.times):
             return f"missing, non-numeric or not an ISO-8601 time: {show(raw[r])}"
         if pd.isna(raw[r]):
             return "missing time"
+        proposal = propose_format(series, r, fmt, ~stamps.unreadable, where.row)
+        if fmt is None:
+            return f"{show(raw[r])} is not a number or an ISO-8601 time: {proposal}"
         return (
             f"{show(raw[r])} does not match market.timestamp_format={fmt!r}; fix "
-            "market.timestamp_format (or the file)"
+            f"market.timestamp_format (or the file): {proposal}"
         )
 
     checks: list[tuple[np.ndarray, Callable[[int], str]]] = [

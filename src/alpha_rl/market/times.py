@@ -23,7 +23,7 @@ from pandas.api.types import (
 )
 
 from alpha_rl.errors import MarketDataError
-from alpha_rl.market.checks import booleans
+from alpha_rl.market.checks import booleans, show
 from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,22 @@ EPOCH_YEARS = (1990, 2100)  # the years an epoch number is taken to name a unit 
 YEAR_S = 365.25 * 86_400
 
 Gap = pd.Timedelta | float  # a session gap: a duration (times) or a number (plain-number stamps)
+
+# the text time forms a market.timestamp_format is proposed from: dates day-first, month-first
+# (. / - between the fields, 4- and 2-digit years), year-first and compact, each with the times
+# exports write. The first that reads a column is proposed: day-first before month-first, and
+# compact seconds before compact seconds with a fraction (%S%f reads '07' as 0.7 s)
+_DATES = (
+    *(f"{a}{sep}{b}{sep}{year}" for year in ("%Y", "%y") for sep in "./-"
+      for a, b in (("%d", "%m"), ("%m", "%d"))),
+    "%Y.%m.%d", "%Y/%m/%d", "%Y-%m-%d", "%Y%m%d",
+)  # fmt: skip
+_TIMES = (" %H:%M:%S.%f", " %H:%M:%S", " %H:%M", " %I:%M:%S %p", " %I:%M %p", "")
+FORMATS = (
+    *(date + time for date in _DATES for time in _TIMES),
+    "%Y%m%d %H%M%S", "%Y%m%d %H%M%S%f", "%Y%m%d-%H%M%S", "%Y%m%d-%H:%M:%S.%f",
+)  # fmt: skip
+EXAMPLE = ("%d.%m.%Y %H:%M:%S.%f", "01.01.2017 22:00:00.000")  # a format and a time it reads
 
 
 @dataclass(frozen=True)
@@ -68,7 +84,7 @@ def check_format(fmt: str | None) -> None:
     if fmt is None:
         return
     what = (
-        "expected a strptime format such as '%d.%m.%Y %H:%M:%S.%f' (day-first exports), "
+        f"expected a strptime format such as {EXAMPLE[0]!r} (day-first exports), "
         f"one of {', '.join(PANDAS_FORMATS)}, or null (numbers or ISO-8601 times)"
     )
     if "%" not in fmt and fmt not in PANDAS_FORMATS:
@@ -77,6 +93,55 @@ def check_format(fmt: str | None) -> None:
         pd.to_datetime(pd.Series(["", None]), errors="coerce", format=fmt)
     except (ValueError, re.error) as exc:
         raise key_error("timestamp_format", fmt, f"pandas cannot use it ({exc}); {what}") from exc
+
+
+def propose_format(
+    text: pd.Series, r: int, fmt: str | None, read: np.ndarray, row: Callable[[int], str]
+) -> str:
+    """What to set market.timestamp_format to, for cell `r` of [T] text times that `fmt` (None:
+    ISO-8601) does not read: a form of FORMATS that reads it and every other cell (day-first and
+    month-first both, where the column cannot tell them apart), or what to do when none does;
+    `read`: [T] bool, the cells `fmt` did read; `row` names a 0-based row."""
+    present = text.notna().to_numpy()
+    cells = text.where(~present, text.astype(str))
+    fits = [f for f in FORMATS if f != fmt and not _unread(cells.iloc[[r]], f).any()]
+    whole = [f for f in fits if not (_unread(cells, f) & present).any()]
+    if whole:
+        other = _swap_day_month(whole[0])
+        if other in whole:
+            return (
+                f"pass {_override(whole[0])} if the export writes the day first, "
+                f"{_override(other)} if the month: both read every time of the column (no day "
+                "in it is above 12, so the file cannot tell them apart)"
+            )
+        return f"pass {_override(whole[0])}, which reads every time of the column"
+    if fits:
+        first = int((_unread(cells, fits[0]) & present).argmax())
+        return (
+            f"{_override(fits[0])} would read it, but not {row(first)}: "
+            f"{show(text.iloc[first])}: the column mixes forms"
+        )
+    if (read & present).any():
+        return "no common form reads it either"
+    return (
+        "no common form reads it: pass the strptime format of the column's times, e.g. "
+        f"{_override(EXAMPLE[0])} for {EXAMPLE[1]!r}"
+    )
+
+
+def _unread(text: pd.Series, fmt: str) -> np.ndarray:
+    """[T] bool: the cells of `text` that `fmt` does not read."""
+    return pd.to_datetime(text, errors="coerce", format=fmt).isna().to_numpy()
+
+
+def _swap_day_month(fmt: str) -> str:
+    """`fmt` with %d and %m swapped (day-first <-> month-first)."""
+    return re.sub("%[dm]", lambda code: "%m" if code[0] == "%d" else "%d", fmt)
+
+
+def _override(fmt: str) -> str:
+    """The command-line override that sets market.timestamp_format to `fmt`."""
+    return f"market.timestamp_format='{fmt}'"
 
 
 def parse_zone(name: str | None) -> ZoneInfo | None:
