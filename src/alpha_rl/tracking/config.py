@@ -162,8 +162,8 @@ def check_launcher(cfg: TrackingConfig, launcher: str, mountinfo: Path = MOUNTIN
     name = launcher.rsplit(".", 1)[-1] or "the launcher"
     multi_node = launcher in MULTI_NODE_LAUNCHERS
     fix = ("Use tracking=server with an MLflow server on PostgreSQL (`make tracking-server "
-           "DB=postgresql://...`, MLFLOW_TRACKING_URI=http://<host>:<port>; README, \"A tracking "
-           f"server for a cluster\") (see {WHERE})")  # fmt: skip
+           "DB=postgresql://...`, MLFLOW_TRACKING_URI=http://<host>:<port>; docs/cluster.md, "
+           f"\"A tracking server for a cluster\") (see {WHERE})")  # fmt: skip
     host = urlparse(cfg.uri).hostname or ""
     if multi_node and store_of(cfg.uri) == "server" and is_loopback(host):
         raise ConfigError(
