@@ -54,7 +54,7 @@ def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     assert set(children) == {"on", "off"}
     names = [children[k].info.run_name for k in ("on", "off")]
-    assert names[0].startswith("her-on_s0__") and names[1].startswith("her-off_s0__")
+    assert names == ["her-on s0", "her-off s0"]
     assert parent.info.run_name.startswith("her_ablation__")
     verdict = parent.data.tags["kill_check.verdict"]
     assert f"**{verdict}**" in parent.data.tags["mlflow.note.content"]

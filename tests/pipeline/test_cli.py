@@ -22,7 +22,8 @@ def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list:
     """The 4 runs of an her_ablation sweep into tmp_path/mlflow.db, checked: one FINISHED
-    parent, every job's run FINISHED under it with its (her, seed) labels, a job dir each."""
+    parent, every job's run FINISHED under it with its (her, seed) labels and name, a job dir
+    each."""
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     experiment = client.get_experiment_by_name("alpha_rl")
     runs = client.search_runs([experiment.experiment_id])
@@ -34,6 +35,8 @@ def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
     labels = sorted((r.data.tags["her"], r.data.tags["seed"]) for r in children)
     assert labels == [("off", "0"), ("off", "1"), ("on", "0"), ("on", "1")]
+    names = sorted(r.info.run_name for r in children)  # unique within the sweep, and short
+    assert names == ["her-off s0", "her-off s1", "her-on s0", "her-on s1"]
     assert {r.data.tags["experiment"] for r in children} == {"her_ablation"}
     assert {r.info.status for r in children} == {"FINISHED"}
     jobs = sorted(p.name for p in (tmp_path / sweep_dir).iterdir() if p.name.isdigit())

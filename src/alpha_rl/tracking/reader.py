@@ -35,7 +35,8 @@ __all__ = ["NotInStoreError", "RunReader", "RunRecord", "TrackingReadError"]
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One MLflow run as the check sees it; metrics[key] = [(step, value), ...] sorted by step."""
+    """One MLflow run as the check sees it; metrics[key] = [(step, value), ...] sorted by step;
+    start_time in ms since the epoch."""
 
     run_id: str
     name: str
@@ -43,6 +44,7 @@ class RunRecord:
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, list[tuple[int, float]]]
+    start_time: int = 0
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps int64, values float64) of one metric; empty arrays when the run lacks it."""
@@ -132,6 +134,7 @@ class RunReader:
             dict(run.data.params),
             dict(run.data.tags),
             metrics,
+            run.info.start_time or 0,
         )
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
