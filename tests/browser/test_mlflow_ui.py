@@ -17,7 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
-from alpha_rl.tracking.store import experiment_link
+from alpha_rl.tracking.links import runs_link
 from tests.conftest import required_tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -64,10 +64,10 @@ def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             # the link a run prints opens a training experiment on its runs, not the GenAI page
-            page.goto(f"{url}/{experiment_link(exp_id)}")
+            page.goto(runs_link(url, exp_id))
             parent_cell = page.locator("[role=gridcell]").filter(has_text=parent.info.run_name)
             expect(parent_cell.first).to_be_visible(timeout=60_000)
-            page.goto(f"{url}/{experiment_link(exp_id)}&compareRunsMode=CHART")
+            page.goto(runs_link(url, exp_id).replace("=TABLE", "=CHART"))
             expect(parent_cell.first).to_be_visible(timeout=60_000)
             parent_cell.first.locator("button").first.click()  # show the nested HER on/off runs
             for name in names:

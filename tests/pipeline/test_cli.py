@@ -48,6 +48,10 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
+    ui = f"the sweep's runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui "
+    [said] = [line for line in (done.stdout + done.stderr).splitlines() if ui in line]
+    assert said.endswith("/#/experiments/1/runs?workflowType=machine_learning"
+                         "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs")  # fmt: skip
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
 
 
