@@ -56,7 +56,11 @@ def view_state() -> dict:
         "datasetsFilter": [],
         "selectedColumns": columns(),
         "columnOrder": [*_FIRST_COLUMNS, *columns()],
-        "columnWidths": {_FIRST_COLUMNS[0]: 260},
+        "columnWidths": {  # wide enough for the names they show
+            _FIRST_COLUMNS[0]: 260,
+            "metrics.`eval/capture_ratio`": 140,
+            "tags.`market`": 140,
+        },
     }
 
 
