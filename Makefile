@@ -57,10 +57,9 @@ sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|h
 kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
 
-ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); tracking=server writes through it
+ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); prints its links once it answers
 	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }
-	@echo "MLflow UI over $(abspath $(STORE)): http://127.0.0.1:$(PORT)  (Ctrl-C stops it)"
-	$(PY) -m alpha_rl.tracking server --db sqlite:///$(abspath $(STORE)) --artifacts $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT)
+	@$(PY) -m alpha_rl.tracking server --db sqlite:///$(abspath $(STORE)) --artifacts $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT) --log $(dir $(abspath $(STORE)))mlflow_server.log
 
 tracking-server: $(STAMP) ## tracking server for a cluster's jobs (DB=postgresql://user@dbhost/mlflow HOST PORT ARTIFACTS; beyond loopback ARGS="--auth --credentials FILE")
 	$(PY) -m alpha_rl.tracking server --db "$(DB)" --artifacts "$(ARTIFACTS)" --host $(HOST) --port $(PORT) $(ARGS)

@@ -45,6 +45,8 @@ def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) ->
     assert "run FINISHED after 40 steps" in out
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db" in out
     assert f"every metric in the UI: make ui STORE={tmp_path}/mlflow.db" in out
+    assert ("then http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning"
+            "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs") in out  # fmt: skip
     assert f"curves: {tmp_path}/run/curves.png" in out
     assert "held-out, the last evaluation (step 40, greedy, 4 envs x 20 steps): pnl " in out
     assert "l_q " in out and "(mean of the first and the last quarter of 6 log points)" in out

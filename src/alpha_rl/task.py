@@ -22,6 +22,7 @@ from alpha_rl.pipeline.owner import RunDirError
 from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
 from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
 from alpha_rl.tracking import TrackingConfig
+from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.parent import record_failed_job, record_failed_run, stop_parent
 from alpha_rl.tracking.records import write_json
 
@@ -57,12 +58,9 @@ def report(outcome: Outcome, cfg: DictConfig) -> None:
     if outcome.run_id:
         log.info("mlflow: run %s in experiment %r at %s", outcome.run_id,
                  cfg.tracking.experiment, uri)  # fmt: skip
-    if str(uri).startswith("sqlite:///"):
-        store = str(uri)[len("sqlite:///") :]
-        make = "make ui" if store == "mlflow.db" else f"make ui STORE={store}"
-        log.info("every metric in the UI: %s (or mlflow ui --backend-store-uri %s), then "
-                 "http://127.0.0.1:5000/#/experiments?workflowType=machine_learning", make,
-                 uri)  # fmt: skip
+    opening = open_line(str(uri), outcome.experiment_id) if outcome.experiment_id else None
+    if opening:
+        log.info("every metric in the UI: %s", opening)
 
 
 @sigint_raised()  # a Ctrl-C held through the start-up (train.py) is raised here, before the run

@@ -1,7 +1,7 @@
 """The comparison UI in a real browser: a HER on/off sweep logged through the tracking server and
 judged by the kill check, in headless Chromium (Playwright driving the system's Chromium; no
-browser download). The experiment opens on its runs; the runs' names differ where a chart's
-legend cuts them short; their `loss/l_q` chart; the parent's description carries the verdict
+browser download). The printed link opens the experiment on its runs, listed flat; the runs'
+short names in the legend of their `loss/l_q` chart; the parent's description carries the verdict
 table. Saves two screenshots."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
-from alpha_rl.tracking.store import experiment_link
+from alpha_rl.tracking.links import runs_link
 from tests.conftest import required_tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -54,7 +54,7 @@ def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     assert set(children) == {"on", "off"}
     names = [children[k].info.run_name for k in ("on", "off")]
-    assert names[0].startswith("her-on_s0__") and names[1].startswith("her-off_s0__")
+    assert names == ["her-on s0", "her-off s0"]
     assert parent.info.run_name.startswith("her_ablation__")
     verdict = parent.data.tags["kill_check.verdict"]
     assert f"**{verdict}**" in parent.data.tags["mlflow.note.content"]
@@ -64,13 +64,12 @@ def test_her_on_off_runs_and_their_l_q_chart_in_the_ui(tracking_server, tmp_path
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             # the link a run prints opens a training experiment on its runs, not the GenAI page
-            page.goto(f"{url}/{experiment_link(exp_id)}")
+            page.goto(runs_link(url, exp_id))
             parent_cell = page.locator("[role=gridcell]").filter(has_text=parent.info.run_name)
             expect(parent_cell.first).to_be_visible(timeout=60_000)
-            page.goto(f"{url}/{experiment_link(exp_id)}&compareRunsMode=CHART")
+            page.goto(runs_link(url, exp_id).replace("=TABLE", "=CHART"))
             expect(parent_cell.first).to_be_visible(timeout=60_000)
-            parent_cell.first.locator("button").first.click()  # show the nested HER on/off runs
-            for name in names:
+            for name in names:  # listed flat: nothing to unfold under the parent
                 expect(page.get_by_text(name, exact=True).first).to_be_visible(timeout=30_000)
             page.get_by_placeholder("Search metric charts").fill("loss/l_q")
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)

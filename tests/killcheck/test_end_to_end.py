@@ -71,6 +71,7 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     assert done.returncode == 2, out + done.stderr[-3000:]
     assert last.startswith(f"verdict: CANNOT-JUDGE (her=on cannot be judged: {STABILITY}: ")
     assert "2 pairs < min_seeds 5: not judged" in last
+    assert f"runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui " in out
     report = report_of(tmp_path)
     [on] = report["treatments"]
     assert on["value"] == "on" and len(on["pairs"]) == 2 and report["unpaired"] == []

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from alpha_rl.killcheck.stats import holm
+from alpha_rl.tracking.view import VIEW_TAG
 from tests.killcheck.store import (
     EVALS,
     SEEDS,
@@ -333,6 +334,22 @@ def test_unpaired_runs_cannot_be_judged(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.count("unpaired:") == 6
     assert out.splitlines()[-1] == "verdict: CANNOT-JUDGE (no treatment)"
+
+
+def test_the_check_links_the_runs_and_gives_their_experiment_its_view(
+    tmp_path: Path, capsys
+) -> None:
+    """An experiment made elsewhere has no runs view: a check that writes nothing links MLflow's
+    own table; one that writes gives the experiment the view first and links it."""
+    store = Store(tmp_path)
+    store.her_run("off", 0)  # nothing to judge: the link is what this test reads
+    link = (f"then http://127.0.0.1:5000/#/experiments/{store.eid}/runs?"
+            "workflowType=machine_learning&compareRunsMode=TABLE")  # fmt: skip
+    for args, ending in ((["--no-write"], link), ([], f"{link}&viewStateShareKey=alpha_rl_runs")):
+        store.check(tmp_path, *args)
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[-2].startswith("runs in the UI: make ui STORE=") and lines[-2].endswith(ending)
+        assert (VIEW_TAG in store.client.get_experiment(store.eid).tags) == (not args)
 
 
 def test_runs_differing_beyond_the_axis_do_not_pair(tmp_path: Path) -> None:

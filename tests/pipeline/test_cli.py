@@ -22,7 +22,8 @@ def train(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list:
     """The 4 runs of an her_ablation sweep into tmp_path/mlflow.db, checked: one FINISHED
-    parent, every job's run FINISHED under it with its (her, seed) labels, a job dir each."""
+    parent, every job's run FINISHED under it with its (her, seed) labels and name, a job dir
+    each."""
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     experiment = client.get_experiment_by_name("alpha_rl")
     runs = client.search_runs([experiment.experiment_id])
@@ -34,6 +35,8 @@ def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parent.info.run_id}
     labels = sorted((r.data.tags["her"], r.data.tags["seed"]) for r in children)
     assert labels == [("off", "0"), ("off", "1"), ("on", "0"), ("on", "1")]
+    names = sorted(r.info.run_name for r in children)  # unique within the sweep, and short
+    assert names == ["her-off s0", "her-off s1", "her-on s0", "her-on s1"]
     assert {r.data.tags["experiment"] for r in children} == {"her_ablation"}
     assert {r.info.status for r in children} == {"FINISHED"}
     jobs = sorted(p.name for p in (tmp_path / sweep_dir).iterdir() if p.name.isdigit())
@@ -45,6 +48,10 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
+    ui = f"the sweep's runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui "
+    [said] = [line for line in (done.stdout + done.stderr).splitlines() if ui in line]
+    assert said.endswith("/#/experiments/1/runs?workflowType=machine_learning"
+                         "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs")  # fmt: skip
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
     last = [line.split("] ", 1)[-1] for line in done.stdout.strip().splitlines()[-2:]]
     assert last == ["sweep multirun/sweep: 4 jobs: 4 FINISHED",

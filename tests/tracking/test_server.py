@@ -337,8 +337,8 @@ def test_a_real_server_passes_the_listening_check_and_keeps_its_accounts_private
     tmp_path: Path,
 ) -> None:
     """One real start: basic-auth over SQLite on loopback. The launcher says where it checked
-    the server listens, strangers get 401, the accounts' database is 600 in a 700 directory,
-    and kill() leaves no process of it and its port free."""
+    the server listens and that it answers, strangers get 401, the accounts' database is 600 in
+    a 700 directory, and kill() leaves no process of it and its port free."""
     creds = tmp_path / "admin.txt"
     creds.write_text("lab-admin:pw-of-the-admin\n")
     creds.chmod(0o600)
@@ -346,8 +346,14 @@ def test_a_real_server_passes_the_listening_check_and_keeps_its_accounts_private
                             workers=2)  # fmt: skip
     try:
         server.start()
+        links = f"  every experiment: http://127.0.0.1:{server.port}/#/experiments?"
+        deadline = time.monotonic() + 60  # the launcher's own requests may come after ours
+        while links not in server.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
         log = server.log_path.read_text()
         assert f"listening on http://127.0.0.1:{server.port} (checked: nowhere else)" in log
+        assert f"the server answers on http://127.0.0.1:{server.port} after " in log
+        assert links in log
         assert _status(server.url) == 401
         assert _status(server.url, "lab-admin", "pw-of-the-admin") == 200
         state = tmp_path / "mlflow_server"

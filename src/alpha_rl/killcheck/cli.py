@@ -59,9 +59,11 @@ from alpha_rl.killcheck.report import (
 )
 from alpha_rl.killcheck.speed import capture_key, judge_area, judge_speed
 from alpha_rl.tracking import RunReader, RunRecord
+from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.parent import PARENT_FILE
 from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.stores import bound_requests
+from alpha_rl.tracking.view import VIEW_TAG
 
 WANTED = ("loss/", "her/", "audit/", "trade/", "eval/")
 REMEDY = "give --tracking-uri of an existing MLflow store"
@@ -279,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
                   "to record it anyway")  # fmt: skip
         else:
             write_back(reader, treatments, verdict, pairing, parents, files, changed)
+    opening = ui_line(reader, args.experiment, write=not args.no_write)
+    if opening:
+        print(f"runs in the UI: {opening}")
     print(summary(treatments, verdict))
     return EXIT[verdict]
 
@@ -288,6 +293,18 @@ def report_dir(sweeps: list[Path]) -> Path:
     outputs/kill_check/<time> (never the working directory itself)."""
     base = Path(sweeps[0]) if len(sweeps) == 1 else Path("outputs")
     return base / "kill_check" / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def ui_line(reader: RunReader, experiment: str, write: bool) -> str | None:
+    """How to open the experiment's runs in the UI (None for a store no UI of ours serves, or one
+    that stopped answering); write: the experiment is first given the runs view it lacks."""
+    try:
+        found = reader.experiment(experiment)
+        if write:
+            reader.label_experiment(found)
+    except AlphaRlError:  # the verdict stands without the line
+        return None
+    return open_line(reader.uri, found.experiment_id, view=write or VIEW_TAG in found.tags)
 
 
 def exit_with_verdict(prog: str, work: Callable[[], int]) -> None:

@@ -34,10 +34,11 @@ def pairing_key(run: RunRecord, axis: Axis, ignore: tuple[str, ...]) -> tuple:
 
 
 def pair_runs(runs: list[RunRecord], axis: Axis, ignore: tuple[str, ...]) -> Pairing:
-    """Each treatment run with the baseline run of its config (in name order within a config)."""
+    """Each treatment run with the baseline run of its config (in start order within a config:
+    a config run twice pairs first with first)."""
     unpaired: list[tuple[RunRecord, str]] = []
     groups: dict[tuple, dict[str, list[RunRecord]]] = {}
-    for run in sorted(runs, key=lambda r: (r.name, r.run_id)):
+    for run in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
         value = axis.value(run)
         if value is None:
             unpaired.append((run, f"no {axis.name} param: not a run that varies {axis.name}"))

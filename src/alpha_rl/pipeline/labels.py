@@ -4,7 +4,6 @@ check (a resumed run must have the checkpoint's config, up to the keys that may 
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -164,7 +163,7 @@ def variant_label(cfg: DictConfig, choices: Mapping[str, str]) -> str:
               if choices.get(g) not in (None, defaults.get(g))]  # fmt: skip
     if cfg.get("search", {}).get("trial") is not None:
         parts.append(f"t{cfg.search.trial}")
-    return "_".join(parts)
+    return " ".join(parts)
 
 
 def curves_title(cfg: DictConfig, choices: Mapping[str, str], run_dir: Path) -> str:
@@ -182,10 +181,9 @@ def curves_title(cfg: DictConfig, choices: Mapping[str, str], run_dir: Path) -> 
 
 
 def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:
-    """`{variant}_s{seed}[_f{fold}]__{market}__{preset}__{time}`: what differs first, so names
-    cut short in a chart's legend still tell runs apart (`her-on_s0__synthetic_waves__...`)."""
-    preset = choices.get("experiment") or choices.get("hparams_search") or "single"
+    """`{variant} s{seed}[ f{fold}]` (`her-on s0`, `her-off agent-rainbow s1 f2`): what tells a
+    run from the others of its sweep, short enough for a chart's legend. The market, the preset
+    and the start are the run's tags (`market`, `experiment`) and its start time."""
     fold = cfg.market.get("fold")
-    where = f"s{cfg.seed}" + (f"_f{fold}" if fold is not None else "")
-    stamp = time.strftime("%m%d-%H%M%S")
-    return f"{variant_label(cfg, choices)}_{where}__{cfg.market.name}__{preset}__{stamp}"
+    where = f"s{cfg.seed}" + (f" f{fold}" if fold is not None else "")
+    return f"{variant_label(cfg, choices)} {where}"

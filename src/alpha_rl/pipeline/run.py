@@ -106,6 +106,7 @@ class Outcome:
     stopped_by: int | None = None  # the signal that stopped it (SIGTERM, SIGINT), if one did
     resume_command: str | None = None  # set when a checkpoint lets the run continue
     objective: float = math.nan  # what it returns to a search (NaN: it did not finish)
+    experiment_id: str | None = None  # the MLflow experiment of run_id
 
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
@@ -348,7 +349,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         tracker.finish(status, reason)
         _say_outcome(run_dir, status, trainer.t, reason)
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
-                   stop.signum, objective=objective)  # fmt: skip
+                   stop.signum, objective=objective,
+                   experiment_id=tracker.experiment_id)  # fmt: skip
 
 
 def search_tags(cfg: DictConfig) -> dict[str, str]:

@@ -23,7 +23,7 @@ from alpha_rl.tracking.records import (
     dumps,
     write_json,
 )
-from alpha_rl.tracking.store import Rejected, Store, StoreDown, entities
+from alpha_rl.tracking.store import Rejected, Store, StoreDown, entities, label_experiment
 
 log = logging.getLogger("alpha_rl.tracking")
 
@@ -47,6 +47,7 @@ class Delivery:
         self.run_dir = run_dir
         self.batch_size = batch_size
         self.connected = False  # the run exists in the store and we have spoken to it
+        self.experiment_id: str | None = None  # the run's, once connected (a reopened run's too)
         self.terminated = False
         self.last_steps: dict[str, int] = {}  # on resume: per key, the largest step stored before
         self.sent_metrics = 0
@@ -91,8 +92,8 @@ class Delivery:
             return
         try:
             if self.spec.run_id is None:
-                experiment_id = self.store.experiment_id(self.spec.experiment)
-                run = self.store.call("create the run", self._create, experiment_id)
+                self.experiment_id = self.store.experiment_id(self.spec.experiment)
+                run = self.store.call("create the run", self._create, self.experiment_id)
                 self.spec.run_id = run.info.run_id
             elif self.spec.resume:
                 self.last_steps = self.store.call("reopen the run", self._reopen)
@@ -115,10 +116,13 @@ class Delivery:
         )
 
     def _reopen(self, client: Any) -> dict[str, int]:
-        """Mark the resumed run RUNNING; per metric key, the largest step it holds."""
+        """Mark the resumed run RUNNING (its experiment given what it lacks of its kind and runs
+        view); per metric key, the largest step it holds."""
         run_id = self.spec.run_id
         run = client.get_run(run_id)
         client.update_run(run_id, status="RUNNING")
+        self.experiment_id = run.info.experiment_id
+        label_experiment(client, client.get_experiment(self.experiment_id))
         last = {}
         for key in run.data.metrics:
             steps = [m.step for m in client.get_metric_history(run_id, key)]

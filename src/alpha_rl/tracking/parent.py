@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl.errors import ConfigError
 from alpha_rl.tracking.config import TrackingConfig, check_launcher
 from alpha_rl.tracking.delivery import PARENT_TAG
+from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.records import write_json
 from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
@@ -98,6 +99,7 @@ class ParentRunCallback(Callback):
         _, run_id = _read(sweep_dir, cfg)
         if run_id:
             _close_parent(cfg, run_id, failed)
+            _say_where(cfg)
         if failed:
             for f in failed:
                 log.error("job %s did not start: %s", f["job"], f["error"])
@@ -187,6 +189,17 @@ def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict], status: 
 
     if not store.retry_until(time.monotonic() + cfg.final_retry_s, attempt):
         log.warning("the parent run %s stays RUNNING: its store %s is down", run_id, store.uri)
+
+
+def _say_where(cfg: TrackingConfig) -> None:
+    """Log how to open the sweep's runs in the UI (nothing while the store is down)."""
+    try:
+        experiment_id = _store(cfg).experiment_id(cfg.experiment)
+    except (StoreDown, Rejected):
+        return
+    opening = open_line(cfg.uri, experiment_id)
+    if opening:
+        log.info("the sweep's runs in the UI: %s", opening)
 
 
 def _store(cfg: TrackingConfig) -> Store:

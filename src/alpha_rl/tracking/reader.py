@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.tracking.store import mlflow_client_class, resolve_uri
+from alpha_rl.tracking.store import label_experiment, mlflow_client_class, resolve_uri
 from alpha_rl.tracking.stores import (
     NotInStoreError,
     TrackingReadError,
@@ -35,7 +35,8 @@ __all__ = ["NotInStoreError", "RunReader", "RunRecord", "TrackingReadError"]
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One MLflow run as the check sees it; metrics[key] = [(step, value), ...] sorted by step."""
+    """One MLflow run as the check sees it; metrics[key] = [(step, value), ...] sorted by step;
+    start_time in ms since the epoch."""
 
     run_id: str
     name: str
@@ -43,6 +44,7 @@ class RunRecord:
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, list[tuple[int, float]]]
+    start_time: int = 0
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps int64, values float64) of one metric; empty arrays when the run lacks it."""
@@ -79,8 +81,8 @@ class RunReader:
         """One small request (an experiment listed): a store that does not answer is told now."""
         self._call("list experiments", lambda: self.client.search_experiments(max_results=1))
 
-    def experiment_id(self, name: str) -> str:
-        """The id of experiment `name` (TrackingReadError naming the store when it is absent)."""
+    def experiment(self, name: str) -> Any:
+        """Experiment `name` (TrackingReadError naming the store when it is absent)."""
         found = self._call(f"read experiment {name!r}",
                            lambda: self.client.get_experiment_by_name(name))  # fmt: skip
         if found is None:
@@ -88,7 +90,16 @@ class RunReader:
                 f"tracking store {self.name} has no experiment {name!r}; pass the one the runs "
                 "were logged to (tracking.experiment)"
             )
-        return found.experiment_id
+        return found
+
+    def experiment_id(self, name: str) -> str:
+        """The id of experiment `name` (TrackingReadError naming the store when it is absent)."""
+        return self.experiment(name).experiment_id
+
+    def label_experiment(self, experiment: Any) -> None:
+        """Give `experiment` what it lacks of its kind and runs view (alpha_rl.tracking.view)."""
+        self._call(f"tag experiment {experiment.name!r}",
+                   lambda: label_experiment(self.client, experiment))  # fmt: skip
 
     def runs(
         self,
@@ -132,6 +143,7 @@ class RunReader:
             dict(run.data.params),
             dict(run.data.tags),
             metrics,
+            run.info.start_time or 0,
         )
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:

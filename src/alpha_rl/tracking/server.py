@@ -19,7 +19,9 @@ and environment variables that could move the address or loosen auth are refused
 (alpha_rl.tracking.server_checks). It checks what it can before it starts `mlflow server` as a
 child: the database is reachable, the flags agree. Then it watches that the server listens where
 announced and nowhere else (alpha_rl.tracking.server_watch). Exit 2 with one line naming the
-flag, the option or the variable on bad input.
+flag, the option or the variable on bad input. Once the server answers an HTTP request, the
+command says so and prints the UI's links (alpha_rl.tracking.server_answer); until then a line
+every 10 s says it is waiting. `--log FILE` sends the server's own output to FILE.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pathlib import Path
 from alpha_rl.tracking.config import is_loopback, store_of
 from alpha_rl.tracking.mounts import network_filesystem
 from alpha_rl.tracking.secrets import hide_password, uri_has_password
+from alpha_rl.tracking.server_answer import StartWatch, ui_links
 from alpha_rl.tracking.server_checks import (
     ServerError,
     check_environment,
@@ -259,6 +262,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="what an account may do in experiments others created (default EDIT: "
         "every account of the lab can log runs into the shared experiment)",
     )
+    p.add_argument("--log", type=Path, metavar="FILE", help="append the server's own output to "
+                   "FILE instead of this terminal, which then shows only when it answers and "
+                   "where (make ui: mlflow_server.log beside the store)")  # fmt: skip
     p.add_argument("--allowed-hosts", help="Host headers the server answers (MLflow's default: "
                    "localhost and private addresses); set it for a public name")  # fmt: skip
     p.add_argument(
@@ -280,6 +286,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         command, env = plan(args, dict(os.environ))
         announced = _announced(args.host, args.port)
+        output = _output(args.log)
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -287,7 +294,43 @@ def serve(args: argparse.Namespace) -> int:
     print(f"starting the MLflow tracking server{auth} on {announced} over "
           f"{hide_password(args.db)}; jobs: tracking=server "
           f"MLFLOW_TRACKING_URI=http://<this host>:{args.port}", flush=True)  # fmt: skip
-    return run_watched(command, env, announced)
+    if output is not None:
+        print(f"its output: {output}", flush=True)
+    url, ui = _addresses(announced)
+    credentials = (env[ADMIN_USER_ENV], env[ADMIN_PASSWORD_ENV]) if args.auth else None
+
+    def answered(seconds: float) -> None:
+        print(f"the server answers on {ui} after {seconds:.0f} s; in the UI:", flush=True)
+        for line in ui_links(url, ui, credentials):
+            print(f"  {line}")
+        print("MLflow opens its assistant panel on a first visit to a server on this machine: "
+              "close it (its x) once and the browser remembers. Ctrl-C stops the server.",
+              flush=True)  # fmt: skip
+
+    start = StartWatch(url, answered, output)
+    return run_watched(command, env, announced, output=output, start=start)
+
+
+def _output(path: Path | None) -> Path | None:
+    """--log's file, made absolute, checked writable (ServerError naming it otherwise)."""
+    if path is None:
+        return None
+    path = path.expanduser().resolve()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise ServerError(f"--log {path}: cannot write it ({exc.strerror or exc})") from exc
+    return path
+
+
+def _addresses(announced: Announced) -> tuple[str, str]:
+    """(where this machine asks the server, where a browser finds its UI): an unspecified
+    address (0.0.0.0, ::) is asked on loopback and named by this machine's name."""
+    if not all(a.is_unspecified for a in announced.addresses):
+        return str(announced), str(announced)
+    loopback = "[::1]" if ":" in announced.host else "127.0.0.1"
+    return f"http://{loopback}:{announced.port}", f"http://{socket.gethostname()}:{announced.port}"
 
 
 def _announced(host: str, port: int) -> Announced:

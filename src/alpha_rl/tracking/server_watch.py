@@ -21,6 +21,8 @@ group of its own and stays beside it:
   scans /proc for the tree and reads /proc/<pid>/net/tcp{,6} for each process holding a socket
   (3 with 2 workers): about a millisecond of CPU on a plain Linux kernel, 50 ms in a sandbox
   whose /proc is emulated (10% of a core while the server starts, 1% afterwards).
+- While it starts, a StartWatch (alpha_rl.tracking.server_answer) given by the caller waits for
+  its first HTTP answer; it is told when the child exits, and silenced by a forwarded signal.
 Addresses are compared resolved: the announced host's addresses (getaddrinfo for a name), an
 IPv4-mapped IPv6 address as its IPv4 one, and for a loopback announcement any loopback address,
 IPv4 or IPv6, counts as announced, since only this machine reaches either.
@@ -37,8 +39,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
+
+from alpha_rl.tracking.server_answer import StartWatch
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STARTING_POLL_S = 0.5  # how often the sockets are read until the server listens
@@ -169,13 +174,18 @@ def end(procs: list[psutil.Process], sig: int, wait_s: float) -> list[psutil.Pro
     return left
 
 
-def run_watched(command: list[str], env: dict[str, str], announced: Announced) -> int:
+def run_watched(command: list[str], env: dict[str, str], announced: Announced, *,
+                output: Path | None = None, start: StartWatch | None = None) -> int:  # fmt: skip
     """Run `command` as a watched child (see the module docstring); its exit status, or 2 when
-    its process tree listened anywhere else than `announced`."""
+    its process tree listened anywhere else than `announced`. `output`: a file the child's
+    output is appended to (None: this process's); `start`: what waits for its first answer
+    (alpha_rl.tracking.server_answer), told when it exits and stopped by a forwarded signal."""
     child: list[subprocess.Popen] = []
     pending: list[int] = []  # signals that came before the child
 
     def forward(sig: int, _frame: object) -> None:
+        if start is not None:  # the user stops it: no more waiting, no error for its exit
+            start.silence()
         if not child:
             pending.append(sig)
             return
@@ -185,11 +195,17 @@ def run_watched(command: list[str], env: dict[str, str], announced: Announced) -
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     seen: dict[int, psutil.Process] = {}
     try:
-        child.append(subprocess.Popen(command, env=env, process_group=0))
+        with open(output, "ab") if output else contextlib.nullcontext() as sink:
+            child.append(subprocess.Popen(command, env=env, process_group=0, stdout=sink,
+                                          stderr=subprocess.STDOUT if sink else None))  # fmt: skip
+        if start is not None:
+            start.begin()
         for sig in pending:
             forward(sig, None)
-        return _watch(child[0], announced, seen)
+        return _watch(child[0], announced, seen, start)
     finally:
+        if start is not None:
+            start.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if child:  # what outlives the child (its group, and any seen that left it); the child
@@ -202,12 +218,16 @@ def run_watched(command: list[str], env: dict[str, str], announced: Announced) -
             child[0].wait()
 
 
-def _watch(child: subprocess.Popen, announced: Announced, seen: dict[int, psutil.Process]) -> int:
+def _watch(child: subprocess.Popen, announced: Announced, seen: dict[int, psutil.Process],
+           start: StartWatch | None) -> int:  # fmt: skip
     listening = False
     while True:
         try:
             code = child.wait(timeout=WATCH_POLL_S if listening else STARTING_POLL_S)
-            return code if code >= 0 else 128 - code
+            code = code if code >= 0 else 128 - code
+            if start is not None:
+                start.ended(code)
+            return code
         except subprocess.TimeoutExpired:
             pass
         procs = tree(child.pid)

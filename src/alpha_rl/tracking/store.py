@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from alpha_rl.tracking.view import experiment_tags
+
 log = logging.getLogger("alpha_rl.tracking")
 
 T = TypeVar("T")
@@ -184,23 +186,15 @@ class Store:
             self._down_since = None
 
 
-# MLflow 3's experiment kind: model training, so the UI opens on the runs (not the GenAI page)
-KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
-
-
-def experiment_link(experiment_id: str) -> str:
-    """The UI's path to an experiment's runs in the machine-learning workflow (MLflow 3.17's UI
-    follows its workflow switch, GenAI by default, before the experiment's kind)."""
-    return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
-
-
 def _get_or_create(client: Any, name: str, uri: str) -> str:
+    """The id of experiment `name`, created with its kind and runs view (alpha_rl.tracking.view),
+    or given those it lacks."""
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         try:
             location = artifact_location(uri)
             return client.create_experiment(name, artifact_location=location,
-                                            tags={KIND_TAG: KIND})  # fmt: skip
+                                            tags=experiment_tags({}))  # fmt: skip
         except Exception as exc:
             if getattr(exc, "error_code", None) != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -212,9 +206,14 @@ def _get_or_create(client: Any, name: str, uri: str) -> str:
             f"experiment {name!r} is deleted; restore it (`mlflow experiments restore "
             f"--experiment-id {experiment.experiment_id}`) or choose another tracking.experiment"
         )
-    if KIND_TAG not in experiment.tags:  # an experiment made elsewhere: say what it holds
-        client.set_experiment_tag(experiment.experiment_id, KIND_TAG, KIND)
+    label_experiment(client, experiment)
     return experiment.experiment_id
+
+
+def label_experiment(client: Any, experiment: Any) -> None:
+    """Set what `experiment` lacks of its kind and runs view (alpha_rl.tracking.view)."""
+    for key, value in experiment_tags(dict(experiment.tags)).items():
+        client.set_experiment_tag(experiment.experiment_id, key, value)
 
 
 def _first_line(exc: BaseException) -> str:

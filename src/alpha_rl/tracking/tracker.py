@@ -63,6 +63,11 @@ class Tracker:
         return self._delivery.spec.run_id if self._delivery.connected else None
 
     @property
+    def experiment_id(self) -> str | None:
+        """The MLflow experiment's id; None while the store has been unreachable since the start."""
+        return self._delivery.experiment_id if self._delivery.connected else None
+
+    @property
     def last_step(self) -> int:
         """On resume: the largest step the store held for this run when reopened; else -1."""
         return max(self._delivery.last_steps.values(), default=-1)
