@@ -48,15 +48,14 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
     done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
-    ui = f"the sweep's runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui "
-    [said] = [line for line in (done.stdout + done.stderr).splitlines() if ui in line]
-    assert said.endswith("/#/experiments/1/runs?workflowType=machine_learning"
-                         "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs")  # fmt: skip
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
-    last = [line.split("] ", 1)[-1] for line in done.stdout.strip().splitlines()[-2:]]
-    assert last == ["sweep multirun/sweep: 4 jobs: 4 FINISHED",
-                    f"judge it: alpha-rl-kill-check --sweep multirun/sweep --tracking-uri "
-                    f"sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    counted, ui, judge = [line.split("] ", 1)[-1] for line in done.stdout.strip().splitlines()[-3:]]
+    assert counted == "sweep multirun/sweep: 4 jobs: 4 FINISHED"
+    assert ui.startswith(f"its runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui ")
+    assert ui.endswith("/#/experiments/1/runs?workflowType=machine_learning"
+                       "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs")  # fmt: skip
+    assert judge == (f"judge it: alpha-rl-kill-check --sweep multirun/sweep --tracking-uri "
+                     f"sqlite:///{tmp_path}/mlflow.db")  # fmt: skip
 
 
 def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path) -> None:

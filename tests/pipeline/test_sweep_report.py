@@ -62,7 +62,7 @@ def test_jobs_are_counted_by_how_they_ended(tmp_path: Path) -> None:
 
 
 def test_seeds_alone_leave_nothing_to_judge(tmp_path: Path) -> None:
-    cfg, _ = compose_train([f"hydra.sweep.dir={tmp_path}"])
+    cfg, _ = compose_train([f"hydra.sweep.dir={tmp_path}", "tracking.uri=databricks://lab"])
     write_outcome(tmp_path, "FINISHED", 1, None)  # the sweep dir itself is no job
     (tmp_path / "0").mkdir()
     write_outcome(tmp_path / "0", "FINISHED", 5, None)

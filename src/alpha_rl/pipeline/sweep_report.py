@@ -19,7 +19,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from alpha_rl.tracking.parent import PARENT_FILE, failed_jobs
+from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking import TrackingConfig
+from alpha_rl.tracking.parent import PARENT_FILE, failed_jobs, ui_opening
 from alpha_rl.tracking.records import write_json
 
 log = logging.getLogger("alpha_rl")
@@ -85,6 +87,15 @@ def next_commands(config: DictConfig, sweep_dir: Path) -> list[str]:
             + tracking for axis in dict.fromkeys(axes)]  # fmt: skip
 
 
+def _ui(config: DictConfig) -> str | None:
+    """How to open the sweep's runs in the UI (None when its store has no UI of ours, or its
+    tracking settings do not read: the jobs have said why)."""
+    try:
+        return ui_opening(TrackingConfig.from_cfg(config.tracking))
+    except AlphaRlError:
+        return None
+
+
 def _searched(config: DictConfig) -> bool:
     """Whether the multirun is a hyper-parameter search (hparams_search=...)."""
     return OmegaConf.select(config, "hydra.runtime.choices.hparams_search") is not None
@@ -104,6 +115,8 @@ def sweep_lines(config: DictConfig, not_started: list[dict]) -> list[str]:
     counted = ", ".join(f"{n} {state}" for state, n in states.most_common())
     total = sum(states.values())
     lines = [f"sweep {sweep_dir}: {total} job{'s' * (total != 1)}: {counted or 'none ran'}"]
+    opening = _ui(config)
+    lines += [f"its runs in the UI: {opening}"] if opening else []
     commands = next_commands(config, sweep_dir)
     verb = "confirm it" if _searched(config) else "judge it"
     lines += [f"{verb}: {c}" for c in commands]

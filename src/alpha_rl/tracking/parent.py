@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl.errors import ConfigError
 from alpha_rl.tracking.config import TrackingConfig, check_launcher
 from alpha_rl.tracking.delivery import PARENT_TAG
-from alpha_rl.tracking.links import open_line
+from alpha_rl.tracking.links import open_line, ui_of
 from alpha_rl.tracking.records import write_json
 from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
@@ -99,7 +99,6 @@ class ParentRunCallback(Callback):
         _, run_id = _read(sweep_dir, cfg)
         if run_id:
             _close_parent(cfg, run_id, failed)
-            _say_where(cfg)
         if failed:
             for f in failed:
                 log.error("job %s did not start: %s", f["job"], f["error"])
@@ -191,15 +190,16 @@ def _close_parent(cfg: TrackingConfig, run_id: str, failed: list[dict], status: 
         log.warning("the parent run %s stays RUNNING: its store %s is down", run_id, store.uri)
 
 
-def _say_where(cfg: TrackingConfig) -> None:
-    """Log how to open the sweep's runs in the UI (nothing while the store is down)."""
+def ui_opening(cfg: TrackingConfig) -> str | None:
+    """How to open the experiment's runs in the UI (None while the store is down, or for a
+    store no UI of ours serves, which is not asked)."""
+    if ui_of(cfg.uri) is None:
+        return None
     try:
         experiment_id = _store(cfg).experiment_id(cfg.experiment)
     except (StoreDown, Rejected):
-        return
-    opening = open_line(cfg.uri, experiment_id)
-    if opening:
-        log.info("the sweep's runs in the UI: %s", opening)
+        return None
+    return open_line(cfg.uri, experiment_id)
 
 
 def _store(cfg: TrackingConfig) -> Store:
