@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -101,13 +102,16 @@ def _minutes(seconds: float) -> str:
 def block(lines: list[str], seconds: float) -> str:
     """The README text between the markers."""
     cpu = platform.processor() or platform.machine()
+    text = (
+        f"`make train` trains on the synthetic market with the numpy backend and ends like this "
+        f"(it took {_minutes(seconds)} on {os.cpu_count()} cores, {cpu}, the install apart; "
+        f"measured by `make readme` on {time.strftime('%Y-%m-%d')}). The seed is fixed: every "
+        "run of this code prints these figures (a test checks it), but for the output "
+        "directory, steps/s and eta; another CPU's or numpy's BLAS may round differently:"
+    )
     return "\n".join([
         BEGIN,
-        f"`make train` trains on the synthetic market with the numpy backend and ends like this "
-        f"(it took {_minutes(seconds)} on {os.cpu_count()} cores ({cpu}), the install apart; "
-        f"measured by `make readme` on {time.strftime('%Y-%m-%d')}). The seed is fixed: the "
-        "figures are the same on every run of the same code with the same numpy; only the "
-        "output directory, steps/s and eta differ:",
+        *textwrap.wrap(text, 100, break_on_hyphens=False),
         "",
         *(f"    {line}" for line in lines),
         "",
