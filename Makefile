@@ -29,7 +29,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-gpu cubins docs readme lint clean venv
+.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-fast test-gpu cubins docs readme lint clean venv
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -75,9 +75,19 @@ gpu-ablation: $(STAMP) ## GPU: EXPERIMENT (her_ablation; her_components) x 5 see
 	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) backend=cuda scale=gpu 'seed=0,1,2,3,4' steps=40000 audit.every=4000 hydra.sweep.dir=$$dir $(ARGS); \
 	$(PY) -m alpha_rl.killcheck --sweep $$dir
 
+# The test targets keep compiled bytecode under build/pycache even where PYTHONDONTWRITEBYTECODE
+# is set: without it every process a test starts (runs, sweeps, servers, xdist workers) compiles
+# MLflow, Hydra and SQLAlchemy again, seconds each. --dist loadgroup hands out one test at a time
+# (the slow ones first) and keeps the tests that share one costly build on one worker
+# (tests/conftest.py).
 TEST_JOBS ?= auto
-test: $(STAMP) ## run every test that needs no GPU, on every core (TEST_JOBS=1: one process)
-	$(PY) -m pytest -m "not gpu" -q -n $(TEST_JOBS) $(ARGS)
+PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache \
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadgroup
+test: $(STAMP) ## every test that needs no GPU, on every core (TEST_JOBS=1: one process); what CI runs
+	$(PYTEST) -m "not gpu" $(ARGS)
+
+test-fast: $(STAMP) ## the inner loop, minutes: test without the slow ones (sweeps, servers, browser, long runs)
+	$(PYTEST) -m "not gpu and not slow and not browser" $(ARGS)
 
 test-gpu: $(STAMP) ## run the GPU tests (needs a CUDA GPU, pycuda and `make cubins`)
 	$(PY) -m pytest -m gpu -q $(ARGS)

@@ -4,12 +4,20 @@ GPU tests (marker `gpu`) are skipped on machines without a usable GPU, except wh
 asked for (`pytest -m gpu`, or ALPHA_RL_REQUIRE_GPU=1): then a missing GPU, pycuda or cubin is a
 failure, so a GPU run can never pass by skipping everything. Tests that need nvcc skip without it
 locally but fail under CI (CI=true), where nvcc is part of the machine.
+
+Tests marked `slow` run first, and under `--dist loadgroup` (make test) a worker takes one test at
+a time, so the longest work starts early and the short fills the gaps. Only slow tests may start
+a sweep, a tracking server or a browser: `make test-fast` leaves them out, so one of those in an
+unmarked test fails naming what it started.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,6 +31,7 @@ def _gpu_required(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _gpu_required(config):
         return
@@ -33,6 +42,74 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason=f"no usable GPU: {probe.reason}")
         for item in gpu_items:
             item.add_marker(skip)
+
+
+# tests that share a costly session fixture, sent to one xdist worker together
+ONE_WORKER = ("tests/build/",)  # built_cubins and built_tree: a whole nvcc build each
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under --dist loadgroup: xdist's load-scope scheduling (one test at a time, in collection
+    order) with each ONE_WORKER path as one unit. xdist's own loadgroup reads xdist_group marks
+    by renaming item._nodeid, which pytest 9 no longer reads: its groups would not hold."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((path for path in ONE_WORKER if nodeid.startswith(path)), nodeid)
+
+    return Scheduling(config, log)
+
+
+def words_of(args: str | bytes | os.PathLike | Sequence) -> list[str]:
+    """The words of a command line as subprocess.Popen takes it."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return shlex.split(os.fsdecode(args))
+    return [os.fsdecode(a) for a in args]
+
+
+def slow_command(words: list[str]) -> str | None:
+    """What the command line `words` starts that only a test marked slow may start (a sweep, a
+    tracking server, a search's confirmation, a browser), or None."""
+    for i, word in enumerate(words):
+        name, rest = os.path.basename(word), words[i + 1 :]
+        if name in ("alpha_rl.train", "alpha-rl-train") and {"-m", "--multirun"} & set(rest):
+            return "a sweep"
+        if name in ("alpha_rl.tracking", "mlflow") and rest[:1] == ["server"]:
+            return "a tracking server"
+        if name in ("alpha_rl.search.confirm", "alpha-rl-confirm"):
+            return "a search's confirmation (a sweep)"
+        if name in ("chromium", "chromium-browser", "chrome", "headless_shell"):
+            return "a browser"
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Outside tests marked slow (set-up and teardown included), starting what slow_command names
+    fails the test."""
+    if item.get_closest_marker("slow"):
+        return (yield)
+    popen = subprocess.Popen
+    real = popen._execute_child
+
+    def refused(self, args, *rest, **kwargs):
+        words = words_of(args)
+        what = slow_command(words)
+        if what:
+            pytest.fail(f"{item.nodeid} starts {what} (`{shlex.join(words)}`) but is not marked "
+                        "slow: mark it @pytest.mark.slow (make test-fast leaves those out)",
+                        pytrace=False)  # fmt: skip
+        return real(self, args, *rest, **kwargs)
+
+    popen._execute_child = refused
+    try:
+        return (yield)
+    finally:
+        popen._execute_child = real
 
 
 def required_tool(env_var: str, name: str, in_ci: str) -> str:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import io
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +36,26 @@ def compose_fixed(overrides: list[str] | None = None) -> tuple[DictConfig, dict[
     """compose_train with a fixed reward.scale, for ISV layouts built without a market
     (reward.scale=auto is resolved from the market's training ticks by the run)."""
     return compose_train(["reward.scale=1.0", *(overrides or [])])
+
+
+@functools.cache
+def empty_store() -> Path:
+    """An SQLite file with MLflow's schema and nothing else, made once per test process (making
+    one runs MLflow's schema migrations: seconds, which a copy of it skips)."""
+    from mlflow.tracking import MlflowClient
+
+    where = Path(tempfile.mkdtemp(prefix="alpha_rl_empty_store_"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    MlflowClient(tracking_uri=f"sqlite:///{where}/mlflow.db")
+    return where / "mlflow.db"
+
+
+def seeded_store(path: Path) -> str:
+    """The URI of an SQLite store at `path`: a copy of empty_store() unless a store is there
+    already. For tests whose subject is not how a store is made."""
+    if not path.exists():
+        shutil.copyfile(empty_store(), path)
+    return f"sqlite:///{path}"
 
 
 def by_name(decl, *values) -> dict:

@@ -29,6 +29,7 @@ def test_alpha_on_at_lr_zero_and_w_zero_trains_bit_for_bit_as_alpha_off(tmp_path
     assert {v for _, v in history(tmp_path, on.run_id, "aux/w_alpha_long")} == {0.0}
 
 
+@pytest.mark.slow
 def test_alpha_learns_and_resumes_bit_exact(tmp_path: Path) -> None:
     over = ["alpha='on'", "alpha.lr=0.01", "replay.beta_anneal_updates=29"]
     whole = job(tmp_path, over, "whole")

@@ -207,6 +207,7 @@ def test_every_key_of_every_option_file_is_read(tmp_path: Path) -> None:
     assert not read_undeclared, f"keys read but declared in no file of conf/: {read_undeclared}"
 
 
+@pytest.mark.slow
 def test_a_key_nothing_reads_is_found(tmp_path: Path) -> None:
     # her.ring_len: the kind of key this test exists for (the mid ring is the compiled HER_RING)
     # (set as a stale file would set it: a +her.ring_len=512 override is refused before the job)

@@ -283,6 +283,7 @@ def test_her_off_allocates_and_launches_nothing() -> None:
     assert her_bytes > 0 and sizes["'off'"] == sizes["'on'"] - her_bytes
 
 
+@pytest.mark.slow
 def test_after_10k_steps_injections_appear_on_done_steps() -> None:
     be = NumpyBackend()
     env, replay, hs, _, isv = build(be, wave_book(T=400), ["env.num_envs=8", "her.lookahead=20",

@@ -90,6 +90,7 @@ def test_the_n_step_ledger_across_a_close_and_an_episode_end() -> None:
     check_ledger(NumpyBackend())
 
 
+@pytest.mark.slow
 def test_n_step_runs_train_resume_bit_exact_and_store_their_discounts(tmp_path: Path) -> None:
     over = ["agent.n_step=3", "replay.beta_anneal_updates=29", "agent.gamma=0.9"]
     whole = job(tmp_path, over, "whole")

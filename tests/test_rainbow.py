@@ -13,6 +13,7 @@ from alpha_rl.tracking import RunRecord
 from tests.pipeline.test_run import history, job, theta
 
 
+@pytest.mark.slow
 def test_rainbow_trains_and_resumes_bit_exact(tmp_path: Path) -> None:
     over = ["agent=rainbow", "replay.beta_anneal_updates=29"]
     whole = job(tmp_path, over, "whole")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from alpha_rl import paths
 from alpha_rl.isv import layout_from_config
 from tests.helpers import compose_fixed
@@ -34,6 +36,7 @@ def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) -> None:
     proc = _train(tmp_path, "backend=numpy")
     out = proc.stdout + proc.stderr
@@ -55,6 +58,7 @@ def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) ->
     assert (tmp_path / "run" / "diag.jsonl").is_file()
 
 
+@pytest.mark.slow
 def test_variant_overrides_change_the_layout(tmp_path: Path) -> None:
     proc = _train(tmp_path, "backend=numpy", "her='off'", "reward=stride6")
     out = proc.stdout + proc.stderr

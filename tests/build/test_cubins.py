@@ -45,14 +45,23 @@ def test_each_stem_is_built_once_per_variant(built_cubins: Path) -> None:
     assert rc7["nvcc_version"] == nvcc_mod.nvcc_version()
 
 
-@pytest.fixture
-def tree(nvcc: str, tmp_path: Path) -> tuple[Path, Path]:
-    """A private copy of cuda/ and a cubin directory built from it."""
-    cuda = tmp_path / "cuda"
+@pytest.fixture(scope="module")
+def built_tree(nvcc: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A copy of cuda/ and a cubin directory built from it, once for the module's tests."""
+    root = tmp_path_factory.mktemp("tree")
+    cuda = root / "cuda"
     shutil.copytree(paths.cuda_dir(), cuda)
-    out = tmp_path / "cubins"
+    out = root / "cubins"
     report = build(cuda, out, ["90"], **QUIET)
     assert len(report.built) == len(expected_cubins()) and not report.failed
+    return cuda, out
+
+
+@pytest.fixture
+def tree(built_tree: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A private copy of built_tree for a test to edit (the manifest holds content hashes, so a
+    copy is as fresh as the original)."""
+    cuda, out = (shutil.copytree(p, tmp_path / p.name) for p in built_tree)
     return cuda, out
 
 
@@ -110,6 +119,7 @@ def test_hand_modified_cubin_is_refused(tree: tuple[Path, Path]) -> None:
         _require(cuda, out, stride=6)
 
 
+@pytest.mark.slow
 def test_changed_flags_make_a_cubin_stale(tree: tuple[Path, Path], monkeypatch) -> None:
     cuda, out = tree
     monkeypatch.setattr(nvcc_mod, "BASE_FLAGS", (*nvcc_mod.BASE_FLAGS, "-DEXTRA=1"))
@@ -136,6 +146,7 @@ def test_nvcc_error_is_reported_and_keeps_the_old_cubin(tree: tuple[Path, Path])
         mf.require_fresh(out, cuda, stems()["rng"], {}, "90")
 
 
+@pytest.mark.slow
 def test_cli_builds_and_reports(nvcc: str, tmp_path: Path, capsys) -> None:
     assert main(["--arch", "90", "--out", str(tmp_path)]) == 0
     count = len(expected_cubins())

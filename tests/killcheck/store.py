@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from alpha_rl.killcheck.cli import parse, run
 from alpha_rl.pipeline.labels import ORACLE_AUDIT
+from tests.helpers import seeded_store
 
 STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps
 EVALS = np.array([250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000,
@@ -47,7 +48,7 @@ class Store:
     """An experiment of runs under one parent run."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.uri = f"sqlite:///{tmp_path}/mlflow.db"
+        self.uri = seeded_store(tmp_path / "mlflow.db")
         self.client = MlflowClient(tracking_uri=self.uri)
         self.eid = self.client.create_experiment("alpha_rl")
         self.parent = self.client.create_run(self.eid, run_name="sweep").info.run_id

@@ -12,9 +12,14 @@ from alpha_rl.killcheck.config import Criteria
 EXPERIMENTS = 200
 SCENARIOS = {sc.name: sc for sc in scenarios(0.10)}
 FALSE = [name for name, sc in SCENARIOS.items() if sc.expect == "false"]
+# the Monte Carlo runs of several treatments or folds: seconds each
+MANY_ARMS = {"3 HER treatments at the boundaries", "5 treatments of a key at the PnL boundary",
+             "2% diverge, 5 key treatments", "4 folds with fold effects, boundary"}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", FALSE)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in MANY_ARMS else n for n in FALSE]
+)
 def test_a_false_kill_stays_within_alpha(name: str) -> None:
     """At the criteria's boundary (or on identical arms, diverged runs in both arms, folds with
     fold effects, several treatments) the check kills at most alpha of the time, family-wise,
@@ -48,6 +53,7 @@ def test_below_min_seeds_every_treatment_cannot_be_judged() -> None:
     assert rate.cannot == 1.0 and rate.any == 0.0
 
 
+@pytest.mark.slow
 def test_the_info_intervals_cover_near_their_nominal_level() -> None:
     """The methods the check uses (t for means and paired differences, Yuen for the IQM) against
     the percentile bootstrap it used before, at 5 runs."""
@@ -59,6 +65,7 @@ def test_the_info_intervals_cover_near_their_nominal_level() -> None:
     assert cov["IQM"]["Yuen"] >= max(cov["IQM"]["percentile"], cov["IQM"]["BCa"]) - margin
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_calibration_for_the_users_settings(capsys) -> None:
     code = run(parse(["--calibrate", "--seeds", "6", "--folds", "2", "--experiments", "20",
                       "alpha=0.05"]))  # fmt: skip

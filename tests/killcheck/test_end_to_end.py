@@ -14,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.killcheck import cli
+from tests.helpers import seeded_store
 
 pytestmark = pytest.mark.slow  # whole sweeps in subprocesses: 20-60 s each
 
@@ -25,10 +26,11 @@ def uri_of(tmp_path: Path) -> str:
 
 
 def sweep(tmp_path: Path, *overrides: str) -> None:
-    """A tiny numpy multirun into tmp_path/sweep, tracked into tmp_path/mlflow.db."""
+    """A tiny numpy multirun into tmp_path/sweep, tracked into tmp_path/mlflow.db (made from the
+    empty template: these tests are about the check)."""
+    uri = seeded_store(tmp_path / "mlflow.db")
     cmd = [sys.executable, "-m", "alpha_rl.train", "-m", *overrides, "debug=tiny",
-           "backend=numpy", f"tracking.uri={uri_of(tmp_path)}",
-           "hydra.sweep.dir=sweep"]  # fmt: skip
+           "backend=numpy", f"tracking.uri={uri}", "hydra.sweep.dir=sweep"]  # fmt: skip
     done = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 

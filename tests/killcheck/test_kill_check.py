@@ -237,6 +237,7 @@ def test_audit_mismatches_are_killed_even_with_too_few_pairs(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("how", ["her/forward_overwritten_total", "her/forward_expired_total"])
+@pytest.mark.slow
 def test_a_forward_arm_whose_ring_lost_closes_is_not_judged(tmp_path: Path, capsys,
                                                            how: str) -> None:  # fmt: skip
     store = Store(tmp_path)
@@ -284,6 +285,7 @@ def test_more_backward_injections_than_closes_is_killed(tmp_path: Path) -> None:
     assert code == 1 and verdicts(report)["2 backward inject"] == "KILL"
 
 
+@pytest.mark.slow
 def test_three_treatments_get_three_verdicts_and_one_kill_exits_1(tmp_path: Path, capsys) -> None:
     store = Store(tmp_path)
     worse = {"eval/l_q_probe": l_q_curve(7, 1.5, EVALS)}  # the probe loss 3x the baseline's
@@ -582,6 +584,7 @@ def test_runs_whose_ring_resolved_from_their_lookahead_still_pair(tmp_path: Path
     assert len(report["treatments"][0]["pairs"]) == 5
 
 
+@pytest.mark.slow
 def test_any_config_key_is_an_axis_with_its_default_as_baseline(tmp_path: Path) -> None:
     store = Store(tmp_path)
     for seed in SEEDS:
@@ -734,6 +737,7 @@ def test_fewer_pairs_than_min_seeds_cannot_be_judged(tmp_path: Path, capsys) -> 
     assert lines[-1] == "verdict: KEEP (her=on kept)"
 
 
+@pytest.mark.slow
 def test_a_non_default_check_records_over_a_default_verdict_only_with_record(
     tmp_path: Path, capsys
 ) -> None:
@@ -776,6 +780,7 @@ def test_a_non_default_check_records_over_a_default_verdict_only_with_record(
         assert tags(run_id)["kill_check.criteria"] == f"non-default: {changed}"
 
 
+@pytest.mark.slow
 def test_numpy_backend_runs_have_nothing_to_audit(tmp_path: Path) -> None:
     """Runs of the numpy backend executed the oracles: criteria 1-3 are NOT-APPLICABLE (forward
     HER's count of lost closes still read, not blocking) and the audit does not hold back a KEEP;

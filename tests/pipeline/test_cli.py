@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 TINY = ["debug=tiny", "backend=numpy"]
@@ -44,6 +45,7 @@ def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list
     return children
 
 
+@pytest.mark.slow
 def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> None:
     done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -58,6 +60,7 @@ def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> No
                      f"sqlite:///{tmp_path}/mlflow.db")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path) -> None:
     done = train(tmp_path, "-m", "steps=20", "eval.sharpe_window=0,5", "hydra.sweep.dir=sweep")
     assert done.returncode == 2, done.stderr[-3000:]

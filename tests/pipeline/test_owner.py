@@ -173,6 +173,7 @@ def test_two_runs_into_one_directory_the_second_is_refused_and_nothing_is_mixed(
     assert not (run_dir / owner.OWNER_FILE).exists()  # released at the end
 
 
+@pytest.mark.slow
 def test_a_fresh_run_or_sweep_into_a_used_directory_is_refused_before_hydra_writes(
     tmp_path: Path,
 ) -> None:
@@ -233,6 +234,7 @@ def test_a_run_stopped_before_its_first_step_may_start_over(tmp_path: Path) -> N
     assert job(tmp_path, [], "run").status == "FINISHED"
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_directory_whose_identity_disagrees(tmp_path: Path) -> None:
     path = write_quotes(tmp_path / "q.csv", 100 + np.cumsum(np.full(4000, 0.01)))
     market = ["market=file", f"market.path={path}", "market.tick_size=0.01"]

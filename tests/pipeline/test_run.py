@@ -13,14 +13,17 @@ from alpha_rl.errors import CheckpointError, ConfigError
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline import run as pipeline_run
 from alpha_rl.pipeline.run import Job, run_job
-from tests.helpers import compose_train
+from tests.helpers import compose_train, seeded_store
 
 TINY = ["backend=numpy", "debug=tiny"]
+ANNEAL = "replay.beta_anneal_updates=29"  # the 40-step run's own, so a run's halves share it
 
 
 def job(tmp_path: Path, overrides: list[str], name: str = "run"):
-    cfg, choices = compose_train([*TINY, f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",
-                                  *overrides])  # fmt: skip
+    """A run of conf/train.yaml on numpy (debug=tiny, `overrides`) in tmp_path/`name`, tracked
+    into tmp_path/mlflow.db (made from the empty template: these tests are about the run)."""
+    uri = seeded_store(tmp_path / "mlflow.db")
+    cfg, choices = compose_train([*TINY, f"tracking.uri={uri}", *overrides])
     return run_job(cfg, Job(tmp_path / name, choices))
 
 
@@ -64,6 +67,7 @@ def test_a_run_records_metrics_params_tags_and_artifacts(tmp_path: Path) -> None
     assert lines[-1]["hindsight"]["inject_total"] > 0
 
 
+@pytest.mark.slow
 def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path) -> None:
     six = job(tmp_path, ["reward_variant=stride6"], "six")
     seven = job(tmp_path, ["reward_variant=stride7_sentinel"], "seven")
@@ -81,16 +85,14 @@ def test_stride6_and_stride7_with_beta_sentinel_train_identically(tmp_path: Path
     assert (rewards[0] != rewards[1]).any(), "active β should change the stored rewards"
 
 
-def test_resume_continues_the_same_run_and_equals_an_unbroken_one(tmp_path: Path) -> None:
-    anneal = "replay.beta_anneal_updates=29"  # the 40-step run's own: the halves share it
-    whole = job(tmp_path, [anneal], "whole")
-    half = job(tmp_path, ["steps=20", anneal], "half")
-    assert theta(half.run_dir).shape == theta(whole.run_dir).shape
-    resumed = job(tmp_path, [f"resume={half.run_dir}", anneal], "ignored")
+def test_resume_continues_the_same_run_and_equals_an_unbroken_one(tmp_path: Path, unbroken) -> None:
+    half = job(tmp_path, ["steps=20", ANNEAL], "half")
+    assert theta(half.run_dir).shape == unbroken.theta.shape
+    resumed = job(tmp_path, [f"resume={half.run_dir}", ANNEAL], "ignored")
     assert resumed.run_id == half.run_id and resumed.run_dir == half.run_dir
     assert resumed.steps == 40
-    assert history(tmp_path, half.run_id, "loss/l_q") == history(tmp_path, whole.run_id, "loss/l_q")
-    np.testing.assert_array_equal(theta(half.run_dir), theta(whole.run_dir))
+    assert history(tmp_path, half.run_id, "loss/l_q") == unbroken.l_q
+    np.testing.assert_array_equal(theta(half.run_dir), unbroken.theta)
     steps = [json.loads(x)["step"] for x in (half.run_dir / "diag.jsonl").read_text().split()]
     assert steps == sorted(set(steps))
 

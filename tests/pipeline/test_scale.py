@@ -113,6 +113,7 @@ def last_l_q(run_dir: Path) -> float:
 
 
 @pytest.mark.parametrize("kind", sorted(MARKETS))
+@pytest.mark.slow
 def test_a_short_run_on_a_file_has_an_l_q_of_order_one(tmp_path: Path, kind: str) -> None:
     path, multiplier = write_file(tmp_path, walk_book(kind)), MARKETS[kind][3]
     l_q = {}

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.tracking import TrackingConfig
+from tests import helpers
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -33,11 +34,9 @@ def make_cfg(uri: str, **overrides: Any) -> TrackingConfig:
 
 
 @pytest.fixture(scope="session")
-def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database with MLflow's schema and nothing else (creating one takes ~1.5 s)."""
-    path = tmp_path_factory.mktemp("template") / "mlflow.db"
-    MlflowClient(tracking_uri=f"sqlite:///{path}")
-    return path
+def empty_store() -> Path:
+    """A SQLite database with MLflow's schema and nothing else (tests/helpers.py: one a process)."""
+    return helpers.empty_store()
 
 
 @pytest.fixture

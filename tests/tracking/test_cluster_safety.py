@@ -53,6 +53,7 @@ def test_an_sqlite_file_under_a_multi_node_launcher_is_refused(tmp_path: Path) -
         assert check_launcher(make_cfg(uri), JOBLIB, local) is None
 
 
+@pytest.mark.slow
 def test_a_slurm_sweep_into_an_sqlite_file_stops_before_any_job(tmp_path: Path) -> None:
     """The whole command line: the sweep exits 2 naming tracking=server, and nothing is
     submitted (no parent run, no store created)."""

@@ -7,6 +7,7 @@ import multiprocessing
 import re
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
@@ -65,6 +66,7 @@ def _job(uri: str, sweep_dir: str, barrier, results) -> None:
     results.put(parent_run_for(Path(sweep_dir), cfg))
 
 
+@pytest.mark.slow
 def test_parallel_jobs_without_the_callback_agree_on_one_parent(
     uri: str, client: MlflowClient, tmp_path: Path
 ) -> None:

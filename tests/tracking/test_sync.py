@@ -90,6 +90,7 @@ def test_unsent_data_is_kept_and_sync_sends_it(
     assert sync_run(run_dir) == 0  # nothing left: a second sync sends nothing
 
 
+@pytest.mark.slow
 def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -203,7 +204,10 @@ def test_sync_tells_a_store_gone_a_run_not_in_it_and_a_server_down_apart(
     assert history(client, run_id, "loss/l_q") == [(1, 0.5)]
 
 
-@pytest.mark.parametrize("kind", ["random bytes", "truncated", "server down"])
+# the load command takes seconds to give up on a server that does not answer
+@pytest.mark.parametrize(
+    "kind", ["random bytes", "truncated", pytest.param("server down", marks=pytest.mark.slow)]
+)
 def test_the_load_command_refuses_a_store_it_cannot_use_in_one_line(
     kind: str, empty_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

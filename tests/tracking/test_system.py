@@ -13,6 +13,7 @@ from tests.helpers import compose_train
 from tests.pipeline.test_run import client, job
 
 
+@pytest.mark.slow
 def test_a_numpy_run_logs_system_metrics_when_asked_and_not_by_default(tmp_path: Path) -> None:
     asked = job(tmp_path, ["tracking.system_metrics=true", "tracking.system_metrics_interval_s=0.1",
                            "steps=80"], "asked")  # fmt: skip
