@@ -390,9 +390,11 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path: Path) -> None:
     # Imports, Hydra composing the config (where OmegaConf, interrupted, raised another error
     # that Hydra reported or swallowed), the run's own start; every other one started as a
     # background job is (SIGINT ignored, which the run once kept until its loop began).
+    # the runs are long enough (debug=tiny steps 40 once ended within 5 s) that none can finish
     for i, delay in enumerate((0.3, 0.6, 1.0, 1.4, 1.8, 2.3, 5.0)):
         sigint = signal.SIG_IGN if i % 2 else signal.SIG_DFL
-        proc = start_train(tmp_path, f"hydra.run.dir={tmp_path}/run{delay}", sigint=sigint)
+        proc = start_train(tmp_path, f"hydra.run.dir={tmp_path}/run{delay}", "steps=100000",
+                           sigint=sigint)  # fmt: skip
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out = proc.communicate(timeout=300)[0]
