@@ -45,7 +45,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # tests that share a costly session fixture, sent to one xdist worker together
-ONE_WORKER = ("tests/build/",)  # built_cubins and built_tree: a whole nvcc build each
+ONE_WORKER = (
+    "tests/build/",  # built_cubins: a whole nvcc build
+    "tests/test_bad_overrides.py",  # refusals: ~30 refused runs, 20-25 s
+)
 
 
 @pytest.hookimpl(optionalhook=True)
