@@ -24,6 +24,8 @@ import pytest
 
 from alpha_rl import paths
 
+pytest_plugins = ["pytester"]  # tests/test_tiers.py runs a pytest of its own
+
 
 def _gpu_required(config: pytest.Config) -> bool:
     markexpr = (config.getoption("markexpr") or "").replace(" ", "")
@@ -81,7 +83,7 @@ def slow_command(words: list[str]) -> str | None:
         name, rest = os.path.basename(word), words[i + 1 :]
         if name in ("alpha_rl.train", "alpha-rl-train") and {"-m", "--multirun"} & set(rest):
             return "a sweep"
-        if name in ("alpha_rl.tracking", "mlflow") and rest[:1] == ["server"]:
+        if name in ("alpha_rl.tracking", "mlflow") and rest[:1] in (["server"], ["ui"]):
             return "a tracking server"
         if name in ("alpha_rl.search.confirm", "alpha-rl-confirm"):
             return "a search's confirmation (a sweep)"
