@@ -6,7 +6,8 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from alpha_rl.tracking.reader import TAGS_PER_REQUEST, RunReader
+from alpha_rl.tracking.reader import RunReader
+from alpha_rl.tracking.records import PARAMS_TAGS_PER_REQUEST
 from tests.helpers import seeded_store
 
 
@@ -24,7 +25,7 @@ def test_tags_go_in_batches_and_each_arrives(tmp_path: Path, monkeypatch) -> Non
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(reader.client, name, counted)
-    tags = {f"kill_check.{i}": f"v{i}" for i in range(TAGS_PER_REQUEST + 30)}
+    tags = {f"kill_check.{i}": f"v{i}" for i in range(PARAMS_TAGS_PER_REQUEST + 30)}
     tags["mlflow.note.content"] = "**Kill check** | a | b |\n" * 40
     reader.set_tags(run_id, tags)
     assert requests == ["log_batch", "log_batch"]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.tracking.records import PARAMS_TAGS_PER_REQUEST
 from alpha_rl.tracking.store import label_experiment, mlflow_client_class, resolve_uri
 from alpha_rl.tracking.stores import (
     NotInStoreError,
@@ -31,9 +32,6 @@ PARENT_TAG = "mlflow.parentRunId"
 PAGE = 1000
 REMEDY = "give the URI of an existing MLflow store"
 __all__ = ["NotInStoreError", "RunReader", "RunRecord", "TrackingReadError"]
-
-
-TAGS_PER_REQUEST = 100  # the most tags MLflow takes in one log_batch
 
 
 @dataclass(frozen=True)
@@ -150,13 +148,13 @@ class RunReader:
         )
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
-        """Set `tags` on a run: one request per TAGS_PER_REQUEST of them (a tag a request made a
-        kill check of a 40-run sweep some 600 requests)."""
+        """Set `tags` on a run: one request per PARAMS_TAGS_PER_REQUEST of them (a tag a request
+        made a kill check of a 40-run sweep some 600 requests)."""
         from mlflow.entities import RunTag
 
         batch = [RunTag(key, value) for key, value in tags.items()]
-        for i in range(0, len(batch), TAGS_PER_REQUEST):
-            part = batch[i : i + TAGS_PER_REQUEST]
+        for i in range(0, len(batch), PARAMS_TAGS_PER_REQUEST):
+            part = batch[i : i + PARAMS_TAGS_PER_REQUEST]
             self._call(f"tag run {run_id}", lambda p=part: self.client.log_batch(run_id, tags=p))
 
     def log_artifacts(self, run_id: str, paths: Iterable[Path], artifact_path: str) -> None:
