@@ -119,3 +119,26 @@ def test_a_database_that_does_not_exist_is_no_store_not_a_server_down(
     line = err.splitlines()[0]
     assert 'has no such database or role (database "no_such_database" does not exist)' in line
     assert "create it (createdb, createuser)" in line and "trying again later" not in line
+
+
+@pytest.mark.parametrize(
+    ("record", "says"),
+    [
+        (None, "--sweep {sweep}: no mlflow_parent.json there (not a multirun directory?)"),
+        ("{not json", "{sweep}/mlflow_parent.json cannot be read (JSONDecodeError: "),
+        ('{"uri": "sqlite:///mlflow.db"}', "{sweep}/mlflow_parent.json cannot be read (KeyError: "),
+    ],
+)
+def test_a_sweep_without_a_readable_parent_record_is_one_line(
+    record: str | None, says: str, template: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    if record is not None:
+        (sweep / "mlflow_parent.json").write_text(record)
+    args = ("--tracking-uri", f"sqlite:///{template}", "--sweep", str(sweep), "--no-write")
+    code, out, err = kill_check(capsys, *args)
+    assert code == 2 and "Traceback" not in out + err
+    line, verdict = err.splitlines()
+    assert line.startswith(f"alpha-rl-kill-check: {says.format(sweep=sweep)}"), line
+    assert verdict == "verdict: CANNOT-JUDGE"

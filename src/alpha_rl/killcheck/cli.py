@@ -12,7 +12,6 @@ a missing store, which is never created, a damaged one, a server that does not a
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -60,7 +59,7 @@ from alpha_rl.killcheck.report import (
 from alpha_rl.killcheck.speed import capture_key, judge_area, judge_speed
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.links import open_line
-from alpha_rl.tracking.parent import PARENT_FILE
+from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
 from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.stores import bound_requests
 from alpha_rl.tracking.view import VIEW_TAG
@@ -131,10 +130,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def parent_of_sweep(sweep: Path) -> str:
     """The parent run id a multirun directory recorded (mlflow_parent.json)."""
-    path = sweep / PARENT_FILE
-    if not path.is_file():
-        raise AlphaRlError(f"--sweep {sweep}: no {path.name} there (not a multirun directory?)")
-    return str(json.loads(path.read_text())["run_id"])
+    run_id = recorded_parent(sweep)
+    if run_id is None:
+        raise AlphaRlError(f"--sweep {sweep}: no {PARENT_FILE} there (not a multirun directory?)")
+    return run_id
 
 
 def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import TrackingConfig
-from alpha_rl.tracking.parent import PARENT_FILE, failed_jobs, ui_opening
+from alpha_rl.tracking.parent import failed_jobs, recorded_parent, ui_opening
 from alpha_rl.tracking.records import write_json
 
 log = logging.getLogger("alpha_rl")
@@ -103,8 +103,8 @@ def _searched(config: DictConfig) -> bool:
 
 def _parent_id(sweep_dir: Path) -> str | None:
     try:
-        return str(json.loads((sweep_dir / PARENT_FILE).read_text())["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return recorded_parent(sweep_dir)
+    except AlphaRlError:  # its jobs have said what is wrong with it
         return None
 
 

@@ -202,6 +202,19 @@ def ui_opening(cfg: TrackingConfig) -> str | None:
     return open_line(cfg.uri, experiment_id)
 
 
+def recorded_parent(sweep_dir: Path) -> str | None:
+    """The parent run id a multirun directory recorded (PARENT_FILE); None where there is none;
+    ConfigError naming the file where it cannot be read."""
+    path = Path(sweep_dir) / PARENT_FILE
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text())["run_id"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} cannot be read ({type(exc).__name__}: {exc}): it should be "
+                          "a multirun's record of its parent run") from None  # fmt: skip
+
+
 def _store(cfg: TrackingConfig) -> Store:
     set_http_limits(cfg.http_timeout_s, cfg.http_retries)
     return Store(resolve_uri(cfg.uri), cfg.retry_s)
