@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from alpha_rl.pipeline.summary import per_env_kstep
 from alpha_rl.tracking.records import read_diag
 
 PANELS = (
@@ -49,7 +50,7 @@ def plot_run(run_dir: Path, out: Path, title: str, unit: str,
     import matplotlib.pyplot as plt
 
     series = read_series(run_dir / "diag.jsonl")
-    k = 1000.0 / (eval_shape[0] * eval_shape[1]) if eval_shape else 1.0
+    k = per_env_kstep(1.0, *eval_shape) if eval_shape else 1.0
     per_kstep, total = (lambda v: v * k), (lambda v: v / k)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 3.6), squeeze=False)
     for ax, (name, curves) in zip(axes[0], PANELS, strict=True):

@@ -20,6 +20,12 @@ def signed(value: float, unit: str = "") -> str:
     return f"{text} {unit}".rstrip()
 
 
+def per_env_kstep(pnl: float, envs: int, steps: int) -> float:
+    """A held-out PnL summed over `envs` envs x `steps` steps, per env per 1,000 steps: one
+    agent's rate, comparable across evaluation sizes."""
+    return pnl / envs / steps * 1000.0
+
+
 @dataclass
 class Summary:
     """The figures a run ends with, gathered from its log points."""
@@ -34,9 +40,8 @@ class Summary:
     title: str = ""  # what the run is (variant, seed, market), the curves' title
 
     def per_env_kstep(self, pnl: float) -> float:
-        """A held-out PnL (summed over eval_envs envs x eval_steps steps) per env per 1,000
-        steps: one agent's rate, comparable across evaluation sizes."""
-        return pnl / self.eval_envs / self.eval_steps * 1000.0
+        """A held-out PnL of this run's evaluation per env per 1,000 steps (per_env_kstep)."""
+        return per_env_kstep(pnl, self.eval_envs, self.eval_steps)
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         """Record one log point's metrics."""
