@@ -139,10 +139,10 @@ def check_added_keys(overrides: Iterable[str], groups: frozenset[str] = frozense
             continue
         if key in declared or any(k.startswith(key + ".") for k in declared):
             continue
-        near = difflib.get_close_matches(key, sorted(declared), n=1, cutoff=0.6)
+        near = _nearest(key, sorted(declared))
         value = override.input_line.split("=", 1)[1] if "=" in override.input_line else "..."
         fix = (
-            f"did you mean {near[0]}={value} (a declared key: set it without the +)?"
+            f"did you mean {near}={value} (a declared key: set it without the +)?"
             if near
             else "remove it, or declare it in the option file of the code that reads it"
         )
