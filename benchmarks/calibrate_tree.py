@@ -36,8 +36,8 @@ def simulate(path: str, seeds: int, folds: int, experiments: int) -> None:
 def judge(path: str) -> None:
     import alpha_rl
     from alpha_rl.killcheck.axes import axis_for
-    from alpha_rl.killcheck.cli import judge as judge_runs
     from alpha_rl.killcheck.config import Criteria
+    from alpha_rl.killcheck.judge import judge as judge_runs
 
     # the deciding figures do not depend on the INFO rows' bootstrap resamples: fewer, for time
     crit = Criteria.load(overrides=["resamples=999"])

@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from benchmarks.peers.common import arguments, median_us, report
-from benchmarks.peers.torch_graph import StaticPeer, sanity, set_precision
+from benchmarks.peers.torch_eager import set_precision
+from benchmarks.peers.torch_graph import StaticPeer, sanity
 
 MODES = ("default", "reduce-overhead")
 

@@ -225,10 +225,14 @@ def check(dev: torch.device, B: int = 256) -> None:
     assert torch.isfinite(peer.prio[: peer.head]).all() and peer.max_p >= 1.0
 
 
+def set_precision(precision: str) -> None:
+    """float32: true FP32 matmuls; tf32: TF32 tensor cores (what JAX does by default on GPU)."""
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
 def main() -> None:
     args = arguments(__doc__, precisions=("float32", "tf32"))
-    from benchmarks.peers.torch_graph import set_precision
-
     dev = torch.device("cuda")
     check(dev)
     rows = []

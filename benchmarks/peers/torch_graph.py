@@ -42,7 +42,7 @@ from benchmarks.peers.common import (
     median_us,
     report,
 )  # fmt: skip
-from benchmarks.peers.torch_eager import Market, q_networks
+from benchmarks.peers.torch_eager import Market, q_networks, set_precision
 
 
 class StaticPeer(Market):
@@ -160,12 +160,6 @@ class StaticPeer(Market):
         with torch.no_grad():
             for p, tp in zip(self.q.parameters(), self.q_target.parameters(), strict=True):
                 tp.copy_(torch.where(sync, p, tp))
-
-
-def set_precision(precision: str) -> None:
-    """float32: true FP32 matmuls; tf32: TF32 tensor cores (what JAX does by default on GPU)."""
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
 def capture(peer: StaticPeer, warmup: int = 3) -> torch.cuda.CUDAGraph:

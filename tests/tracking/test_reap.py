@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from alpha_rl.tracking.__main__ import main
 from alpha_rl.tracking.parent import SWEEP_TAG
 from alpha_rl.tracking.reap import (
     FROM_HEARTBEAT,
@@ -28,7 +29,6 @@ from alpha_rl.tracking.reap import (
     mark_dead,
     parse_duration,
 )
-from alpha_rl.tracking.sync import main
 from alpha_rl.tracking.tracker import REASON_TAG
 from tests.bad_stores import KINDS, PASSWORD, fingerprint, make
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from alpha_rl.tracking.__main__ import main
 from alpha_rl.tracking.store import artifact_location
-from alpha_rl.tracking.sync import main
 from tests.bad_stores import FILE_KINDS, fingerprint, make
 
 

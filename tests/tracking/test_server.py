@@ -20,10 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from alpha_rl.tracking.__main__ import main as tracking_main
 from alpha_rl.tracking.server import add_parser, plan
 from alpha_rl.tracking.server_checks import ServerError
 from alpha_rl.tracking.server_watch import Announced, ended, ip, run_watched, tree
-from alpha_rl.tracking.sync import main as tracking_main
 from tests.mlflow_server import TrackingServer, free_port
 
 

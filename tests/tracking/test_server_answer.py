@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from alpha_rl.tracking import server_answer
+from alpha_rl.tracking.__main__ import main as tracking_main
 from alpha_rl.tracking.server_answer import StartWatch, answers, ui_links
-from alpha_rl.tracking.sync import main as tracking_main
 from alpha_rl.tracking.view import VIEW_TAG
 from tests.mlflow_server import free_port
 

@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
 from alpha_rl.tracking import TrackingConfig, open_tracker, sync_run
+from alpha_rl.tracking.__main__ import main
 from alpha_rl.tracking.records import Outbox, RunSpec, write_unsent
-from alpha_rl.tracking.sync import main
 from tests.bad_stores import KINDS, PASSWORD, fingerprint, free_port, make
 from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history
 

@@ -146,7 +146,7 @@ def simulate(sc: Scenario, seeds: int, folds: int, tolerance: float, margin: flo
 def _judge(crit, runs: list[RunRecord], axis_name: str) -> dict[str, str]:
     """Each treatment's verdict from the check itself (its deciding rows only)."""
     from alpha_rl.killcheck.axes import axis_for
-    from alpha_rl.killcheck.cli import judge
+    from alpha_rl.killcheck.judge import judge
 
     axis = axis_for(axis_name, "a0" if axis_name == "calib.arm" else None)
     treatments, _, _ = judge(runs, axis, crit, info=False)

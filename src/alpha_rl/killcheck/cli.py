@@ -23,32 +23,15 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.killcheck.axes import Axis, axis_for
-from alpha_rl.killcheck.compare import (
-    BROKEN,
-    judge_benefit,
-    judge_broken,
-    judge_folds,
-    judge_held_out,
-    judge_stability,
-    literal_row,
-)
+from alpha_rl.killcheck.axes import axis_for
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import (
-    INFO,
-    NOT_APPLICABLE,
-    NOT_EVALUATED,
-    PENDING,
-    Judgement,
-    her_criteria,
-)
-from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
+from alpha_rl.killcheck.judge import judge
+from alpha_rl.killcheck.pairs import Pairing
 from alpha_rl.killcheck.report import (
     CANNOT_JUDGE,
     EXIT,
     NOTE_TAG,
     Treatment,
-    decide,
     note,
     overall,
     plot,
@@ -56,7 +39,7 @@ from alpha_rl.killcheck.report import (
     table,
     write_json,
 )
-from alpha_rl.killcheck.speed import capture_key, judge_area, judge_speed
+from alpha_rl.killcheck.speed import capture_key
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
@@ -134,63 +117,6 @@ def parent_of_sweep(sweep: Path) -> str:
     if run_id is None:
         raise AlphaRlError(f"--sweep {sweep}: no {PARENT_FILE} there (not a multirun directory?)")
     return run_id
-
-
-def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
-                    info: bool = True) -> Treatment:  # fmt: skip
-    """Every row of one treatment against the baseline; the axis's criteria set decides (the
-    other rows are INFO; info=False leaves out those that never decide, as the calibration
-    does). Its statistical rows stay PENDING for `decide`, or NOT-EVALUATED with fewer than
-    `min_seeds` pairs (counting, for a test on pairs, those it could use)."""
-    label, base = axis.label(value), axis.label(axis.baseline)
-    deciding = crit.deciding_for(axis.name)
-    rows = her_criteria(axis, [t for t, _ in pairs], crit)
-    for row in rows:
-        owner = "injections" if row.criterion.startswith("4") else "audits"
-        if owner not in deciding and row.verdict != NOT_APPLICABLE:
-            row.required, row.blocks = False, False
-            row.value += f" ({row.verdict}; not deciding on the {axis.name} axis)"
-            row.verdict = INFO
-    rows += [judge_stability(pairs, crit, "stability" in deciding),
-             _deciding(judge_broken(pairs, (label, base), crit), "broken" in deciding, axis),
-             _deciding(judge_benefit(pairs, crit), "benefit" in deciding, axis)]  # fmt: skip
-    if info:
-        rows += [literal_row(pairs, axis, crit), judge_speed(pairs, (label, base), crit)]
-        rows += [row for key in ("eval/capture_ratio", "eval/pnl")
-                 if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
-        rows += judge_held_out(pairs, (label, base), crit)
-        rows += judge_folds(pairs, crit)
-    for row in rows:  # a test on fewer pairs than min_seeds (broken pairs left out) waits
-        used = len(pairs) if row.criterion == BROKEN else row.evidence.get("n", len(pairs))
-        if row.verdict == PENDING and used < crit.min_seeds:
-            why = f"{used} pair{'' if used == 1 else 's'} < min_seeds {crit.min_seeds}: not judged"
-            row.verdict = NOT_EVALUATED
-            row.value += f"; {why}"
-            row.evidence["not_judged"] = why
-    return Treatment(value, label, pairs, rows)
-
-
-def _deciding(row: Judgement, decides: bool, axis: Axis) -> Judgement:
-    """`row` as it stands where it decides, else an INFO row (its p-value kept as evidence)."""
-    if decides:
-        return row
-    row.required, row.test = False, None
-    if row.verdict == PENDING:
-        row.verdict = INFO
-    row.threshold = f"reported: not deciding on the {axis.name} axis"
-    return row
-
-
-def judge(runs: list[RunRecord], axis: Axis, crit: Criteria,
-          info: bool = True) -> tuple[list[Treatment], Pairing, int]:  # fmt: skip
-    """Every treatment of the axis judged and decided together (Holm over the check), the
-    pairing and the number of tests in the family (info: as `judge_treatment`)."""
-    runs = [r for r in runs if r.params]  # a parent run holds no config
-    pairing = pair_runs(runs, axis, crit.pair_ignore)
-    treatments = [judge_treatment(axis, v, pairs, crit, info)
-                  for v, pairs in pairing.arms.items()]  # fmt: skip
-    family = decide(treatments, crit)
-    return treatments, pairing, family
 
 
 def _tag_key(text: str) -> str:

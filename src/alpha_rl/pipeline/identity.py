@@ -8,7 +8,8 @@ directory whose jobs hold runs; a directory whose run stopped before recording a
 started over by the same command, and so may a cluster job requeued before its first checkpoint
 (its earlier attempt's diag.jsonl is set aside, not mixed in). A resume is refused when the
 directory's identity disagrees with the config (seed), the market (digest), its tracking.json
-(run id) or the checkpoint it restores.
+(run id) or the checkpoint it restores. RunDirCallback (conf/train.yaml's callbacks) claims a run's
+or sweep's directory (pipeline/owner.py) and makes these refusals before Hydra writes into it.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import hashlib
 import json
 import logging
 import socket
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import CheckpointError, WriteError
-from alpha_rl.pipeline.owner import RunDirError, job_id, write_record
+from alpha_rl.pipeline.owner import RunDirError, claim, job_id, release, write_record
 from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.records import dumps, read_diag, replace_text, why
 from alpha_rl.tracking.tracker import DIAG_FILE
@@ -217,3 +221,39 @@ def previous_run_id(run_dir: Path) -> str | None:
         f"{path}: {problem}; it names the MLflow run this directory reports to: restore it, "
         "or delete it to continue the run's training into a new MLflow run"
     )
+
+
+# --- the Hydra callback ---
+
+
+class RunDirCallback(Callback):
+    """Hydra callback: a single run owns its output directory from before Hydra writes into it
+    (.hydra/, the log), a multirun its sweep directory for the whole sweep; refused in one line,
+    exit 2, when another live process owns it, it cannot be created, or (without resume=) it
+    holds a run already, whose .hydra/ Hydra would otherwise overwrite."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        directory = self._claim(OmegaConf.select(config, "hydra.run.dir"), "run directory")
+        if OmegaConf.select(config, "resume", default=None) is None:
+            self._refuse(lambda: refuse_a_used_dir(directory))
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        release(Path(str(OmegaConf.select(config, "hydra.run.dir"))))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        directory = self._claim(OmegaConf.select(config, "hydra.sweep.dir"), "sweep directory")
+        self._refuse(lambda: refuse_a_used_sweep(directory))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        release(Path(str(OmegaConf.select(config, "hydra.sweep.dir"))))
+
+    def _claim(self, directory: Any, what: str) -> Path:
+        return self._refuse(lambda: claim(Path(str(directory)), what))
+
+    @staticmethod
+    def _refuse(check: Any) -> Any:
+        try:
+            return check()
+        except RunDirError as exc:  # logging is not set up yet: say it on stderr
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(2) from None

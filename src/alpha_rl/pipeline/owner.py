@@ -11,7 +11,8 @@ another host, whose processes cannot be checked from here (on a network file sys
 are not shared between nodes, that record is what still refuses). The claim is released when the
 run ends, however it ends (an exit through SystemExit too), and owner.json removed with it.
 
-What a run directory holds, and the identity a resume checks, are pipeline/identity.py's.
+What a run directory holds, the identity a resume checks and the Hydra callback that claims a
+run's or sweep's directory before Hydra writes into it are pipeline/identity.py's.
 """
 
 from __future__ import annotations
@@ -24,15 +25,11 @@ import json
 import logging
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.records import replace_text, why
@@ -229,43 +226,3 @@ def write_record(path: Path, data: dict[str, Any]) -> None:
     except OSError as exc:
         raise RunDirError(f"cannot write {path} ({why(exc)}); free space or choose another "
                           "directory") from exc  # fmt: skip
-
-
-# --- the Hydra callback ---
-
-
-class RunDirCallback(Callback):
-    """Hydra callback: a single run owns its output directory from before Hydra writes into it
-    (.hydra/, the log), a multirun its sweep directory for the whole sweep; refused in one line,
-    exit 2, when another live process owns it, it cannot be created, or (without resume=) it
-    holds a run already, whose .hydra/ Hydra would otherwise overwrite."""
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from alpha_rl.pipeline.identity import refuse_a_used_dir
-
-        directory = self._claim(OmegaConf.select(config, "hydra.run.dir"), "run directory")
-        if OmegaConf.select(config, "resume", default=None) is None:
-            self._refuse(lambda: refuse_a_used_dir(directory))
-
-    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
-        release(Path(str(OmegaConf.select(config, "hydra.run.dir"))))
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from alpha_rl.pipeline.identity import refuse_a_used_sweep
-
-        directory = self._claim(OmegaConf.select(config, "hydra.sweep.dir"), "sweep directory")
-        self._refuse(lambda: refuse_a_used_sweep(directory))
-
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        release(Path(str(OmegaConf.select(config, "hydra.sweep.dir"))))
-
-    def _claim(self, directory: Any, what: str) -> Path:
-        return self._refuse(lambda: claim(Path(str(directory)), what))
-
-    @staticmethod
-    def _refuse(check: Any) -> Any:
-        try:
-            return check()
-        except RunDirError as exc:  # logging is not set up yet: say it on stderr
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-            raise SystemExit(2) from None

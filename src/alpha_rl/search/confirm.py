@@ -33,8 +33,9 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
-from alpha_rl.killcheck.cli import WANTED, exit_with_verdict, judge
+from alpha_rl.killcheck.cli import WANTED, exit_with_verdict
 from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.study import STUDY_TAG
