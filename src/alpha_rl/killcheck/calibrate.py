@@ -34,6 +34,7 @@ from scipy import stats
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import RunRecord
+from alpha_rl.vocabulary import L_Q, PNL, PROBE
 
 EVALS = np.arange(1000, 10001, 1000)  # evaluation and log steps of a simulated run
 PNL_LEVEL, PNL_SEED_SD, PNL_RUN_SD = 50_000.0, 10_000.0, 5_000.0
@@ -89,9 +90,9 @@ def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarr
         loss[-1] = probe[-1] = np.nan
         tags = tags | {"alpha_rl.failure_reason": "non-finite loss/l_q (diverged)"}
     metrics = {
-        "eval/l_q_probe": list(zip(steps, probe.tolist(), strict=True)),
-        "eval/pnl": list(zip(steps, pnl.tolist(), strict=True)),
-        "loss/l_q": list(zip(steps, loss.tolist(), strict=True)),
+        PROBE: list(zip(steps, probe.tolist(), strict=True)),
+        PNL: list(zip(steps, pnl.tolist(), strict=True)),
+        L_Q: list(zip(steps, loss.tolist(), strict=True)),
     }
     if params.get("her.enabled") == "True":  # a healthy, audited HER run
         zeros = [(s, 0.0) for s in steps]

@@ -31,10 +31,11 @@ from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.killcheck.speed import window_mean
 from alpha_rl.killcheck.stats import fisher_floor, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
+from alpha_rl.vocabulary import HELD_OUT, L_Q, PROBE
 
 PROBE_TAG = "probe_digest"
-PROBE_KEY, LITERAL_KEY = "eval/l_q_probe", "loss/l_q"
-HELD_OUT_KEYS = ("eval/pnl", "eval/sharpe", "eval/capture_ratio")
+PROBE_KEY, LITERAL_KEY = PROBE, L_Q
+HELD_OUT_KEYS = HELD_OUT
 NOT_COMPARABLE = {
     "her": "HER's batches hold synthetic rows (peak or forward PnL, done = 1) at boosted "
     "priority, another regression problem",

@@ -10,8 +10,9 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError, require
+from alpha_rl.vocabulary import L_Q, L_Q_REAL, PROBE
 
-STABILITY_METRICS = ("eval/l_q_probe", "loss/l_q_real", "loss/l_q")
+STABILITY_METRICS = (PROBE, L_Q_REAL, L_Q)
 # the criteria a `deciding` set may name: HER's audits (1-3) and injections (4), criterion 5 on
 # the stability metric, the rate of broken runs, and no held-out harm
 DECIDING = ("audits", "injections", "stability", "broken", "benefit")

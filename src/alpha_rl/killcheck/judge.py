@@ -27,6 +27,7 @@ from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
 from alpha_rl.killcheck.report import Treatment, decide
 from alpha_rl.killcheck.speed import judge_area, judge_speed
 from alpha_rl.tracking import RunRecord
+from alpha_rl.vocabulary import CAPTURE, PNL
 
 
 def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
@@ -49,7 +50,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
              _deciding(judge_benefit(pairs, crit), "benefit" in deciding, axis)]  # fmt: skip
     if info:
         rows += [literal_row(pairs, axis, crit), judge_speed(pairs, (label, base), crit)]
-        rows += [row for key in ("eval/capture_ratio", "eval/pnl")
+        rows += [row for key in (CAPTURE, PNL)
                  if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
         rows += judge_held_out(pairs, (label, base), crit)
         rows += judge_folds(pairs, crit)

@@ -23,6 +23,7 @@ from alpha_rl.killcheck.pairs import Pair, Pairing
 from alpha_rl.killcheck.stats import MAX_SEEDS, holm
 from alpha_rl.tracking import RunRecord
 from alpha_rl.tracking.records import json_safe
+from alpha_rl.vocabulary import L_Q, PNL
 
 KEEP, CANNOT_JUDGE = "KEEP", "CANNOT-JUDGE"
 EXIT = {KEEP: 0, KILL: 1, CANNOT_JUDGE: 2}
@@ -210,9 +211,9 @@ def _band(runs: list[RunRecord], key: str) -> tuple[np.ndarray, ...] | None:
 
 PANELS = (
     ("{stability}", "{stability} (criterion 5)"),
-    ("loss/l_q", "loss/l_q over the whole batch (INFO: not comparable)"),
+    (L_Q, "loss/l_q over the whole batch (INFO: not comparable)"),
     ("{capture}", "{capture} (held-out)"),
-    ("eval/pnl", "eval/pnl (held-out PnL per evaluation)"),
+    (PNL, "eval/pnl (held-out PnL per evaluation)"),
 )
 
 

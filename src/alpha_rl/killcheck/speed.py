@@ -32,9 +32,10 @@ from alpha_rl.killcheck.criteria import INFO, NOT_EVALUATED, Judgement
 from alpha_rl.killcheck.fmt import fmt_interval
 from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.tracking import RunRecord
+from alpha_rl.vocabulary import CAPTURE, TRAIN_CAPTURE
 
 EXACT, FIRST, NEVER = "exact", "at the first evaluation", "never"
-CAPTURE_KEYS = ("eval/capture_ratio", "trade/capture_ratio")
+CAPTURE_KEYS = (CAPTURE, TRAIN_CAPTURE)
 
 
 def capture_key(runs: list[RunRecord]) -> str | None:

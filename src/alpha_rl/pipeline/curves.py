@@ -11,14 +11,15 @@ import numpy as np
 
 from alpha_rl.pipeline.summary import per_env_kstep
 from alpha_rl.tracking.records import read_diag
+from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, PROBE, SHARPE, TRAIN_CAPTURE
 
 PANELS = (
-    ("training TD loss", (("loss/l_q", "loss/l_q (batches)"),
-                          ("eval/l_q_probe", "eval/l_q_probe (held-out probe)"))),
-    ("capture ratio", (("trade/capture_ratio", "training (exploring)"),
-                       ("eval/capture_ratio", "held-out (greedy)"))),
-    ("held-out PnL per evaluation", (("eval/pnl", "eval/pnl, all eval envs"),)),
-    ("held-out Sharpe", (("eval/sharpe", "eval/sharpe"),)),
+    ("training TD loss", ((L_Q, "loss/l_q (batches)"),
+                          (PROBE, "eval/l_q_probe (held-out probe)"))),
+    ("capture ratio", ((TRAIN_CAPTURE, "training (exploring)"),
+                       (CAPTURE, "held-out (greedy)"))),
+    ("held-out PnL per evaluation", ((PNL, "eval/pnl, all eval envs"),)),
+    ("held-out Sharpe", ((SHARPE, SHARPE),)),
 )  # fmt: skip
 
 

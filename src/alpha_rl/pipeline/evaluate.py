@@ -21,6 +21,7 @@ from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.session import Session
+from alpha_rl.vocabulary import CAPTURE, PNL, SHARPE, SHARPE_INTERVALS, TRADES
 
 F32 = np.float32
 
@@ -85,12 +86,12 @@ class Evaluator:
             available += stats.available
         skew, kurtosis = moments(np.asarray(pnl))
         return {
-            "eval/pnl": realised,
-            "eval/sharpe": sharpe(np.asarray(pnl)),
-            "eval/sharpe_intervals": float(len(pnl)),
+            PNL: realised,
+            SHARPE: sharpe(np.asarray(pnl)),
+            SHARPE_INTERVALS: float(len(pnl)),
             "eval/pnl_skew": skew,
             "eval/pnl_kurtosis": kurtosis,
-            "eval/capture_ratio": realised / available if available > 0 else float("nan"),
-            "eval/trades": float(trades),
+            CAPTURE: realised / available if available > 0 else float("nan"),
+            TRADES: float(trades),
             "eval/aux_accuracy": right / labeled if labeled else float("nan"),
         } | self.probe.run()

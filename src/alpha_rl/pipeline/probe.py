@@ -32,6 +32,7 @@ from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.reference.rng import Stream, rng_uniform
 from alpha_rl.session import Session
+from alpha_rl.vocabulary import PROBE
 
 F32, I32 = np.float32, np.int32
 FIELDS = ("h_t", "h_tp1", "action", "reward", "done")
@@ -131,6 +132,6 @@ class ProbeLoss:
         be = lr.backend
         q_host = be.download(q_t).reshape(n, ACTIONS).astype(np.float64)
         return {
-            "eval/l_q_probe": float(be.download(self.out)[0]),
+            PROBE: float(be.download(self.out)[0]),
             "eval/q_probe_mean": float(q_host.max(axis=1).mean()),
         }

@@ -9,6 +9,7 @@ import time
 from typing import TextIO
 
 from alpha_rl.pipeline.summary import signed
+from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, TRAIN_CAPTURE
 
 log = logging.getLogger("alpha_rl")
 WIDTH = 24
@@ -41,11 +42,11 @@ class Progress:
         """Record `done` steps (and a log point's metrics); redraw at most ten times a second."""
         self.done = done
         if metrics:
-            self.l_q = metrics.get("loss/l_q", self.l_q)
-            self.capture = metrics.get("trade/capture_ratio", self.capture)
-            if "eval/pnl" in metrics:
-                capture = metrics.get("eval/capture_ratio", float("nan"))
-                self.held_out = (done, metrics["eval/pnl"], capture)
+            self.l_q = metrics.get(L_Q, self.l_q)
+            self.capture = metrics.get(TRAIN_CAPTURE, self.capture)
+            if PNL in metrics:
+                capture = metrics.get(CAPTURE, float("nan"))
+                self.held_out = (done, metrics[PNL], capture)
         if self.tty:
             now = time.perf_counter()
             if now - self._drawn >= 0.1 or done == self.total:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-EVAL_KEYS = ("eval/pnl", "eval/capture_ratio", "eval/sharpe", "eval/trades")
+from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, SHARPE, TRADES
+
+EVAL_KEYS = (PNL, CAPTURE, SHARPE, TRADES)
 
 
 def signed(value: float, unit: str = "") -> str:
@@ -45,9 +47,9 @@ class Summary:
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         """Record one log point's metrics."""
-        if "loss/l_q" in metrics:
-            self.l_q.append(float(metrics["loss/l_q"]))
-        if "eval/pnl" in metrics:
+        if L_Q in metrics:
+            self.l_q.append(float(metrics[L_Q]))
+        if PNL in metrics:
             self.last_eval = {k: float(metrics[k]) for k in EVAL_KEYS if k in metrics}
             self.last_eval_step = step
 
@@ -65,7 +67,7 @@ class Summary:
         out = []
         e = self.last_eval
         if e:
-            pnl = e.get("eval/pnl", math.nan)
+            pnl = e.get(PNL, math.nan)
             out.append(
                 f"held-out, the last evaluation (step {self.last_eval_step}, greedy, "
                 f"{self.eval_envs} envs x {self.eval_steps} steps): pnl "

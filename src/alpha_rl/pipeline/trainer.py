@@ -35,6 +35,7 @@ from alpha_rl.pipeline.config import Plan
 from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
+from alpha_rl.vocabulary import GRAD_NORM, L_Q, L_Q_REAL, TRAIN_CAPTURE
 
 F32 = np.float32
 log = logging.getLogger("alpha_rl")
@@ -173,10 +174,10 @@ class Trainer:
         slot = lambda name: float(isv[int(layout.index(name))])  # noqa: E731
         m: dict[str, float] = {"agent/epsilon": slot("epsilon")}
         if self.t > self.plan.agent.learn_start:  # l_q exists once an update has run
-            m |= {"loss/l_q": slot("loss_q"), "loss/grad_norm": slot("grad_norm"),
+            m |= {L_Q: slot("loss_q"), GRAD_NORM: slot("grad_norm"),
                   "replay/batch_synthetic_frac": slot("batch_synthetic_frac"),
                   "replay/beta": slot("per_beta")}  # fmt: skip
-            by_source = {"loss/l_q_real": slot("loss_q_real"),
+            by_source = {L_Q_REAL: slot("loss_q_real"),
                          "loss/l_q_synthetic": slot("loss_q_synthetic")}  # fmt: skip
             m |= {k: v for k, v in by_source.items() if not np.isnan(v)}  # NaN: no such row
         m["loss/l_aux"] = slot("loss_aux")
@@ -194,7 +195,7 @@ class Trainer:
             m |= {"aux/w_alpha_long": slot("w_alpha_long"),
                   "aux/w_alpha_short": slot("w_alpha_short")}  # fmt: skip
         stats = self.env.harvest_trade_stats()
-        m |= {"trade/pnl": stats.realised, "trade/capture_ratio": stats.capture_ratio,
+        m |= {"trade/pnl": stats.realised, TRAIN_CAPTURE: stats.capture_ratio,
               "trade/count": float(stats.trades)}  # fmt: skip
         self.replay.check()  # a batch sampled from an empty buffer is a bug, not a number
         size = self.replay.size()
@@ -271,7 +272,7 @@ class Trainer:
 
     def finite(self, metrics: dict[str, float]) -> bool:
         """Whether l_q and every network parameter are finite (a parameter read: log points)."""
-        if not np.isfinite(metrics.get("loss/l_q", 0.0)):
+        if not np.isfinite(metrics.get(L_Q, 0.0)):
             return False
         return bool(np.isfinite(self._parameters()).all())
 
@@ -284,7 +285,7 @@ class Trainer:
 
     def check_finite(self, metrics: dict[str, float]) -> None:
         """Raise DivergenceError when l_q or any network parameter is NaN or infinite."""
-        l_q = metrics.get("loss/l_q", 0.0)
+        l_q = metrics.get(L_Q, 0.0)
         if not np.isfinite(l_q):
             raise DivergenceError(f"loss/l_q is NaN or infinite ({l_q}) at step {self.t}")
         theta = self._parameters()

@@ -44,6 +44,7 @@ from alpha_rl.tracking.parent import PARENT_FILE
 from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import sqlite_file
 from alpha_rl.tracking.stores import bound_requests, first_line
+from alpha_rl.vocabulary import SHARPE, SHARPE_INTERVALS
 
 EULER_GAMMA = 0.5772156649015329
 REMEDY = "give --tracking-uri of the MLflow store the search logged to"
@@ -258,14 +259,14 @@ def report(
     winner = picks[1]
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     sharpes = np.array(
-        [last_value(search_runs[t.number], "eval/sharpe") for t in done if t.number in search_runs],
+        [last_value(search_runs[t.number], SHARPE) for t in done if t.number in search_runs],
         np.float64,
     )
     sharpes = sharpes[np.isfinite(sharpes)]
     w = search_runs.get(winner.trial)
     dsr, sr0, sr = math.nan, math.nan, math.nan
     if w is not None:
-        sr, T = last_value(w, "eval/sharpe"), last_value(w, "eval/sharpe_intervals")
+        sr, T = last_value(w, SHARPE), last_value(w, SHARPE_INTERVALS)
         T = int(T) if math.isfinite(T) else 0
         dsr, sr0 = deflated_sharpe(
             sr,

@@ -43,10 +43,11 @@ from alpha_rl.tracking.store import (
     set_http_limits,
 )
 from alpha_rl.tracking.stores import failure
+from alpha_rl.vocabulary import CAPTURE, L_Q, PNL
 
 # the metrics a writer logs at each step, named as a training run names its own
-KEYS = ("loss/l_q", "loss/td_abs", "her/inject_count_step", "trade/position_abs",
-        "trade/pnl_step", "audit/ratio", "eval/pnl", "eval/capture_ratio")  # fmt: skip
+KEYS = (L_Q, "loss/td_abs", "her/inject_count_step", "trade/position_abs",
+        "trade/pnl_step", "audit/ratio", PNL, CAPTURE)  # fmt: skip
 EXPERIMENT = "alpha_rl_load"
 UNSENT_GLOB = "unsent*.jsonl"
 VERIFY_THREADS = 8  # requests at once while reading every history back

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import time
 
+from alpha_rl.vocabulary import DECIDING
+
 # MLflow 3's experiment kind: model training, so the UI opens on the runs (not the GenAI page)
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 VIEW_KEY = "alpha_rl_runs"
@@ -33,7 +35,6 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 VIEW_NAME = "alpha_rl: runs"
 # what the kill check decides on (loss/l_q, its stability metric eval/l_q_probe, its benefit
 # metric eval/pnl, its speed metric eval/capture_ratio) and the held-out Sharpe, in that order
-DECIDING = ("loss/l_q", "eval/l_q_probe", "eval/pnl", "eval/sharpe", "eval/capture_ratio")
 TAG_COLUMNS = ("market", "kill_check.verdict")
 # the UI's own column ids (attributes.`Run Name`, runDateAndNestInfo: the Created column)
 _FIRST_COLUMNS = ("attributes.`Run Name`", "runDateAndNestInfo", "duration")
