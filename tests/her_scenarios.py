@@ -7,10 +7,11 @@ import numpy as np
 from alpha_rl.backend.base import Backend
 from alpha_rl.env import EnvConfig, Environment
 from alpha_rl.hindsight import hindsight_for
-from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
+from alpha_rl.parts import layout_from_config
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.helpers import compose_fixed
 

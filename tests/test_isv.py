@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
-from alpha_rl.errors import IsvLayoutError
-from alpha_rl.isv import ABSENT, DeviceIsv, layout_from_config
+from alpha_rl.errors import ConfigError, IsvLayoutError
+from alpha_rl.isv import ABSENT, DeviceIsv
+from alpha_rl.parts import layout_from_config
 from tests.helpers import compose_fixed
 
 HER = ("on", "off", "backward", "forward")
@@ -96,7 +97,7 @@ def test_overlap_of_a_multi_float_slot_is_a_clash() -> None:
 
 
 def test_same_name_in_two_groups_is_refused() -> None:
-    cfg, choices = compose_fixed(["+isv.slots.probe.her_threshold={index:900,init:0,doc:dup}"])
+    cfg, choices = compose_fixed(["+isv.slots.probe.her_threshold={index:900,doc:dup}"])
     with pytest.raises(IsvLayoutError, match="'her_threshold' is declared twice"):
         layout_from_config(cfg, choices)
 
@@ -121,13 +122,52 @@ def test_missing_required_slot_is_named_with_its_reason() -> None:
         ("isv.slots.her.her_threshold.doc=''", "needs a one-line description"),
         ("+isv.slots.her.her_threshold.kind=weird", "kind: expected one of"),
         ("+isv.slots.her.her_threshold.colour=red", "unknown keys \\['colour'\\]"),
-        ("reward.weights=[1,2,3]", "init: expected a finite number or 6 of them"),
     ],
 )
 def test_malformed_slot_names_the_key(override: str, message: str) -> None:
     cfg, choices = compose_fixed([override])
     with pytest.raises(IsvLayoutError, match=message):
         layout_from_config(cfg, choices)
+
+
+def test_a_setting_an_owned_slot_takes_is_range_checked_by_its_part() -> None:
+    cfg, choices = compose_fixed(["reward.weights=[1,2,3]"])
+    with pytest.raises(ConfigError, match=r"reward.weights=\[1, 2, 3\] must be 6 numbers"):
+        layout_from_config(cfg, choices)
+
+
+@pytest.mark.parametrize(
+    ("override", "setting"),
+    [
+        ("+isv.slots.her.her_threshold.init=-5", "her.threshold"),
+        ("+isv.slots.reward.reward_weight.init=[9,9,9,9,9,9]", "reward.weights"),
+        ("+isv.slots.her.her_forward_lookahead.init=7", "her.lookahead"),
+        ("+isv.slots.beta.aux_align_scale.init=0.5", "beta.scale"),
+    ],
+)
+def test_an_owned_slots_init_override_is_refused_naming_the_setting(
+    override: str, setting: str
+) -> None:
+    cfg, choices = compose_fixed([override])
+    with pytest.raises(IsvLayoutError, match=f"part, which sets its initial value from {setting}"):
+        layout_from_config(cfg, choices)
+
+
+def test_an_owned_slot_of_a_part_that_is_off_is_refused() -> None:
+    cfg, choices = compose_fixed(
+        ["her=backward", "+isv.slots.her.her_forward_lookahead={index:552,doc:lookahead}"]
+    )
+    with pytest.raises(IsvLayoutError, match="which this config does not enable"):
+        layout_from_config(cfg, choices)
+
+
+def test_an_owned_slot_takes_the_checked_setting_not_yaml() -> None:
+    cfg, choices = compose_fixed(["her.lookahead=7", "reward.scale=0.25"])
+    layout = layout_from_config(cfg, choices)
+    assert layout.slot("her_forward_lookahead").init == (7.0,)
+    assert layout.slot("reward_scale").init == (0.25,)
+    with pytest.raises(ConfigError, match="her.threshold=-5 must be a number >= 0"):
+        layout_from_config(*compose_fixed(["her.threshold=-5"]))
 
 
 def test_device_isv_holds_the_initial_values_and_table_lists_every_slot() -> None:

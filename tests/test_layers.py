@@ -12,7 +12,7 @@ PACKAGE = Path(alpha_rl.__file__).parent
 # package -> the alpha_rl packages and modules its modules may import (besides itself)
 ALLOWED = {
     "backend": {"errors", "paths"},
-    "reference": set(),
+    "reference": {"abi"},  # the oracles take the kernels' constants from the ABI table, no more
 }
 
 
@@ -27,6 +27,26 @@ def alpha_rl_imports(path: Path) -> set[str]:
             names = [alias.name for alias in node.names]
         found |= {n.split(".")[1] for n in names if n.startswith("alpha_rl.")}
     return found
+
+
+def test_production_code_does_not_import_the_oracles() -> None:
+    """The oracles are independent re-statements of the kernels: what the run computes on the
+    host (and the launchers' constants) comes from its own modules and the ABI table, so a bug in
+    a helper is never shared by the kernel path and the oracle that checks it. The numpy backend
+    runs the oracles by name (KernelRuntime), not by import."""
+    wrong = {
+        f"{path.relative_to(PACKAGE)} imports alpha_rl.reference"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "reference"
+        and "reference" in alpha_rl_imports(path)
+    }
+    assert not wrong, f"production code imports the oracles: {sorted(wrong)}"
+
+
+def test_the_oracle_check_sees_an_import_of_an_oracle(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from alpha_rl.reference.rng import rng_uniform\n")
+    assert "reference" in alpha_rl_imports(module)
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from alpha_rl import paths
-from alpha_rl.isv import layout_from_config
+from alpha_rl.parts import layout_from_config
 from tests.helpers import compose_fixed
 
 

@@ -19,13 +19,13 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
+from alpha_rl.abi import ENV_ACTIONS
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import aux, c51, dqn, mlp, noisy
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.reference.abi import ENV_ACTIONS
-from alpha_rl.reference.rng import Stream, rng_uniform
+from alpha_rl.rng import Stream, draw_uniform
 
 F32, I32 = np.float32, np.int32
 ACTIONS = ENV_ACTIONS["ACTIONS"]  # FLAT, LONG, SHORT (cuda/env.cuh)
@@ -92,7 +92,8 @@ class NetLayout:
 
 def init_params(layout: NetLayout, seed: int) -> np.ndarray:
     """W and b of each layer ~ U(-1/sqrt(n_in), 1/sqrt(n_in)) from the PARAMS stream (float32)."""
-    u = rng_uniform(seed, Stream.PARAMS, np.arange(layout.size, dtype=np.uint64)).astype(np.float64)
+    u = draw_uniform(seed, Stream.PARAMS, np.arange(layout.size, dtype=np.uint64))
+    u = u.astype(np.float64)
     theta = np.empty(layout.size, F32)
     for layer in layout.layers:
         stop = layer.b + layer.n_out

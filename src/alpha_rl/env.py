@@ -19,16 +19,16 @@ from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv, IsvLayout
 from alpha_rl.kernels import experience, perception, reward
-from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.market.book import Book
-from alpha_rl.reference.experience import start_index, start_ticks
-from alpha_rl.reference.perception import (
+from alpha_rl.kernels.experience import start_index, start_ticks
+from alpha_rl.kernels.perception import (
     EXTRA_FEATURES,
     MAX_FEATURES,
     feature_count,
     projection_weights,
 )
-from alpha_rl.reference.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols, has_aux_align
+from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols, has_aux_align
+from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.market.book import Book
 
 F32, I32 = np.float32, np.int32
 

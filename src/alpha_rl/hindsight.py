@@ -23,9 +23,8 @@ from alpha_rl import settings
 from alpha_rl.env import Environment
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv
-from alpha_rl.kernels import her
+from alpha_rl.kernels import her, per
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.reference import per
 from alpha_rl.replay import Replay
 
 F32, I32, U64 = np.float32, np.int32, np.uint64

@@ -1,10 +1,11 @@
 """The ISV: a float32 device vector of named slots (kernel parameters and diagnostics).
 
 Config groups contribute slots under `isv.slots.<group>.<name>: {index, count, init, doc, kind}`;
-Hydra merges them. `layout_from_config` validates the composed layout before any work: every
-name unique, no two slots sharing an index, every slot inside `isv.size`, the slots each enabled
-kernel reads present, and `beta=active` only with `reward=stride7`. Each error names the slots,
-the index and the config groups that declared them.
+Hydra merges them. The slots a part owns (alpha_rl.parts) take their initial values from that
+part's checked config, never from an `init` of their own. `build_layout` validates the composed
+layout before any work: every name unique, no two slots sharing an index, every slot inside
+`isv.size`, the slots each enabled part's kernels read present. Each error names the slots, the
+index and the config groups that declared them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import IsvLayoutError
-from alpha_rl.reference.reward import RC_AUX_ALIGN, has_aux_align
 from alpha_rl.settings import F32_MAX, representable
 
 ABSENT = -1  # the slot index kernels read as "not in this layout"
@@ -93,52 +93,6 @@ def _parse_slot(group: str, name: str, node: object, where: str, source: str) ->
     return Slot(name, group, int(index), int(count), init_values, doc, kind, source)
 
 
-def required_slots(cfg: DictConfig) -> list[tuple[str, str]]:
-    """(slot name, the setting that needs it) for every slot an enabled kernel reads or writes."""
-    need = [
-        (name, "the reward kernels")
-        for name in (
-            "reward_weight",
-            "reward_scale",
-            "opp_cost_kappa",
-            "inventory_lambda",
-            "drawdown_rho",
-            "reward_ema_alpha",
-            "reward_component_ema",
-            "reward_abs_ema",
-            "reward_mag_ratio",
-        )
-    ]
-    need.append(("per_beta", "the replay's importance weights"))
-    need += [(name, "the learner") for name in ("loss_q", "loss_aux", "epsilon", "grad_norm")]
-    if has_aux_align(int(cfg.reward.stride)):
-        need += [
-            (name, "reward=stride7")
-            for name in ("w_aux_align", "reward_aux_align_ema", "aux_align_scale")
-        ]
-    her = cfg.her
-    if her.enabled and her.backward:
-        need += [
-            (name, "HER backward inject")
-            for name in ("her_threshold", "her_priority_boost", "her_inject_count")
-        ]
-    if her.enabled and her.forward:
-        need += [
-            (name, "HER forward inject")
-            for name in (
-                "her_threshold",
-                "her_priority_boost",
-                "her_forward_lookahead",
-                "her_forward_inject_count",
-            )
-        ]
-    if OmegaConf.select(cfg, "beta.controller") == "share":
-        need.append(("aux_share", "beta.controller=share (beta=active_controller has the slot)"))
-    if OmegaConf.select(cfg, "alpha.mode") == "on":
-        need += [(name, "alpha='on'") for name in ("w_alpha_long", "w_alpha_short")]
-    return need
-
-
 @dataclass(frozen=True)
 class IsvLayout:
     """A validated slot layout."""
@@ -189,7 +143,18 @@ class IsvLayout:
         )
 
 
-def _collect(cfg: DictConfig, choices: Mapping[str, str]) -> tuple[int, list[Slot]]:
+@dataclass(frozen=True)
+class Owned:
+    """A slot whose initial values a part computes from its checked config: the part, the
+    setting they come from, and the values (None while the part is off in this config)."""
+
+    part: str
+    setting: str
+    init: tuple[float, ...] | None
+
+
+def _collect(cfg: DictConfig, choices: Mapping[str, str],
+             owned: Mapping[str, Owned]) -> tuple[int, list[Slot]]:  # fmt: skip
     isv = cfg.get("isv")
     if isv is None or "slots" not in isv or "size" not in isv:
         raise IsvLayoutError(
@@ -205,6 +170,7 @@ def _collect(cfg: DictConfig, choices: Mapping[str, str]) -> tuple[int, list[Slo
             raise IsvLayoutError(f"isv.slots.{group}: expected a mapping of slot name -> slot")
         for name, node in members.items():
             where = f"isv.slots.{group}.{name}"
+            node = _owned_init(name, node, where, owned.get(name))
             slot = _parse_slot(group, name, node, where, _source(group, choices))
             if name in seen:
                 raise IsvLayoutError(
@@ -223,16 +189,31 @@ def _collect(cfg: DictConfig, choices: Mapping[str, str]) -> tuple[int, list[Slo
     return size, slots
 
 
-def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
-    """Validate the composed config's ISV slots; `choices` (Hydra's runtime.choices) names files."""
-    choices = dict(choices or {})
-    if cfg.beta.mode == "active" and not has_aux_align(int(cfg.reward.stride)):
+def _owned_init(name: str, node: object, where: str, owner: Owned | None) -> object:
+    """The slot's declaration with its owner's initial values: an `init` of its own is refused
+    (the number would go round the setting's range check), as is an owned slot whose part is
+    off in this config."""
+    if owner is None or not isinstance(node, Mapping):
+        return node
+    if "init" in node:
         raise IsvLayoutError(
-            "beta=active needs reward=stride7: the β aux-align reward is component "
-            f"{RC_AUX_ALIGN}, which the {cfg.reward.stride}-component layout does not have; "
-            "use reward=stride7 or beta=sentinel"
+            f"{where}.init: the slot {name!r} belongs to the {owner.part} part, which sets its "
+            f"initial value from {owner.setting} (range-checked there); set {owner.setting} "
+            "instead, and leave the slot's init out"
         )
-    size, slots = _collect(cfg, choices)
+    if owner.init is None:
+        raise IsvLayoutError(
+            f"{where}: the slot {name!r} belongs to the {owner.part} part, which this config "
+            f"does not enable, so nothing sets {owner.setting}; remove the slot or enable the part"
+        )
+    return {**node, "init": list(owner.init)}
+
+
+def build_layout(cfg: DictConfig, choices: Mapping[str, str], owned: Mapping[str, Owned],
+                 need: list[tuple[str, str]]) -> IsvLayout:  # fmt: skip
+    """Validate the composed config's ISV slots, owned ones filled by their parts (`owned`),
+    every (slot, part) of `need` present. Callers: alpha_rl.parts.layout_from_config."""
+    size, slots = _collect(cfg, choices, owned)
     slots.sort(key=lambda s: (s.index, s.name))
     for a, b in itertools.pairwise(slots):
         if b.index < a.stop:
@@ -242,9 +223,9 @@ def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None
                 f"declared by {_origin(b.group, choices)}); give one of them a free index"
             )
     names = {s.name for s in slots}
-    missing = [(n, why) for n, why in required_slots(cfg) if n not in names]
+    missing = {n: why for n, why in need if n not in names}
     if missing:
-        listed = ", ".join(f"{n!r} (needed by {why})" for n, why in dict(missing).items())
+        listed = ", ".join(f"{n!r} (needed by {why})" for n, why in missing.items())
         raise IsvLayoutError(f"ISV slots missing from the composed config: {listed}")
     return IsvLayout(size, tuple(slots))
 

@@ -28,8 +28,8 @@ from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, ReplayError
 from alpha_rl.isv import ABSENT, DeviceIsv
 from alpha_rl.kernels import per
+from alpha_rl.kernels.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.reference.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
 
 F32, I32 = np.float32, np.int32
 

@@ -19,9 +19,10 @@ from alpha_rl.backend.base import Backend
 from alpha_rl.backend.select import open_backend
 from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
-from alpha_rl.isv import DeviceIsv, layout_from_config
+from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels.registry import build_axes
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.parts import layout_from_config
 
 
 @dataclass

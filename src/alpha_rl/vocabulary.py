@@ -16,3 +16,30 @@ TRAIN_CAPTURE = "trade/capture_ratio"  # the training envs' (exploring) capture
 
 HELD_OUT = (PNL, SHARPE, CAPTURE)  # the held-out figures of an evaluation
 DECIDING = (L_Q, PROBE, PNL, SHARPE, CAPTURE)  # the runs view's columns, the kill check's inputs
+
+# --- ISV slot names (conf/*/ declare their places; alpha_rl.parts says who sets them) ---
+SLOT_REWARD_WEIGHT = "reward_weight"  # w_c of the core components
+SLOT_REWARD_SCALE = "reward_scale"
+SLOT_OPP_COST_KAPPA = "opp_cost_kappa"
+SLOT_INVENTORY_LAMBDA = "inventory_lambda"
+SLOT_DRAWDOWN_RHO = "drawdown_rho"
+SLOT_REWARD_EMA_ALPHA = "reward_ema_alpha"
+SLOT_REWARD_COMPONENT_EMA = "reward_component_ema"
+SLOT_REWARD_ABS_EMA = "reward_abs_ema"
+SLOT_REWARD_MAG_RATIO = "reward_mag_ratio"
+SLOT_W_AUX_ALIGN = "w_aux_align"  # w_6 of c6 aux_align (stride 7; the β controller steers it)
+SLOT_REWARD_AUX_ALIGN_EMA = "reward_aux_align_ema"
+SLOT_AUX_ALIGN_SCALE = "aux_align_scale"  # scale_β
+SLOT_AUX_SHARE = "aux_share"
+SLOT_HER_THRESHOLD = "her_threshold"
+SLOT_HER_PRIORITY_BOOST = "her_priority_boost"
+SLOT_HER_INJECT_COUNT = "her_inject_count"
+SLOT_HER_FORWARD_LOOKAHEAD = "her_forward_lookahead"
+SLOT_HER_FORWARD_INJECT_COUNT = "her_forward_inject_count"
+SLOT_PER_BETA = "per_beta"
+SLOT_LOSS_Q = "loss_q"
+SLOT_LOSS_AUX = "loss_aux"
+SLOT_EPSILON = "epsilon"
+SLOT_GRAD_NORM = "grad_norm"
+SLOT_W_ALPHA_LONG = "w_alpha_long"
+SLOT_W_ALPHA_SHORT = "w_alpha_short"

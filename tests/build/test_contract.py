@@ -162,11 +162,11 @@ def test_check_raises_with_every_problem(tmp_path: Path) -> None:
 
 
 def test_every_exported_constant_equals_the_python_table(built_cubins: Path) -> None:
-    """The real cubins: what each exports is what reference/abi.py (and so every launcher and
+    """The real cubins: what each exports is what alpha_rl/abi.py (and so every launcher and
     oracle) uses; and the drifted AUX_ROWS copy of the oracle is gone."""
+    from alpha_rl.abi import CONSTANTS
     from alpha_rl.build import elf
     from alpha_rl.reference import dqn as dqn_ref
-    from alpha_rl.reference.abi import CONSTANTS
 
     exported = {}
     for cubin in sorted((built_cubins / "sm_90").glob("*.cubin")):
@@ -189,14 +189,13 @@ def test_a_constant_that_differs_from_the_table_is_caught(probe_cubin: Path) -> 
     )
     assert contract.constant_problems(
         "contract_probe", found, {"contract_probe": {"PROBE_WIDTH": 8}}
-    ) == ["alpha_rl_const_PROBE_WIDTH is 7 in the cubin but 8 in reference/abi.py"]
+    ) == ["alpha_rl_const_PROBE_WIDTH is 7 in the cubin but 8 in alpha_rl/abi.py"]
     assert contract.constant_problems("contract_probe", found, {}) == [
-        "alpha_rl_const_PROBE_WIDTH is exported but not in reference/abi.py's "
-        "'contract_probe' table"
+        "alpha_rl_const_PROBE_WIDTH is exported but not in alpha_rl/abi.py's 'contract_probe' table"
     ]
     assert contract.constant_problems(
         "contract_probe", {}, {"contract_probe": {"PROBE_WIDTH": 7}}
     ) == [
-        "reference/abi.py's PROBE_WIDTH (contract_probe) is not exported by the cubin "
+        "alpha_rl/abi.py's PROBE_WIDTH (contract_probe) is not exported by the cubin "
         "(ALPHA_RL_EXPORT)"
     ]

@@ -4,7 +4,7 @@ For each cubin: the kernels it contains equal the kernels its stem declares; eac
 parameter count, sizes and offsets equal the declaration's C-ABI layout; a `__launch_bounds__`
 block shape admits the declared block; the build-info constants say the cubin was built with the
 ABI version and the value of each build axis its file name claims; and every constant it exports
-equals the one Python table of them (reference/abi.py).
+equals the one Python table of them (alpha_rl/abi.py).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.build import elf
 from alpha_rl.errors import ContractError
 from alpha_rl.kernels.decl import KernelDecl, Stem
-from alpha_rl.reference.abi import CONSTANTS
 
 ABI_VERSION = 1  # must equal ALPHA_RL_ABI in cuda/common.cuh
 CONSTANT_PREFIX = "alpha_rl_const_"  # ALPHA_RL_EXPORT in cuda/common.cuh
@@ -88,13 +88,13 @@ def axis_problems(stem: Stem, defines: Mapping[str, int], built: Mapping[str, in
 
 def constant_problems(stem: str, exported: Mapping[str, int],
                       table: Mapping[str, Mapping[str, int]] = CONSTANTS) -> list[str]:  # fmt: skip
-    """Where the constants a cubin exports and the Python table (reference/abi.py) disagree."""
+    """Where the constants a cubin exports and the Python table (alpha_rl/abi.py) disagree."""
     want = table.get(stem, {})
-    problems = [f"{CONSTANT_PREFIX}{k} is {v} in the cubin but {want[k]} in reference/abi.py"
+    problems = [f"{CONSTANT_PREFIX}{k} is {v} in the cubin but {want[k]} in alpha_rl/abi.py"
                 for k, v in sorted(exported.items()) if k in want and want[k] != v]  # fmt: skip
-    problems += [f"{CONSTANT_PREFIX}{k} is exported but not in reference/abi.py's {stem!r} table"
+    problems += [f"{CONSTANT_PREFIX}{k} is exported but not in alpha_rl/abi.py's {stem!r} table"
                  for k in sorted(set(exported) - set(want))]  # fmt: skip
-    problems += [f"reference/abi.py's {k} ({stem}) is not exported by the cubin (ALPHA_RL_EXPORT)"
+    problems += [f"alpha_rl/abi.py's {k} ({stem}) is not exported by the cubin (ALPHA_RL_EXPORT)"
                  for k in sorted(set(want) - set(exported))]  # fmt: skip
     return problems
 

@@ -2,13 +2,14 @@
 
 import numpy as np
 
+from alpha_rl.abi import CONSTANTS, ENV_ACTIONS
 from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
-from alpha_rl.reference import aux as ref
 
 STEM = Stem("aux")
 
 F32, I32, U64 = np.float32, np.int32, np.uint64
-BLOCK, ACTIONS, FLAT = ref.BLOCK, ref.ACTIONS, ref.FLAT
+BLOCK = CONSTANTS["aux"]["AUX_BLOCK"]
+ACTIONS, FLAT = ENV_ACTIONS["ACTIONS"], ENV_ACTIONS["ACTION_FLAT"]
 
 ALPHA_BIAS = STEM.kernel(
     "aux_alpha_bias",

@@ -2,13 +2,15 @@
 
 import numpy as np
 
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
-from alpha_rl.reference import c51 as ref
 
 STEM = Stem("c51")
 
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
-BLOCK, MAX_ATOMS, PROJECT_BLOCK = ref.BLOCK, ref.MAX_ATOMS, ref.PROJECT_BLOCK
+BLOCK, MAX_ATOMS, PROJECT_BLOCK = (
+    CONSTANTS["c51"][f"C51_{k}"] for k in ("BLOCK", "MAX_ATOMS", "PROJECT_BLOCK")
+)
 
 Q = STEM.kernel(
     "c51_q",

@@ -2,15 +2,16 @@
 
 import numpy as np
 
+from alpha_rl.abi import DQN
 from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
-from alpha_rl.reference import dqn as ref
-from alpha_rl.reference.abi import DQN
 
 STEM = Stem("dqn")
 
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 BLOCK, MAX_BATCH, AUX_ROWS = DQN["DQN_BLOCK"], DQN["DQN_MAX_BATCH"], DQN["DQN_AUX_ROWS"]
-ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = ref.ADAM_STEP, ref.ACT_STEP, ref.ACT_DONE, ref.AUX_DONE
+ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = (
+    DQN[f"DQN_{k}"] for k in ("ADAM_STEP", "ACT_STEP", "ACT_DONE", "AUX_DONE")
+)
 COUNTERS = DQN["DQN_COUNTERS"]
 
 GATHER = STEM.kernel(

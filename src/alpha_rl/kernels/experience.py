@@ -3,10 +3,31 @@
 import numpy as np
 
 from alpha_rl.kernels.decl import RC_STRIDE, Grid1D, In, Out, Scalar, Stem
+from alpha_rl.rng import Stream, draw_u32
 
 STEM = Stem("experience", axes=(RC_STRIDE,))
 
 F32, I32 = np.float32, np.int32
+# ticks of a session an episode needs beyond its history: its start t, t + 1 and the session's
+# last tick (start_ticks)
+MIN_EPISODE_TICKS = 3
+
+
+def start_ticks(session_last: np.ndarray, history: int) -> np.ndarray:
+    """[S] int32: the ticks an episode may start at, t >= history whose first step is not the
+    session's forced close (t + 1 < session_last[t])."""
+    t = np.arange(len(session_last))
+    return np.flatnonzero((t >= history) & (t + 1 < session_last)).astype(np.int32)
+
+
+def start_index(seed: int, env: np.ndarray, episode: np.ndarray, count: int) -> np.ndarray:
+    """Which of `count` start ticks each env's episode takes, as the kernel draws it: the
+    ENV-stream draw at index (episode << 32 | env), scaled to [0, count) by (draw x count) >> 32."""
+    index = (np.asarray(episode, np.int64).astype(np.uint64) << np.uint64(32)) | np.asarray(
+        env, np.int64).astype(np.uint64)  # fmt: skip
+    draw = draw_u32(seed, Stream.ENV, index).astype(np.uint64)
+    return ((draw * np.uint64(count)) >> np.uint64(32)).astype(np.int64)
+
 
 ENV_STEP = STEM.kernel(
     "experience_env_step",

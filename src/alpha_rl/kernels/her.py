@@ -2,21 +2,21 @@
 
 import numpy as np
 
+from alpha_rl.abi import HER
 from alpha_rl.kernels.decl import Grid1D, In, Out, Scalar, Stem
 from alpha_rl.kernels.per import STORAGE
-from alpha_rl.reference import her as ref
-from alpha_rl.reference.abi import HER
 
 STEM = Stem("her")
 
 F32, I32, I64, U8, U64 = np.float32, np.int32, np.int64, np.uint8, np.uint64
-BLOCK = ref.BLOCK  # the replay's push granularity
-RING = ref.RING  # per-env mid ring length
-STEP, BACKWARD_TOTAL, FORWARD_TOTAL = ref.STEP, ref.BACKWARD_TOTAL, ref.FORWARD_TOTAL  # counters[]
+BLOCK = HER["HER_BLOCK"]  # the replay's push granularity
+RING = HER["HER_RING"]  # per-env mid ring length
+STEP, BACKWARD_TOTAL, FORWARD_TOTAL = (  # counters[]
+    HER[f"HER_{k}"] for k in ("STEP", "BACKWARD_TOTAL", "FORWARD_TOTAL")
+)
 COUNTERS = HER["HER_COUNTERS"]
 # what became of the forward ring's claims, by counters[] word
-FATES = {"judged": ref.JUDGED, "expired": ref.EXPIRED, "ended": ref.ENDED,
-         "overwritten": ref.OVERWRITTEN}  # fmt: skip
+FATES = {k.lower(): HER[f"HER_FORWARD_{k}"] for k in ("JUDGED", "EXPIRED", "ENDED", "OVERWRITTEN")}
 
 
 # the replay's storage, its push state and one lookback word per block of `rows` rows pushed

@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from alpha_rl.abi import MLP
 from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
-from alpha_rl.reference.abi import MLP
 
 STEM = Stem("mlp")
 

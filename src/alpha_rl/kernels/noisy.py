@@ -2,13 +2,13 @@
 
 import numpy as np
 
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.kernels.decl import Grid1D, In, Launch, Out, Scalar, Stem
-from alpha_rl.reference import noisy as ref
 
 STEM = Stem("noisy")
 
 F32, I32, U64 = np.float32, np.int32, np.uint64
-ROLE_ACT, ROLE_ONLINE = ref.ROLE_ACT, ref.ROLE_ONLINE
+ROLE_ACT, ROLE_ONLINE = (CONSTANTS["noisy"][f"NOISY_ROLE_{k}"] for k in ("ACT", "ONLINE"))
 
 COMPOSE = STEM.kernel(
     "noisy_compose",

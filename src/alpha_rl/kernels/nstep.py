@@ -2,13 +2,13 @@
 
 import numpy as np
 
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
-from alpha_rl.reference import nstep as ref
 
 STEM = Stem("nstep")
 
 F32, I32, U8 = np.float32, np.int32, np.uint8
-BLOCK = ref.BLOCK
+BLOCK = CONSTANTS["nstep"]["NSTEP_BLOCK"]
 
 ACCUMULATE = STEM.kernel(
     "nstep_accumulate",

@@ -2,15 +2,34 @@
 
 import numpy as np
 
+from alpha_rl.abi import PER
 from alpha_rl.kernels.decl import Grid1D, In, Launch, OneBlock, Out, Scalar, Stem
-from alpha_rl.reference import per as ref
 
 STEM = Stem("per")
 
 F32, I32, U8, U64 = np.float32, np.int32, np.uint8, np.uint64
 
-FANOUT, PUSH_BLOCK, MAX_BATCH = ref.FANOUT, ref.PUSH_BLOCK, ref.MAX_BATCH  # = cuda/per.cu
-SAMPLES_PER_BLOCK = ref.SAMPLE_BLOCK // 32  # one warp per sample
+FANOUT, PUSH_BLOCK, REDUCE_BLOCK, SAMPLE_BLOCK, UPDATE_BLOCK, MAX_BATCH = (
+    PER[f"PER_{k}"]
+    for k in ("FANOUT", "PUSH_BLOCK", "REDUCE_BLOCK", "SAMPLE_BLOCK", "UPDATE_BLOCK", "MAX_BATCH")
+)
+SAMPLES_PER_BLOCK = SAMPLE_BLOCK // 32  # one warp per sample
+# words of the replay's state vector (rstate): the write head, the status of the last sample
+HEAD, STATUS, STATE_WORDS = PER["PER_HEAD"], PER["PER_STATUS"], PER["PER_STATE_WORDS"]
+STATUS_EMPTY_SAMPLE = PER["PER_STATUS_EMPTY_SAMPLE"]  # a sample drew from an empty tree
+
+
+def tree_layout(capacity: int) -> tuple[np.ndarray, int]:
+    """The sum tree's internal levels over `capacity` leaves, each FANOUT times smaller than the
+    one below down to the root: ([levels, offset_0, size_0, offset_1, size_1, ...] int32, the
+    entries of all levels together)."""
+    sizes = [-(-capacity // FANOUT)]
+    while sizes[-1] > 1:
+        sizes.append(-(-sizes[-1] // FANOUT))
+    offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+    header = [len(sizes), *(v for level in zip(offsets, sizes, strict=True) for v in level)]
+    return np.array(header, dtype=np.int32), sum(sizes)
+
 
 # the replay storage every transition writer fills (per_push, and the HER kernels); s_discount
 # (the bootstrap discount of each transition) exists only with n-step returns (agent.n_step > 1)
@@ -58,7 +77,7 @@ TREE_REDUCE = STEM.kernel(
     Out("out_max", F32, "n_out"),
     Scalar("n_in", I32),
     Scalar("n_out", I32),
-    launch=Launch(block=ref.REDUCE_BLOCK, over="n_out", per_block=1),
+    launch=Launch(block=REDUCE_BLOCK, over="n_out", per_block=1),
     doc="one level of the sum tree: sums and maxima of groups of FANOUT children",
 )
 
@@ -78,7 +97,7 @@ SAMPLE = STEM.kernel(
     Scalar("beta0", F32),
     Scalar("anneal", F32),
     Scalar("beta_idx", I32),
-    launch=Launch(block=ref.SAMPLE_BLOCK, over="M", per_block=SAMPLES_PER_BLOCK),
+    launch=Launch(block=SAMPLE_BLOCK, over="M", per_block=SAMPLES_PER_BLOCK),
     doc="M stratified samples by descent of the sum tree, with normalised IS weights",
 )
 
@@ -91,6 +110,6 @@ UPDATE = STEM.kernel(
     Scalar("M", I32),
     Scalar("alpha", F32),
     Scalar("eps", F32),
-    launch=OneBlock(ref.UPDATE_BLOCK),
+    launch=OneBlock(UPDATE_BLOCK),
     doc="leaves[index] = (|delta| + eps)^alpha, the last occurrence of a repeated index wins",
 )

@@ -2,12 +2,35 @@
 
 import numpy as np
 
+from alpha_rl.abi import PERCEPTION
 from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
-from alpha_rl.reference.abi import PERCEPTION
+from alpha_rl.rng import Stream, draw_uniform
 
 STEM = Stem("perception")
 
 F32, I32 = np.float32, np.int32
+# the features besides the K returns: spread, two imbalances, direction, unrealised PnL, time in
+# trade, peak gap; at most MAX_FEATURES in all
+EXTRA_FEATURES = PERCEPTION["PERCEPTION_EXTRA_FEATURES"]
+MAX_FEATURES = PERCEPTION["PERCEPTION_MAX_FEATURES"]
+
+
+def feature_count(num_horizons: int) -> int:
+    """F, the features of K = num_horizons return horizons."""
+    return num_horizons + EXTRA_FEATURES
+
+
+def projection_weights(seed: int, features: int, hidden: int) -> tuple[np.ndarray, np.ndarray]:
+    """The frozen random projection of the features: W [hidden x features] float32 normals of
+    variance 1 / features (Box-Muller from two uniforms of the INIT stream, the second run of
+    draws after the first), and a zero bias [hidden]."""
+    n = hidden * features
+    first = draw_uniform(seed, Stream.INIT, np.arange(n, dtype=np.uint64)).astype(np.float64)
+    second = draw_uniform(seed, Stream.INIT, np.arange(n, 2 * n, dtype=np.uint64))
+    radius = np.sqrt(-2.0 * np.log1p(-first))
+    normal = radius * np.cos(2.0 * np.pi * second.astype(np.float64))
+    return (normal / np.sqrt(features)).astype(F32), np.zeros(hidden, dtype=F32)
+
 
 OBSERVE = STEM.kernel(
     "perception_observe",

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from alpha_rl import paths
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.backend.base import Backend
 from alpha_rl.build.contract import ABI_VERSION, AXIS_PREFIX
 from alpha_rl.errors import CubinError, KernelCallError
 from alpha_rl.kernels.decl import Arg, KernelDecl, Stem
 from alpha_rl.kernels.registry import stems
-from alpha_rl.reference.abi import CONSTANTS
 
 Converter = Callable[[Any], Any]
 # every exported constant by name (each carries its stem's prefix), for the declared shapes

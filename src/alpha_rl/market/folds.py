@@ -24,7 +24,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from alpha_rl.errors import ConfigError, MarketDataError
-from alpha_rl.reference.experience import MIN_EPISODE_TICKS
+from alpha_rl.kernels.experience import MIN_EPISODE_TICKS
 
 VALIDATIONS = ("single", "walk_forward")
 SCHEMES = ("rolling", "anchored")

@@ -13,7 +13,7 @@ Sizes (lots): I_t = clip(imbalance_signal * sign(mid_{t+1} - mid_t) + imbalance_
 base * (1 - I_t) on the ask, base ~ U(depth_size); deeper levels ~ U(depth_size); all rounded to
 whole lots, at least 1.
 
-Randomness: uniform k of item i (a tick or a wave) is rng_uniform(seed, Stream.MARKET,
+Randomness: uniform k of item i (a tick or a wave) is draw_uniform(seed, Stream.MARKET,
 i * K + k), K draw kinds in all; normals come from Box-Muller. The book depends on no NumPy
 generator, and the first T ticks of a longer series equal the shorter series (but for the
 level-0 sizes of its last tick, which see the next move).
@@ -28,7 +28,7 @@ import numpy as np
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market.book import Book
 from alpha_rl.market.config import SyntheticWavesConfig
-from alpha_rl.reference.rng import Stream, rng_uniform
+from alpha_rl.rng import Stream, draw_uniform
 
 # draw kinds: per wave ...
 _WAVE_LEN, _WAVE_FLAT, _WAVE_DIR, _WAVE_AMP = 0, 1, 2, 3
@@ -81,7 +81,7 @@ class _Draws:
             index = items[:, None] + np.asarray(kind, dtype=np.uint64)[None, :]
         else:
             index = items + np.uint64(kind)
-        return rng_uniform(self.seed, Stream.MARKET, index).astype(np.float64)
+        return draw_uniform(self.seed, Stream.MARKET, index).astype(np.float64)
 
     def normal_pair(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Two independent [n] standard normals (Box-Muller; 1 - u is in (0, 1]: log is finite)."""

@@ -23,8 +23,8 @@ from pandas.api.types import (
 )
 
 from alpha_rl.errors import MarketDataError
+from alpha_rl.kernels.experience import MIN_EPISODE_TICKS
 from alpha_rl.market.checks import booleans, show
-from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
+from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
 from alpha_rl.pipeline.keys import check_added_keys, task_groups, task_overrides
 from alpha_rl.pipeline.memory import check_memory
 from alpha_rl.pipeline.objective import Objective
 from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
-from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import ReplayConfig
 
 

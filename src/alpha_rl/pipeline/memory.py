@@ -37,8 +37,8 @@ from alpha_rl.env import OUT_F32, OUT_I32, OUT_U8, STATE_F32, STATE_I32, STATS, 
 from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import ENV_STATE, HerConfig
 from alpha_rl.kernels import dqn, her, per
-from alpha_rl.reference.per import STATE_WORDS, tree_layout
-from alpha_rl.reference.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
+from alpha_rl.kernels.per import STATE_WORDS, tree_layout
+from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.replay import ReplayConfig
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from alpha_rl.env import Environment
 from alpha_rl.kernels import dqn
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
-from alpha_rl.reference.rng import Stream, rng_uniform
+from alpha_rl.rng import Stream, draw_uniform
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import PROBE
 
@@ -65,7 +65,7 @@ class ProbeSet:
 def probe_actions(seed: int, step: int, envs: int) -> np.ndarray:
     """The behaviour policy's actions [envs] int32 at collection step `step`: uniform."""
     index = np.uint64(step * envs) + np.arange(envs, dtype=np.uint64)
-    u = rng_uniform(seed, Stream.PROBE, index)
+    u = draw_uniform(seed, Stream.PROBE, index)
     return np.minimum(ACTIONS - 1, (u * F32(ACTIONS)).astype(I32))
 
 

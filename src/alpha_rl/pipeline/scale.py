@@ -23,9 +23,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from alpha_rl import settings
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError, MarketDataError
+from alpha_rl.kernels.reward import has_aux_align
 from alpha_rl.market import Market, Validation, load_market
 from alpha_rl.market.book import Book
-from alpha_rl.reference.reward import has_aux_align
 from alpha_rl.settings import F32_MAX
 
 log = logging.getLogger("alpha_rl")

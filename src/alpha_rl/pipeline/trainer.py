@@ -29,10 +29,10 @@ from alpha_rl.hindsight import KERNELS as HER_KERNELS
 from alpha_rl.hindsight import Hindsight, ring_for
 from alpha_rl.kernels import aux, experience, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
+from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep
 from alpha_rl.pipeline.config import Plan
-from alpha_rl.reference.reward import RC_CORE, has_aux_align
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import GRAD_NORM, L_Q, L_Q_REAL, TRAIN_CAPTURE

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import CONSTANTS, ENV_ACTIONS
+from alpha_rl.abi import CONSTANTS, ENV_ACTIONS
 from alpha_rl.reference.dqn import adam_step, target_sync
 
 F32 = np.float32

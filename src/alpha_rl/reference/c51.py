@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import CONSTANTS
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.reference.dqn import td_loss_slots
 
 F32 = np.float32

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import ENV_ACTIONS
+from alpha_rl.abi import ENV_ACTIONS
 from alpha_rl.reference.reward import RC_AUX_ALIGN, RC_CORE, has_aux_align
 from alpha_rl.reference.rng import Stream, rng_u32
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import ENV_ACTIONS, HER
+from alpha_rl.abi import ENV_ACTIONS, HER
 from alpha_rl.reference.per import boosted_leaf, claim, write_rows
 
 F32 = np.float32

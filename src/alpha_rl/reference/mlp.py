@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import MLP
+from alpha_rl.abi import MLP
 
 
 def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:

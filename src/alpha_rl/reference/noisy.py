@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import CONSTANTS
+from alpha_rl.abi import CONSTANTS
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32

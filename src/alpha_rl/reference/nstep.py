@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import CONSTANTS
+from alpha_rl.abi import CONSTANTS
 
 F32 = np.float32
 BLOCK = CONSTANTS["nstep"]["NSTEP_BLOCK"]

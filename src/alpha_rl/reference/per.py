@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import PER
+from alpha_rl.abi import PER
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32

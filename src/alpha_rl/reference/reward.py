@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from alpha_rl.reference.abi import REWARD
+from alpha_rl.abi import REWARD
 
 # cuda/reward_layout.cuh: components 0..RC_CORE-1 are the core ones; RC_AUX_ALIGN is c6, which
 # only a layout of more than RC_AUX_ALIGN components (stride 7) has

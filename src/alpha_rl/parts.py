@@ -1,0 +1,156 @@
+"""The parts of a run that own ISV slots, and the layout they fill.
+
+A part (the reward, β, HER, the replay, the learner, α) declares its slots' places in its config
+group (`isv.slots.<group>.<name>: {index, count, kind, doc}`) and computes their initial values
+from its own typed, range-checked config here: `reward_weight` from `RewardConfig.weights`,
+`her_threshold` from `HerConfig.threshold`, and so on. An `init` given for an owned slot (in a
+YAML file or as `isv.slots.her.her_threshold.init=-5`) is refused, naming the setting to use, so
+every number a kernel reads as a parameter has passed its range check. The slots each part's
+kernels read are required, so a layout without one is refused before any work.
+
+`layout_from_config(cfg, choices)` is the validated layout of a composed config (reward.scale
+already resolved from the market: `alpha_rl.pipeline.scale`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from alpha_rl import vocabulary as v
+from alpha_rl.errors import IsvLayoutError
+from alpha_rl.hindsight import HerConfig
+from alpha_rl.isv import IsvLayout, Owned, build_layout
+from alpha_rl.kernels.reward import RC_AUX_ALIGN, has_aux_align
+from alpha_rl.pipeline.config import (
+    BetaConfig,
+    RewardConfig,
+    alpha_config,
+    beta_config,
+    reward_config,
+)
+
+Values = dict[str, tuple[float, ...]]  # slot -> its initial values
+Fill = tuple[Values, list[tuple[str, str]]]  # and (slot, why) of each slot its kernels need
+
+
+@dataclass(frozen=True)
+class Part:
+    """One owner of ISV slots: its name, the slots whose initial values it computes (with the
+    setting each comes from), and `fill(cfg)`: those values from its checked config, plus the
+    slots its kernels need, for the config `cfg` (an empty fill when the part is off)."""
+
+    name: str
+    owns: Mapping[str, str]  # slot -> the setting its initial value comes from
+    fill: Callable[[DictConfig], Fill]
+
+
+def _reward(cfg: DictConfig) -> Fill:
+    r: RewardConfig = reward_config(cfg)
+    if r.scale is None:
+        raise IsvLayoutError(
+            "reward.scale=auto is resolved from the market's training ticks once the market is "
+            "built (alpha_rl.pipeline.scale): build the layout from the run's resolved config, "
+            "or pass a number"
+        )
+    values = {
+        v.SLOT_REWARD_WEIGHT: r.weights,
+        v.SLOT_REWARD_SCALE: (r.scale,),
+        v.SLOT_OPP_COST_KAPPA: (r.opp_cost_kappa,),
+        v.SLOT_INVENTORY_LAMBDA: (r.inventory_lambda,),
+        v.SLOT_DRAWDOWN_RHO: (r.drawdown_rho,),
+        v.SLOT_REWARD_EMA_ALPHA: (r.ema_alpha,),
+    }
+    diag = (v.SLOT_REWARD_COMPONENT_EMA, v.SLOT_REWARD_ABS_EMA, v.SLOT_REWARD_MAG_RATIO)
+    need = [(slot, "the reward kernels") for slot in (*values, *diag)]
+    if r.aux_align_weight is not None:
+        values[v.SLOT_W_AUX_ALIGN] = (r.aux_align_weight,)
+        need += [(s, "reward=stride7") for s in (v.SLOT_W_AUX_ALIGN, v.SLOT_REWARD_AUX_ALIGN_EMA)]
+    return values, need
+
+
+def _beta(cfg: DictConfig) -> Fill:
+    b: BetaConfig = beta_config(cfg)
+    stride = reward_config(cfg).stride
+    if b.mode == "active" and not has_aux_align(stride):
+        raise IsvLayoutError(
+            "beta=active needs reward=stride7: the β aux-align reward is component "
+            f"{RC_AUX_ALIGN}, which the {stride}-component layout does not have; "
+            "use reward=stride7 or beta=sentinel"
+        )
+    need = []
+    if b.controller == "share":
+        why = "beta.controller=share (beta=active_controller has the slot)"
+        need.append((v.SLOT_AUX_SHARE, why))
+    return {v.SLOT_AUX_ALIGN_SCALE: (b.scale,)}, need
+
+
+def _her(cfg: DictConfig) -> Fill:
+    her = HerConfig.from_cfg(cfg)
+    if her is None:
+        return {}, []
+    values = {
+        v.SLOT_HER_THRESHOLD: (her.threshold,),
+        v.SLOT_HER_PRIORITY_BOOST: (her.priority_boost,),
+    }
+    need = []
+    if her.backward:
+        need += [(s, "HER backward inject") for s in (*values, v.SLOT_HER_INJECT_COUNT)]
+    if her.forward:
+        values[v.SLOT_HER_FORWARD_LOOKAHEAD] = (float(her.lookahead),)
+        need += [(s, "HER forward inject") for s in (*values, v.SLOT_HER_FORWARD_INJECT_COUNT)]
+    return values, need
+
+
+def _replay(cfg: DictConfig) -> Fill:
+    return {}, [(v.SLOT_PER_BETA, "the replay's importance weights")]
+
+
+def _learner(cfg: DictConfig) -> Fill:
+    slots = (v.SLOT_LOSS_Q, v.SLOT_LOSS_AUX, v.SLOT_EPSILON, v.SLOT_GRAD_NORM)
+    return {}, [(slot, "the learner") for slot in slots]
+
+
+def _alpha(cfg: DictConfig) -> Fill:
+    if alpha_config(cfg) is None:
+        return {}, []
+    return {}, [(s, "alpha='on'") for s in (v.SLOT_W_ALPHA_LONG, v.SLOT_W_ALPHA_SHORT)]
+
+
+PARTS: tuple[Part, ...] = (
+    Part("reward", {v.SLOT_REWARD_WEIGHT: "reward.weights", v.SLOT_REWARD_SCALE: "reward.scale",
+                    v.SLOT_OPP_COST_KAPPA: "reward.opp_cost_kappa",
+                    v.SLOT_INVENTORY_LAMBDA: "reward.inventory_lambda",
+                    v.SLOT_DRAWDOWN_RHO: "reward.drawdown_rho",
+                    v.SLOT_REWARD_EMA_ALPHA: "reward.ema_alpha",
+                    v.SLOT_W_AUX_ALIGN: "reward.aux_align_weight"}, _reward),
+    Part("beta", {v.SLOT_AUX_ALIGN_SCALE: "beta.scale"}, _beta),
+    Part("HER", {v.SLOT_HER_THRESHOLD: "her.threshold",
+                 v.SLOT_HER_PRIORITY_BOOST: "her.priority_boost",
+                 v.SLOT_HER_FORWARD_LOOKAHEAD: "her.lookahead"}, _her),
+    Part("replay", {}, _replay),
+    Part("learner", {}, _learner),
+    Part("alpha", {}, _alpha),
+)  # fmt: skip
+
+
+def owned_slots(cfg: DictConfig) -> tuple[dict[str, Owned], list[tuple[str, str]]]:
+    """Every owned slot (with its part, setting and, where the part is on, its initial values)
+    and every (slot, why) the enabled parts' kernels need."""
+    owned, need = {}, []
+    for part in PARTS:
+        values, needed = part.fill(cfg)
+        for slot, setting in part.owns.items():
+            owned[slot] = Owned(part.name, setting, values.get(slot))
+        need += needed
+    return owned, need
+
+
+def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
+    """The validated ISV layout of the composed config `cfg`: the slots the config groups declare,
+    each owned slot's initial values from its part's checked config. `choices` (Hydra's
+    runtime.choices) names the files in errors."""
+    owned, need = owned_slots(cfg)
+    return build_layout(cfg, dict(choices or {}), owned, need)
