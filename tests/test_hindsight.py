@@ -9,6 +9,7 @@ import pytest
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
+from alpha_rl.her_variant import HerVariant
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.reference import her as oracle
@@ -304,7 +305,7 @@ def test_after_10k_steps_injections_appear_on_done_steps() -> None:
 def test_her_config() -> None:
     assert HerConfig.from_cfg(compose_train(["her='off'"])[0]) is None
     assert HerConfig.from_cfg(compose_train(["her=backward"])[0]) == HerConfig(
-        True, False, 1.5, 3.0, 0, 0
+        HerVariant.BACKWARD, 1.5, 3.0, 0, 0
     )
     with pytest.raises(ConfigError, match=r"her\.closed_ring=100 must be a whole number that is"):
         HerConfig.from_cfg(compose_train(["her.closed_ring=100"])[0])

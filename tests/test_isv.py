@@ -166,7 +166,7 @@ def test_an_owned_slot_takes_the_checked_setting_not_yaml() -> None:
     layout = layout_from_config(cfg, choices)
     assert layout.slot("her_forward_lookahead").init == (7.0,)
     assert layout.slot("reward_scale").init == (0.25,)
-    with pytest.raises(ConfigError, match="her.threshold=-5 must be a number >= 0"):
+    with pytest.raises(ConfigError, match=r"her\.threshold=-5 must be a number >= 0"):
         layout_from_config(*compose_fixed(["her.threshold=-5"]))
 
 

@@ -20,11 +20,13 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
+from alpha_rl import vocabulary as v
 from alpha_rl.env import Environment
 from alpha_rl.errors import ConfigError
+from alpha_rl.her_variant import HerVariant
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her, per
-from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.kernels.runtime import KernelRuntime, arguments
 from alpha_rl.replay import Replay
 
 F32, I32, U64 = np.float32, np.int32, np.uint64
@@ -42,6 +44,8 @@ ENV_STATE = {
 }
 KERNELS = (her.TRACK.name, her.INJECT.name, her.FORWARD.name)
 STORAGE = ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", "leaves")
+# what the HER kernels read of the environment's step (HER keeps its own entry_mid / peak_mid)
+ENV_INPUTS = ("opened", "closed", "pos", "episode", "fill_mid", "post_mid", "rc", "eff_action")
 
 
 def ring_for(num_envs: int, lookahead: int) -> int:
@@ -57,14 +61,21 @@ def ring_for(num_envs: int, lookahead: int) -> int:
 class HerConfig:
     """Which directions run, and the forward ring's size (conf/her/*.yaml)."""
 
-    backward: bool
-    forward: bool
+    variant: HerVariant  # never OFF: her='off' has no HerConfig
     threshold: float
     priority_boost: float
     lookahead: int  # 0 without forward
     closed_ring: int  # 0 without forward; `auto` resolved (ring_for)
     ring_auto: bool = False  # whether closed_ring was resolved from `auto`
     max_overwritten: float = 0.0  # the share of closes forward may lose before a warning
+
+    @property
+    def backward(self) -> bool:
+        return self.variant.backward
+
+    @property
+    def forward(self) -> bool:
+        return self.variant.forward
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> HerConfig | None:
@@ -73,23 +84,24 @@ class HerConfig:
         enabled = settings.flag(cfg, "her.enabled", where)
         backward = settings.flag(cfg, "her.backward", where)
         forward = settings.flag(cfg, "her.forward", where)
-        if not enabled:
-            if backward or forward:
-                raise ConfigError(
-                    f"her.enabled=false with her.backward={backward}, her.forward={forward}: "
-                    "nothing would run; use her=backward, her=forward or her=on (see conf/her/)"
-                )
-            return None
-        if not (backward or forward):
+        variant = HerVariant.decode(enabled, backward, forward)
+        if variant is None and not enabled:
+            raise ConfigError(
+                f"her.enabled=false with her.backward={backward}, her.forward={forward}: "
+                "nothing would run; use her=backward, her=forward or her=on (see conf/her/)"
+            )
+        if variant is None:
             raise ConfigError("her.enabled=true needs her.backward or her.forward (see conf/her/)")
+        if variant is HerVariant.OFF:
+            return None
         threshold = settings.number(
             cfg, "her.threshold", lambda v: v >= 0,
             ">= 0 (a multiple of the realised PnL; 0: every close with a positive peak)", where,
         )  # fmt: skip
         boost = settings.number(cfg, "her.priority_boost", lambda v: v >= 1,
                                 ">= 1 (a multiple of max priority)", where)  # fmt: skip
-        if not forward:
-            return cls(backward, forward, threshold, boost, 0, 0)
+        if not variant.forward:
+            return cls(variant, threshold, boost, 0, 0)
         lookahead = settings.integer(cfg, "her.lookahead", lambda v: v >= 1,
                                      ">= 1 (env steps)", where)  # fmt: skip
         auto = OmegaConf.select(cfg, "her.closed_ring") == "auto"
@@ -103,7 +115,7 @@ class HerConfig:
             cfg, "her.max_overwritten", lambda v: 0 <= v <= 1,
             "in [0, 1] (the share of closed trades forward HER may lose unjudged)", where,
         )  # fmt: skip
-        return cls(backward, forward, threshold, boost, lookahead, ring, auto, limit)
+        return cls(variant, threshold, boost, lookahead, ring, auto, limit)
 
 
 class Hindsight:
@@ -144,34 +156,36 @@ class Hindsight:
             self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
         at = isv.layout.index_or_absent
         self.slots = {
-            "threshold": at("her_threshold"),
-            "boost": at("her_priority_boost"),
-            "scale": at("reward_scale"),
-            "lookahead": at("her_forward_lookahead"),
-            "backward_count": at("her_inject_count"),
-            "forward_count": at("her_forward_inject_count"),
+            "threshold": at(v.SLOT_HER_THRESHOLD),
+            "boost": at(v.SLOT_HER_PRIORITY_BOOST),
+            "scale": at(v.SLOT_REWARD_SCALE),
+            "lookahead": at(v.SLOT_HER_FORWARD_LOOKAHEAD),
+            "backward_count": at(v.SLOT_HER_INJECT_COUNT),
+            "forward_count": at(v.SLOT_HER_FORWARD_INJECT_COUNT),
         }
         self.lot_mult = env.cfg.lot * env.cfg.multiplier
         bind = runtime.bind
         self._track, self._inject = bind(her.TRACK), bind(her.INJECT)
         self._forward = bind(her.FORWARD) if cfg.forward else None
+        kernels = (self._track, self._inject, self._forward)
+        # each kernel's arrays by name, each from its one part (checked once, here)
+        self._arrays = {k.decl.name: self._args(k.decl) for k in kernels if k is not None}
 
     # --- the kernels, in step order ---
-    def _args(self, decl, h_t) -> dict[str, Any]:
-        """Pointer arguments of `decl` by name from the env, replay, ISV and own arrays."""
-        env, rp, a = self.env.arrays, self.replay.arrays, self.arrays
-        named = {
-            **env,
-            **a,
-            "h_t": h_t,
-            "isv": self.isv.array,
-            "max_leaf": self.replay.max_leaf,
-            "rstate": rp["state"],
-            "rlookback": rp["lookback"],
-            **{k: rp[k] for k in STORAGE},
-            "s_discount": rp.get("s_discount"),
-        }
-        return {arg.name: named.get(arg.name) for arg in decl.args if arg.is_pointer}
+    def _args(self, decl) -> dict[str, Any]:
+        """The array arguments of `decl` by name, each from the part that owns it: the env's
+        step outputs, the replay's storage and push state, HER's own arrays and the ISV (h_t,
+        the step's observation, is given at each launch)."""
+        rp = self.replay.arrays
+        replay = {"max_leaf": self.replay.max_leaf, "rstate": rp["state"],
+                  "rlookback": rp["lookback"], **{k: rp[k] for k in STORAGE},
+                  "s_discount": rp.get("s_discount")}  # fmt: skip
+        ring = {k: None for k in (*her.RING_ARRAYS, "ring_state", "ring_lookback")}  # NULL
+        return arguments(
+            decl, env={k: self.env.arrays[k] for k in ENV_INPUTS}, replay=replay,
+            her=self.arrays if self.cfg.forward else ring | self.arrays,
+            step={"h_t": None, "isv": self.isv.array},
+        )  # fmt: skip
 
     def _scalars(self, decl) -> dict[str, Any]:
         """The scalar arguments of one HER kernel by name, the same for the device and oracle."""
@@ -192,7 +206,10 @@ class Hindsight:
         }[decl.name]  # fmt: skip
 
     def _launch(self, kernel, h_t: Any, stream: Any) -> None:
-        kernel(**self._args(kernel.decl, h_t), **self._scalars(kernel.decl), stream=stream)
+        arrays = self._arrays[kernel.decl.name]
+        if "h_t" in arrays:
+            arrays = arrays | {"h_t": h_t}
+        kernel(**arrays, **self._scalars(kernel.decl), stream=stream)
 
     def track(self, stream: Any = None) -> None:
         """Step 6: follow every env's trade (after the env step)."""

@@ -7,8 +7,8 @@ import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import KernelCallError
-from alpha_rl.kernels import reward, rng
-from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.kernels import her, reward, rng
+from alpha_rl.kernels.runtime import KernelRuntime, arguments
 from alpha_rl.reference.reward import block_sums
 from alpha_rl.reference.rng import Stream, rng_u32
 
@@ -180,3 +180,32 @@ def test_the_declared_shapes_are_checked_on_a_real_kernel(runtime: KernelRuntime
     assert diagnostics.launches == 0
     diagnostics(**args | {"partial": np.zeros(2 * block_sums(7), np.float32)})
     assert diagnostics.launches == 1
+
+
+# --- a kernel's arrays gathered from the parts that own them ---
+
+
+def test_arguments_take_each_array_from_the_one_part_that_offers_it() -> None:
+    be = NumpyBackend()
+    arrays = {a.name: be.zeros(4, a.dtype) for a in her.TRACK.args if a.is_pointer}
+    env = {k: arrays[k] for k in ("opened", "closed", "pos", "episode", "fill_mid", "post_mid")}
+    own = {k: v for k, v in arrays.items() if k not in env}
+    got = arguments(her.TRACK, env=env, her=own | {"ring_state": None})  # one it does not take
+    assert set(got) == set(arrays) and all(got[k] is arrays[k] for k in arrays)
+
+
+def test_a_misspelt_kernel_argument_is_refused_naming_it() -> None:
+    be = NumpyBackend()
+    arrays = {a.name: be.zeros(4, a.dtype) for a in her.TRACK.args if a.is_pointer}
+    arrays["post_mids"] = arrays.pop("post_mid")  # a misspelling would have passed NULL
+    with pytest.raises(KernelCallError, match="her_track: the argument 'post_mid' is offered by "
+                       "none of env, her: a misspelt or missing name"):  # fmt: skip
+        arguments(her.TRACK, env=arrays, her={})
+
+
+def test_an_array_two_parts_offer_is_refused_as_shadowed() -> None:
+    be = NumpyBackend()
+    arrays = {a.name: be.zeros(4, a.dtype) for a in her.TRACK.args if a.is_pointer}
+    with pytest.raises(KernelCallError, match="'entry_mid' is offered by env and her: one would "
+                       "shadow the other"):  # fmt: skip
+        arguments(her.TRACK, env=arrays, her={"entry_mid": arrays["entry_mid"]})

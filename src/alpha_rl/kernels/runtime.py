@@ -89,6 +89,27 @@ def _pointer_converter(
     return convert
 
 
+def arguments(decl: KernelDecl, **sources: Mapping[str, Any]) -> dict[str, Any]:
+    """The array arguments of `decl` by name, each from the one source (a part's arrays by
+    name: `env=`, `replay=`, `her=`) that offers it; a source offers an array it does not have
+    as None (NULL, where the argument is nullable). An argument two sources offer is refused
+    (one part's array would shadow the other's), as is one no source offers (a misspelt name
+    would pass NULL): KernelCallError names the kernel, the argument and the sources."""
+    out = {}
+    for arg in decl.args:
+        if not arg.is_pointer:
+            continue
+        having = [part for part, arrays in sources.items() if arg.name in arrays]
+        if len(having) != 1:
+            said = (f"is offered by {' and '.join(having)}: one would shadow the other; offer it "
+                    "from one part only" if having else
+                    f"is offered by none of {', '.join(sources)}: a misspelt or missing name; "
+                    "offer it (None for an absent nullable array)")  # fmt: skip
+            raise KernelCallError(f"{decl.name}: the argument {arg.name!r} {said}")
+        out[arg.name] = sources[having[0]][arg.name]
+    return out
+
+
 class BoundKernel:
     """A declared kernel ready to launch on one backend: `kernel(*args, stream=None)`.
 

@@ -25,9 +25,10 @@ from typing import Any
 import yaml
 
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.her_variant import TREATMENTS, HerVariant
 from alpha_rl.tracking import RunRecord
 
-HER_ORDER = ("backward", "forward", "on")  # treatments in the order the seed plan names them
+HER_ORDER = tuple(v.value for v in TREATMENTS)  # the seed plan's order
 
 
 def flag(run: RunRecord, key: str) -> bool:
@@ -40,14 +41,19 @@ def her_flag(run: RunRecord, name: str) -> bool:
     return flag(run, f"her.{name}")
 
 
-def her_value(run: RunRecord) -> str | None:
-    """off | backward | forward | on from the run's her.* params; None when it has none."""
+def her_variant(run: RunRecord) -> HerVariant | None:
+    """The run's HER variant from its her.* params; None when it has none. A combination no
+    config makes (a direction while disabled) reads as off, as the run ran no HER kernel."""
     if "her.enabled" not in run.params:
         return None
-    if not her_flag(run, "enabled"):
-        return "off"
-    back, fwd = her_flag(run, "backward"), her_flag(run, "forward")
-    return "on" if back and fwd else "backward" if back else "forward" if fwd else "off"
+    flags = (her_flag(run, "enabled"), her_flag(run, "backward"), her_flag(run, "forward"))
+    return HerVariant.decode(*flags) or HerVariant.OFF
+
+
+def her_value(run: RunRecord) -> str | None:
+    """off | backward | forward | on from the run's her.* params; None when it has none."""
+    variant = her_variant(run)
+    return None if variant is None else variant.value
 
 
 def beta_value(run: RunRecord) -> str | None:

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.killcheck.axes import Axis, her_flag, her_value
+from alpha_rl.her_variant import TREATMENTS, HerVariant
+from alpha_rl.kernels import her as her_kernels
+from alpha_rl.killcheck.axes import Axis, her_variant
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.pipeline.labels import ORACLE_AUDIT
 from alpha_rl.tracking import RunRecord
@@ -26,12 +28,35 @@ from alpha_rl.tracking import RunRecord
 PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"
 NOT_APPLICABLE = "NOT-APPLICABLE"
 PENDING = "PENDING"  # a statistical row before the check's correction decides it
+
+
+@dataclass(frozen=True)
+class Audited:
+    """Criteria 1-3: the kernels whose `audit/<kernel>` mismatch counts a criterion reads, and the
+    direction a run must have for it to apply (None: every HER run)."""
+
+    kernels: tuple[str, ...]
+    direction: str  # "backward", "forward" or "" (both), as the verdict table says it
+    variants: tuple[HerVariant, ...]  # the variants it applies to
+
+
+BACKWARD = tuple(v for v in TREATMENTS if v.backward)
+FORWARD = tuple(v for v in TREATMENTS if v.forward)
 AUDITS = {
-    "1 track": ("her_track",),
-    "2 backward inject": ("her_inject",),
-    # her_inject writes the forward ring; her_record did in runs recorded before it did
-    "3 forward inject": ("her_inject", "her_forward", "her_record"),
-}
+    "1 track": Audited((her_kernels.TRACK.name,), "", TREATMENTS),
+    "2 backward inject": Audited((her_kernels.INJECT.name,), "backward", BACKWARD),
+    # her_inject writes the forward ring; her_record (a kernel since merged into her_inject) did
+    # in runs recorded before it did
+    "3 forward inject": Audited((her_kernels.INJECT.name, her_kernels.FORWARD.name, "her_record"),
+                                "forward", FORWARD),
+}  # fmt: skip
+
+
+def runs_with(runs: list[RunRecord], variants: tuple[HerVariant, ...]) -> list[RunRecord]:
+    """The runs whose HER variant is one of `variants`."""
+    return [r for r in runs if her_variant(r) in variants]
+
+
 INJECTIONS = "4 injections on done steps"
 FAILURE_TAG = "alpha_rl.failure_reason"  # a run that ended FAILED says why
 
@@ -73,7 +98,7 @@ def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[J
     runs no HER; the audits (1-3) NOT-APPLICABLE on runs that executed the oracles themselves
     (the numpy backend), criterion 3's count of lost closes still read."""
     names = [*AUDITS, INJECTIONS]
-    her = [r for r in treated if her_value(r) not in (None, "off")]
+    her = runs_with(treated, TREATMENTS)
     if not axis.is_her or not her:
         why = (f"HER's own criterion; the axis is {axis.name}" if not axis.is_her
                else "the treatment runs no HER")  # fmt: skip
@@ -101,7 +126,7 @@ def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criter
     count of them (recorded before forward HER counted them), tested a forward HER that was
     partly idle: the row is NOT-EVALUATED and blocks the treatment's verdict (CANNOT-JUDGE,
     whatever else kills). Mismatching audits (KILL) and a direction that does not run stay."""
-    runs = [r for r in runs if her_flag(r, "forward")]
+    runs = runs_with(runs, FORWARD)
     if audit.verdict == KILL or not runs:
         return audit
     limit = crit.max_forward_lost
@@ -144,15 +169,15 @@ def judge_audit(name: str, runs: list[RunRecord], crit: Criteria) -> Judgement:
     """Criteria 1-3: zero audit mismatches of the kernels of `name` (and, for backward, the
     counters: no more backward injections in a log interval than trades closed in it);
     NOT-APPLICABLE when no run enables the direction the criterion is about."""
-    direction = "forward" if name.startswith("3") else "backward" if name.startswith("2") else ""
-    runs = [r for r in runs if not direction or her_flag(r, direction)]
+    direction = AUDITS[name].direction
+    runs = runs_with(runs, AUDITS[name].variants)
     threshold = "0 mismatches on audited runs"
     if not runs:
         return Judgement(name, f"the treatment runs no {direction} HER", "-", NOT_APPLICABLE,
                          False)  # fmt: skip
     evidence, audits, bad = {}, 0, 0
     for run in runs:
-        counts = [v for key in AUDITS[name] for _, v in run.metrics.get(f"audit/{key}", [])]
+        counts = [v for key in AUDITS[name].kernels for _, v in run.metrics.get(f"audit/{key}", [])]
         audits, bad = audits + len(counts), bad + int(np.nansum(counts))
         evidence[run.run_id] = {"audits": len(counts), "mismatches": int(np.nansum(counts)),
                                 "audit": run.tags.get("audit", "?")}  # fmt: skip
