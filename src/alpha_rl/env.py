@@ -15,6 +15,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
+from alpha_rl import vocabulary as vocab
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT, DeviceIsv, IsvLayout
@@ -181,11 +182,19 @@ class SlotIndices:
         at = layout.index_or_absent
         stride7 = lambda name: at(name) if has_aux_align(rc_stride) else ABSENT  # noqa: E731
         return cls(
-            at("reward_weight"), at("reward_scale"), at("opp_cost_kappa"),
-            at("inventory_lambda"), at("drawdown_rho"), stride7("w_aux_align"),
-            stride7("aux_align_scale"), at("reward_ema_alpha"), at("reward_component_ema"),
-            at("reward_abs_ema"), at("reward_mag_ratio"), stride7("reward_aux_align_ema"),
-        )  # fmt: skip
+            at(vocab.SLOT_REWARD_WEIGHT),
+            at(vocab.SLOT_REWARD_SCALE),
+            at(vocab.SLOT_OPP_COST_KAPPA),
+            at(vocab.SLOT_INVENTORY_LAMBDA),
+            at(vocab.SLOT_DRAWDOWN_RHO),
+            stride7(vocab.SLOT_W_AUX_ALIGN),
+            stride7(vocab.SLOT_AUX_ALIGN_SCALE),
+            at(vocab.SLOT_REWARD_EMA_ALPHA),
+            at(vocab.SLOT_REWARD_COMPONENT_EMA),
+            at(vocab.SLOT_REWARD_ABS_EMA),
+            at(vocab.SLOT_REWARD_MAG_RATIO),
+            stride7(vocab.SLOT_REWARD_AUX_ALIGN_EMA),
+        )
 
 
 @dataclass

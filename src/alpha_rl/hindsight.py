@@ -20,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
-from alpha_rl import vocabulary as v
+from alpha_rl import vocabulary as vocab
 from alpha_rl.env import Environment
 from alpha_rl.errors import ConfigError
 from alpha_rl.her_variant import HerVariant
@@ -156,12 +156,12 @@ class Hindsight:
             self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
         at = isv.layout.index_or_absent
         self.slots = {
-            "threshold": at(v.SLOT_HER_THRESHOLD),
-            "boost": at(v.SLOT_HER_PRIORITY_BOOST),
-            "scale": at(v.SLOT_REWARD_SCALE),
-            "lookahead": at(v.SLOT_HER_FORWARD_LOOKAHEAD),
-            "backward_count": at(v.SLOT_HER_INJECT_COUNT),
-            "forward_count": at(v.SLOT_HER_FORWARD_INJECT_COUNT),
+            "threshold": at(vocab.SLOT_HER_THRESHOLD),
+            "boost": at(vocab.SLOT_HER_PRIORITY_BOOST),
+            "scale": at(vocab.SLOT_REWARD_SCALE),
+            "lookahead": at(vocab.SLOT_HER_FORWARD_LOOKAHEAD),
+            "backward_count": at(vocab.SLOT_HER_INJECT_COUNT),
+            "forward_count": at(vocab.SLOT_HER_FORWARD_INJECT_COUNT),
         }
         self.lot_mult = env.cfg.lot * env.cfg.multiplier
         bind = runtime.bind

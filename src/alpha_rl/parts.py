@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from alpha_rl import vocabulary as v
+from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.isv import IsvLayout, Owned, build_layout
@@ -56,18 +56,20 @@ def _reward(cfg: DictConfig) -> Fill:
             "or pass a number"
         )
     values = {
-        v.SLOT_REWARD_WEIGHT: r.weights,
-        v.SLOT_REWARD_SCALE: (r.scale,),
-        v.SLOT_OPP_COST_KAPPA: (r.opp_cost_kappa,),
-        v.SLOT_INVENTORY_LAMBDA: (r.inventory_lambda,),
-        v.SLOT_DRAWDOWN_RHO: (r.drawdown_rho,),
-        v.SLOT_REWARD_EMA_ALPHA: (r.ema_alpha,),
+        vocab.SLOT_REWARD_WEIGHT: r.weights,
+        vocab.SLOT_REWARD_SCALE: (r.scale,),
+        vocab.SLOT_OPP_COST_KAPPA: (r.opp_cost_kappa,),
+        vocab.SLOT_INVENTORY_LAMBDA: (r.inventory_lambda,),
+        vocab.SLOT_DRAWDOWN_RHO: (r.drawdown_rho,),
+        vocab.SLOT_REWARD_EMA_ALPHA: (r.ema_alpha,),
     }
-    diag = (v.SLOT_REWARD_COMPONENT_EMA, v.SLOT_REWARD_ABS_EMA, v.SLOT_REWARD_MAG_RATIO)
+    diag = (vocab.SLOT_REWARD_COMPONENT_EMA, vocab.SLOT_REWARD_ABS_EMA, vocab.SLOT_REWARD_MAG_RATIO)
     need = [(slot, "the reward kernels") for slot in (*values, *diag)]
     if r.aux_align_weight is not None:
-        values[v.SLOT_W_AUX_ALIGN] = (r.aux_align_weight,)
-        need += [(s, "reward=stride7") for s in (v.SLOT_W_AUX_ALIGN, v.SLOT_REWARD_AUX_ALIGN_EMA)]
+        values[vocab.SLOT_W_AUX_ALIGN] = (r.aux_align_weight,)
+        need += [
+            (s, "reward=stride7") for s in (vocab.SLOT_W_AUX_ALIGN, vocab.SLOT_REWARD_AUX_ALIGN_EMA)
+        ]
     return values, need
 
 
@@ -83,8 +85,8 @@ def _beta(cfg: DictConfig) -> Fill:
     need = []
     if b.controller == "share":
         why = "beta.controller=share (beta=active_controller has the slot)"
-        need.append((v.SLOT_AUX_SHARE, why))
-    return {v.SLOT_AUX_ALIGN_SCALE: (b.scale,)}, need
+        need.append((vocab.SLOT_AUX_SHARE, why))
+    return {vocab.SLOT_AUX_ALIGN_SCALE: (b.scale,)}, need
 
 
 def _her(cfg: DictConfig) -> Fill:
@@ -92,48 +94,61 @@ def _her(cfg: DictConfig) -> Fill:
     if her is None:
         return {}, []
     values = {
-        v.SLOT_HER_THRESHOLD: (her.threshold,),
-        v.SLOT_HER_PRIORITY_BOOST: (her.priority_boost,),
+        vocab.SLOT_HER_THRESHOLD: (her.threshold,),
+        vocab.SLOT_HER_PRIORITY_BOOST: (her.priority_boost,),
     }
     need = []
     if her.backward:
-        need += [(s, "HER backward inject") for s in (*values, v.SLOT_HER_INJECT_COUNT)]
+        need += [(s, "HER backward inject") for s in (*values, vocab.SLOT_HER_INJECT_COUNT)]
     if her.forward:
-        values[v.SLOT_HER_FORWARD_LOOKAHEAD] = (float(her.lookahead),)
-        need += [(s, "HER forward inject") for s in (*values, v.SLOT_HER_FORWARD_INJECT_COUNT)]
+        values[vocab.SLOT_HER_FORWARD_LOOKAHEAD] = (float(her.lookahead),)
+        need += [(s, "HER forward inject") for s in (*values, vocab.SLOT_HER_FORWARD_INJECT_COUNT)]
     return values, need
 
 
 def _replay(cfg: DictConfig) -> Fill:
-    return {}, [(v.SLOT_PER_BETA, "the replay's importance weights")]
+    return {}, [(vocab.SLOT_PER_BETA, "the replay's importance weights")]
 
 
 def _learner(cfg: DictConfig) -> Fill:
-    slots = (v.SLOT_LOSS_Q, v.SLOT_LOSS_AUX, v.SLOT_EPSILON, v.SLOT_GRAD_NORM)
+    slots = (vocab.SLOT_LOSS_Q, vocab.SLOT_LOSS_AUX, vocab.SLOT_EPSILON, vocab.SLOT_GRAD_NORM)
     return {}, [(slot, "the learner") for slot in slots]
 
 
 def _alpha(cfg: DictConfig) -> Fill:
     if alpha_config(cfg) is None:
         return {}, []
-    return {}, [(s, "alpha='on'") for s in (v.SLOT_W_ALPHA_LONG, v.SLOT_W_ALPHA_SHORT)]
+    return {}, [(s, "alpha='on'") for s in (vocab.SLOT_W_ALPHA_LONG, vocab.SLOT_W_ALPHA_SHORT)]
 
 
 PARTS: tuple[Part, ...] = (
-    Part("reward", {v.SLOT_REWARD_WEIGHT: "reward.weights", v.SLOT_REWARD_SCALE: "reward.scale",
-                    v.SLOT_OPP_COST_KAPPA: "reward.opp_cost_kappa",
-                    v.SLOT_INVENTORY_LAMBDA: "reward.inventory_lambda",
-                    v.SLOT_DRAWDOWN_RHO: "reward.drawdown_rho",
-                    v.SLOT_REWARD_EMA_ALPHA: "reward.ema_alpha",
-                    v.SLOT_W_AUX_ALIGN: "reward.aux_align_weight"}, _reward),
-    Part("beta", {v.SLOT_AUX_ALIGN_SCALE: "beta.scale"}, _beta),
-    Part("HER", {v.SLOT_HER_THRESHOLD: "her.threshold",
-                 v.SLOT_HER_PRIORITY_BOOST: "her.priority_boost",
-                 v.SLOT_HER_FORWARD_LOOKAHEAD: "her.lookahead"}, _her),
+    Part(
+        "reward",
+        {
+            vocab.SLOT_REWARD_WEIGHT: "reward.weights",
+            vocab.SLOT_REWARD_SCALE: "reward.scale",
+            vocab.SLOT_OPP_COST_KAPPA: "reward.opp_cost_kappa",
+            vocab.SLOT_INVENTORY_LAMBDA: "reward.inventory_lambda",
+            vocab.SLOT_DRAWDOWN_RHO: "reward.drawdown_rho",
+            vocab.SLOT_REWARD_EMA_ALPHA: "reward.ema_alpha",
+            vocab.SLOT_W_AUX_ALIGN: "reward.aux_align_weight",
+        },
+        _reward,
+    ),
+    Part("beta", {vocab.SLOT_AUX_ALIGN_SCALE: "beta.scale"}, _beta),
+    Part(
+        "HER",
+        {
+            vocab.SLOT_HER_THRESHOLD: "her.threshold",
+            vocab.SLOT_HER_PRIORITY_BOOST: "her.priority_boost",
+            vocab.SLOT_HER_FORWARD_LOOKAHEAD: "her.lookahead",
+        },
+        _her,
+    ),
     Part("replay", {}, _replay),
     Part("learner", {}, _learner),
     Part("alpha", {}, _alpha),
-)  # fmt: skip
+)
 
 
 def owned_slots(cfg: DictConfig) -> tuple[dict[str, Owned], list[tuple[str, str]]]:

@@ -24,6 +24,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
+from alpha_rl import vocabulary as vocab
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, ReplayError
 from alpha_rl.isv import ABSENT, DeviceIsv
@@ -148,7 +149,9 @@ class Replay:
             level_slice = slice(offset, offset + size)
             sums, maxima = self.arrays["tree"][level_slice], self.arrays["tree_max"][level_slice]
             self._levels.append((sums, maxima, size))
-        self.beta_idx = isv.layout.index_or_absent("per_beta") if isv is not None else ABSENT
+        self.beta_idx = (
+            isv.layout.index_or_absent(vocab.SLOT_PER_BETA) if isv is not None else ABSENT
+        )
         bind = runtime.bind
         self._push, self._reduce = bind(per.PUSH), bind(per.TREE_REDUCE)
         self._sample, self._update = bind(per.SAMPLE), bind(per.UPDATE)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import L_Q, PNL, PROBE
@@ -98,7 +99,7 @@ def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarr
         zeros = [(s, 0.0) for s in steps]
         metrics |= {"her/inject_total": [(s, 3.0 * s) for s in steps],
                     "her/backward_total": [(s, 2.0 * s) for s in steps],
-                    "trade/count": [(s, 5000.0) for s in steps],
+                    vocab.TRAIN_TRADES: [(s, 5000.0) for s in steps],
                     "her/forward_closes_total": [(s, 50.0 * s) for s in steps],
                     "her/forward_overwritten_total": zeros, "her/forward_expired_total": zeros,
                     "audit/her_track": zeros, "audit/her_inject": zeros}  # fmt: skip

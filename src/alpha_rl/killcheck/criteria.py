@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from alpha_rl import vocabulary as vocab
 from alpha_rl.her_variant import TREATMENTS, HerVariant
 from alpha_rl.kernels import her as her_kernels
 from alpha_rl.killcheck.axes import Axis, her_variant
@@ -203,7 +204,7 @@ def _counter_violations(runs: list[RunRecord]) -> dict[str, list[int]]:
     out = {}
     for run in runs:
         steps, total = run.series("her/backward_total")
-        closes = dict(run.metrics.get("trade/count", []))
+        closes = dict(run.metrics.get(vocab.TRAIN_TRADES, []))
         if len(steps) < 2:
             continue
         grown = np.diff(total)

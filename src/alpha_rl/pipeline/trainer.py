@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from alpha_rl import vocabulary as vocab
 from alpha_rl.agent import Learner, aux_calls
 from alpha_rl.backend.base import DeviceArray
 from alpha_rl.backend.graph import Graph, graphs_available
@@ -62,11 +63,18 @@ class Trainer:
         if plan.beta.controller == "share":  # w_aux_align steered by c6's share (cuda/aux.cu)
             at = isv.layout.index
             self.controller = functools.partial(
-                rt.bind(aux.CONTROLLER), isv=isv.array, aux_ema_idx=at("reward_aux_align_ema"),
-                abs_idx=at("reward_abs_ema"), weight_idx=at("reward_weight"), core=RC_CORE,
-                w_idx=at("w_aux_align"), share_idx=at("aux_share"), gain=plan.beta.gain,
-                target=plan.beta.target_share, w_max=plan.beta.w_max,
-            )  # fmt: skip
+                rt.bind(aux.CONTROLLER),
+                isv=isv.array,
+                aux_ema_idx=at(vocab.SLOT_REWARD_AUX_ALIGN_EMA),
+                abs_idx=at(vocab.SLOT_REWARD_ABS_EMA),
+                weight_idx=at(vocab.SLOT_REWARD_WEIGHT),
+                core=RC_CORE,
+                w_idx=at(vocab.SLOT_W_AUX_ALIGN),
+                share_idx=at(vocab.SLOT_AUX_SHARE),
+                gain=plan.beta.gain,
+                target=plan.beta.target_share,
+                w_max=plan.beta.w_max,
+            )
         self.hindsight = (
             Hindsight(plan.her, self.env, self.replay, rt, isv, plan.agent.gamma)
             if plan.her is not None
@@ -172,35 +180,35 @@ class Trainer:
         isv = self.backend.download(self.session.isv.array)
         layout = self.session.isv.layout
         slot = lambda name: float(isv[int(layout.index(name))])  # noqa: E731
-        m: dict[str, float] = {"agent/epsilon": slot("epsilon")}
+        m: dict[str, float] = {vocab.EPSILON: slot(vocab.SLOT_EPSILON)}
         if self.t > self.plan.agent.learn_start:  # l_q exists once an update has run
-            m |= {L_Q: slot("loss_q"), GRAD_NORM: slot("grad_norm"),
-                  "replay/batch_synthetic_frac": slot("batch_synthetic_frac"),
-                  "replay/beta": slot("per_beta")}  # fmt: skip
-            by_source = {L_Q_REAL: slot("loss_q_real"),
-                         "loss/l_q_synthetic": slot("loss_q_synthetic")}  # fmt: skip
+            m |= {L_Q: slot(vocab.SLOT_LOSS_Q), GRAD_NORM: slot(vocab.SLOT_GRAD_NORM),
+                  vocab.BATCH_SYNTHETIC: slot(vocab.SLOT_BATCH_SYNTHETIC),
+                  vocab.REPLAY_BETA: slot(vocab.SLOT_PER_BETA)}  # fmt: skip
+            by_source = {L_Q_REAL: slot(vocab.SLOT_LOSS_Q_REAL),
+                         vocab.L_Q_SYNTHETIC: slot(vocab.SLOT_LOSS_Q_SYNTHETIC)}  # fmt: skip
             m |= {k: v for k, v in by_source.items() if not np.isnan(v)}  # NaN: no such row
-        m["loss/l_aux"] = slot("loss_aux")
-        ema = int(layout.index("reward_component_ema"))
+        m[vocab.L_AUX] = slot(vocab.SLOT_LOSS_AUX)
+        ema = int(layout.index(vocab.SLOT_REWARD_COMPONENT_EMA))
         m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(RC_CORE)}
         if has_aux_align(self.rc_stride):
-            m["reward/aux_align_ema"] = slot("reward_aux_align_ema")
-            m["reward/w_aux_align"] = slot("w_aux_align")
+            m["reward/aux_align_ema"] = slot(vocab.SLOT_REWARD_AUX_ALIGN_EMA)
+            m["reward/w_aux_align"] = slot(vocab.SLOT_W_AUX_ALIGN)
         if self.controller is not None:
-            m["reward/aux_share"] = slot("aux_share")
+            m["reward/aux_share"] = slot(vocab.SLOT_AUX_SHARE)
         accuracy = self._aux_accuracy()
         if accuracy is not None:
-            m["aux/accuracy"] = accuracy
+            m[vocab.AUX_ACCURACY] = accuracy
         if self.learner.alpha is not None and self.t > self.plan.agent.learn_start:
-            m |= {"aux/w_alpha_long": slot("w_alpha_long"),
-                  "aux/w_alpha_short": slot("w_alpha_short")}  # fmt: skip
+            m |= {"aux/w_alpha_long": slot(vocab.SLOT_W_ALPHA_LONG),
+                  "aux/w_alpha_short": slot(vocab.SLOT_W_ALPHA_SHORT)}  # fmt: skip
         stats = self.env.harvest_trade_stats()
-        m |= {"trade/pnl": stats.realised, TRAIN_CAPTURE: stats.capture_ratio,
-              "trade/count": float(stats.trades)}  # fmt: skip
+        m |= {vocab.TRAIN_PNL: stats.realised, TRAIN_CAPTURE: stats.capture_ratio,
+              vocab.TRAIN_TRADES: float(stats.trades)}  # fmt: skip
         self.replay.check()  # a batch sampled from an empty buffer is a bug, not a number
         size = self.replay.size()
         synthetic = self.backend.download(self.replay.arrays["s_synthetic"][:size])
-        m |= {"replay/size": float(size), "replay/synthetic_frac": float(synthetic.mean())}
+        m |= {vocab.REPLAY_SIZE: float(size), vocab.REPLAY_SYNTHETIC: float(synthetic.mean())}
         hindsight = self._hindsight_block(slot)
         m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
         aux_keys = ("reward/w_aux_align", "reward/aux_share")
@@ -226,12 +234,12 @@ class Trainer:
         self._her_seen |= {k: totals[k] for k in grown}
         block: dict[str, Any] = {"enabled": True}
         if hs.cfg.backward:
-            block["inject_count_step"] = slot("her_inject_count")
+            block["inject_count_step"] = slot(vocab.SLOT_HER_INJECT_COUNT)
         if hs.cfg.forward:
-            block["forward_inject_count_step"] = slot("her_forward_inject_count")
+            block["forward_inject_count_step"] = slot(vocab.SLOT_HER_FORWARD_INJECT_COUNT)
         block |= {
-            "threshold": slot("her_threshold"),
-            "priority_boost": slot("her_priority_boost"),
+            "threshold": slot(vocab.SLOT_HER_THRESHOLD),
+            "priority_boost": slot(vocab.SLOT_HER_PRIORITY_BOOST),
             "backward_total": totals["backward"],
             "forward_total": totals["forward"],
             "inject_total": totals["backward"] + totals["forward"],
