@@ -16,6 +16,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -52,9 +53,48 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("bid_px", "ask_px", "bid_sz", "ask_sz")
 TIMESTAMP = "timestamp"
-CSV_SUFFIXES = (".csv",)
-PARQUET_SUFFIXES = (".parquet", ".pq")
 _LEVEL_COLUMN = re.compile(r"^(bid_px|ask_px|bid_sz|ask_sz)_(0|[1-9][0-9]*)$")
+
+
+def _read_csv(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
+    header = pd.read_csv(file, header=None, nrows=1, dtype=str, skip_blank_lines=False)
+    _unique(file, [str(n) for n in header.iloc[0]], "the header (line 1)", used)
+    dtype = None if text_column is None else {text_column: str}
+    return pd.read_csv(file, skip_blank_lines=False, low_memory=False, dtype=dtype)
+
+
+def _read_parquet(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
+    _unique(file, pq.read_schema(file).names, "the Parquet schema", lambda _: True)
+    return pd.read_parquet(file, engine="pyarrow")
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """A quotes file format: its name, the file endings it is chosen by, how its table is read
+    (`read(file, text_column, used)`: `text_column` read as text, not numbers; a repeated column
+    name refused, in CSV only where `used`), and whether its rows are lines of text (a problem
+    is then reported with its line of the file too)."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    read: Callable[[Path, str | None, Callable[[str], bool]], pd.DataFrame]
+    lines: bool
+
+
+FORMATS = (
+    FileFormat("CSV", (".csv",), _read_csv, lines=True),
+    FileFormat("Parquet", (".parquet", ".pq"), _read_parquet, lines=False),
+)
+
+
+def file_format(file: Path) -> FileFormat:
+    """The format of `file`, by its ending; MarketDataError lists the formats read."""
+    suffix = file.suffix.lower()
+    for fmt in FORMATS:
+        if suffix in fmt.suffixes:
+            return fmt
+    known = " or ".join(f"{f.name} ({', '.join(f.suffixes)})" for f in FORMATS)
+    raise MarketDataError(f"{file}: unknown file extension {suffix!r}; market=file reads {known}")
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -81,7 +121,7 @@ def read_quotes_file(
     default_size: float | None = None,
     session_gap: str | float | None = None,
 ) -> Book:
-    """The Book [T, L] of a CSV or Parquet quotes file; MarketDataError names file, row, column."""
+    """The Book [T, L] of a quotes file (FORMATS); MarketDataError names file, row, column."""
     file = resolve_path(path)
     renames = dict(columns or {})
     try:
@@ -92,6 +132,29 @@ def read_quotes_file(
     except MarketDataError as exc:
         raise MarketDataError(f"{file}: {exc}") from exc
     frame = _table(file, renames, timestamp_format, default_size)
+    sides, stamps, breaks = _checked(
+        file, frame, renames, (timestamp_format, zone, gap, session_gap)
+    )
+    if len(frame) < min_rows:
+        raise MarketDataError(
+            f"{file}: {len(frame)} data rows, fewer than market.min_rows={min_rows}; "
+            "use a longer file or lower market.min_rows"
+        )
+    tick = tick_size if tick_size is not None else _inferred_tick(file, sides)
+    doubt = tick_warning(tick, tick_size is None, sides)
+    if doubt:
+        log.warning("%s: %s", file, doubt)
+    stamp_values = None if stamps is None else stamps.values
+    return Book(
+        **sides, tick_size=float(tick), source=str(file), timestamps=stamp_values, breaks=breaks
+    )
+
+
+def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str],
+             times: tuple) -> tuple[dict[str, np.ndarray], Stamps | None, np.ndarray]:  # fmt: skip
+    """The book's sides [T, L] by family, its stamps and its session breaks, every value checked
+    (`times`: the timestamp format, zone, gap and the gap as configured)."""
+    timestamp_format, zone, gap, session_gap = times
     levels = _count_levels(file, [str(c) for c in frame.columns])
     if gap is not None and TIMESTAMP not in frame.columns:
         raise MarketDataError(
@@ -99,7 +162,7 @@ def read_quotes_file(
             f"{TIMESTAMP} column (columns: {[str(c) for c in frame.columns]}); map one with "
             "market.columns={<its time column>: timestamp} or set market.session_gap=null"
         )
-    where = Where(file.suffix.lower() in CSV_SUFFIXES, {t: s for s, t in renames.items()})
+    where = Where(file_format(file).lines, {t: s for s, t in renames.items()})
     names = [f"{family}_{level}" for family in FAMILIES for level in range(levels)]
     values, problems = numbers(frame, names, where, levels)
     stamps = None
@@ -120,19 +183,7 @@ def read_quotes_file(
         )
     if warning:
         log.warning("%s: %s", file, warning)
-    if len(frame) < min_rows:
-        raise MarketDataError(
-            f"{file}: {len(frame)} data rows, fewer than market.min_rows={min_rows}; "
-            "use a longer file or lower market.min_rows"
-        )
-    tick = tick_size if tick_size is not None else _inferred_tick(file, sides)
-    doubt = tick_warning(tick, tick_size is None, sides)
-    if doubt:
-        log.warning("%s: %s", file, doubt)
-    stamp_values = None if stamps is None else stamps.values
-    return Book(
-        **sides, tick_size=float(tick), source=str(file), timestamps=stamp_values, breaks=breaks
-    )
+    return sides, stamps, breaks
 
 
 def check_columns(columns: Mapping[str, str]) -> None:
@@ -170,12 +221,7 @@ def check_default_size(size: float | None) -> None:
 def _read_frame(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
     """The file's table; a CSV's `text_column` (if any) is read as text, not as numbers. A
     column name the header has twice is refused: any in Parquet, a `used` one in CSV."""
-    suffix = file.suffix.lower()
-    if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
-        raise MarketDataError(
-            f"{file}: unknown file extension {suffix!r}; market=file reads CSV "
-            f"({', '.join(CSV_SUFFIXES)}) or Parquet ({', '.join(PARQUET_SUFFIXES)})"
-        )
+    fmt = file_format(file)
     try:
         exists, is_file = file.exists(), file.is_file()
     except OSError as exc:  # a directory on the way that cannot be searched, ...
@@ -188,19 +234,11 @@ def _read_frame(file: Path, text_column: str | None, used: Callable[[str], bool]
         )
     if not is_file:
         raise MarketDataError(f"{file} is not a file; market.path must name a quotes file")
-    csv = suffix in CSV_SUFFIXES
     try:
-        if csv:
-            header = pd.read_csv(file, header=None, nrows=1, dtype=str, skip_blank_lines=False)
-            _unique(file, [str(n) for n in header.iloc[0]], "the header (line 1)", used)
-            dtype = None if text_column is None else {text_column: str}
-            return pd.read_csv(file, skip_blank_lines=False, low_memory=False, dtype=dtype)
-        _unique(file, pq.read_schema(file).names, "the Parquet schema", lambda _: True)
-        return pd.read_parquet(file, engine="pyarrow")
+        return fmt.read(file, text_column, used)
     except (OSError, ValueError) as exc:  # parser, encoding, Arrow and permission errors
-        kind = "CSV" if csv else "Parquet"
         what = str(exc).replace("\n", "; ")
-        raise MarketDataError(f"{file}: cannot be read as {kind}: {what}") from exc
+        raise MarketDataError(f"{file}: cannot be read as {fmt.name}: {what}") from exc
 
 
 def _unique(file: Path, names: list[str], where: str, used: Callable[[str], bool]) -> None:
