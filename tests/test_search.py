@@ -23,7 +23,8 @@ from scipy.stats import norm
 from alpha_rl.errors import ConfigError
 from alpha_rl.search import confirm as confirm_module
 from alpha_rl.search import space
-from alpha_rl.search.confirm import deflated_sharpe, unseen_folds
+from alpha_rl.search.confirm import unseen_folds
+from alpha_rl.search.shrinkage import deflated_sharpe
 from alpha_rl.search.study import STUDY_TAG
 from tests.bad_stores import PASSWORD, fingerprint, make
 

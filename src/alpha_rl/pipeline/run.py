@@ -57,6 +57,7 @@ from alpha_rl.pipeline.labels import (
 )
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.progress import Progress
+from alpha_rl.pipeline.saver import Saver, resume_dir
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
@@ -73,8 +74,6 @@ if TYPE_CHECKING:
     from alpha_rl.launch import GpuSlot
 
 log = logging.getLogger("alpha_rl")
-
-CHECKPOINT_TAG = "alpha_rl.checkpoint_missing"  # the last checkpoint failed (on_error=continue)
 
 
 @dataclass(frozen=True)
@@ -186,46 +185,6 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     return outcome
 
 
-def resume_dir(resume: Path) -> Path:
-    """The run directory `resume=` names, which must exist (CheckpointError otherwise)."""
-    path = Path(resume).expanduser().absolute()
-    if not path.is_dir():
-        raise CheckpointError(f"resume={resume}: no such run directory; give the directory of "
-                              "a run that saved a checkpoint")  # fmt: skip
-    return path.resolve()
-
-
-@dataclass
-class Saver:
-    """Writes the run's checkpoints and remembers the step of the last one written."""
-
-    run_dir: Path
-    trainer: Trainer
-    with_replay: bool
-    config_yaml: str
-    cfg: checkpoint.CheckpointConfig
-    identity: str  # the run directory's identity (identity.py), which each checkpoint carries
-    last_step: int = -1
-
-    missed_step: int = -1  # the step of the last checkpoint that failed (on_error=continue)
-
-    def save(self) -> None:
-        if checkpoint.save(self.run_dir, self.trainer, self.with_replay, self.config_yaml,
-                           self.cfg, self.identity) is not None:  # fmt: skip
-            self.last_step = self.trainer.t
-        else:
-            self.missed_step = self.trainer.t
-
-    def missing_final(self) -> dict[str, str]:
-        """A tag saying the run's last checkpoint could not be written (on_error=continue),
-        and which one a resume would use; {} when it was written."""
-        if self.missed_step != self.trainer.t:
-            return {}
-        newest = checkpoint.saved(self.run_dir)
-        kept = f"the newest is {newest[0]}" if newest else "there is none"
-        return {CHECKPOINT_TAG: f"no checkpoint at step {self.trainer.t}; {kept}"}
-
-
 def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
     """A resumed run keeps the β anneal its first start resolved (from that start's `steps`):
     a run extended with more steps holds β at 1 after its first end, never steps it back."""
@@ -270,11 +229,55 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
     tracker.log_text(session.isv.layout.table(), "isv_table.txt")
 
 
+def _step(trainer: Trainer, t: int, audited: bool) -> tuple[dict[str, float], dict[str, Any]]:
+    """Step t, audited (the GPU's kernels against their oracles) or not; the audit's metrics and
+    its diag block."""
+    if not audited:
+        trainer.step()
+        return {}, {}
+    audit = trainer.audited_step()
+    metrics = {"audit/mismatch": float(audit.total)}
+    metrics |= {f"audit/{k}": float(v) for k, v in audit.mismatches.items()}
+    if audit.total:
+        log.warning("audit at step %d: %d mismatches: %s", t, audit.total, ", ".join(audit.first))
+    return metrics, {"audit": {"mismatches": audit.mismatches, "first": audit.first}}
+
+
+def _stopped(trainer: Trainer, tracker: Tracker, saver: Saver,
+             stop: StopSignals) -> tuple[str, str]:  # fmt: skip
+    """A stop signal's end: a checkpoint of the step reached (unless saved there), and the
+    status and reason (KILLED, or REQUEUED when the cluster requeues the job)."""
+    if trainer.t > 0 and saver.last_step != trainer.t:
+        tracker.flush()
+        saver.save()
+    if stop.requeued:
+        return "REQUEUED", f"requeued by the cluster at step {trainer.t}"
+    return "KILLED", f"stopped by {stop.name} at step {trainer.t}"
+
+
+def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
+               metrics: dict[str, float], diag: dict[str, Any]) -> tuple[float, int]:  # fmt: skip
+    """The log point's metrics and diag blocks added to the step's, with the steps per second
+    since `mark` (time, step); a metric that is not finite is recorded, then raises
+    DivergenceError. The new mark."""
+    t = trainer.t
+    point, blocks = trainer.read_log_point()
+    now = time.perf_counter()
+    sps = (t - mark[1]) / (now - mark[0])
+    metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * trainer.env.num_envs,
+                        HEARTBEAT: time.time()}  # fmt: skip
+    diag |= blocks
+    if not trainer.finite(point):
+        tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
+        trainer.check_finite(point)  # raises DivergenceError
+    return now, t
+
+
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
           saver: Saver, stop: StopSignals, system: SystemMetrics) -> Outcome:  # fmt: skip
     """Steps until `steps` (or a stop signal), with log points, evaluations, audits and
     checkpoints; the system metrics stop before the run ends."""
-    run, B, run_dir = plan.run, trainer.env.num_envs, saver.run_dir
+    run, run_dir = plan.run, saver.run_dir
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
     status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
@@ -282,29 +285,9 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     try:
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
-            metrics: dict[str, float] = {}
-            diag: dict[str, Any] = {}
-            if audit_on and t % run.audit_every == 0:
-                audit = trainer.audited_step()
-                metrics["audit/mismatch"] = float(audit.total)
-                metrics |= {f"audit/{k}": float(v) for k, v in audit.mismatches.items()}
-                diag["audit"] = {"mismatches": audit.mismatches, "first": audit.first}
-                if audit.total:
-                    log.warning("audit at step %d: %d mismatches: %s", t, audit.total,
-                                ", ".join(audit.first))  # fmt: skip
-            else:
-                trainer.step()
+            metrics, diag = _step(trainer, t, audit_on and t % run.audit_every == 0)
             if t % run.log_every == 0 or t == run.steps:
-                point, blocks = trainer.read_log_point()
-                now = time.perf_counter()
-                sps = (t - mark[1]) / (now - mark[0])
-                mark = (now, t)
-                metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * B,
-                                    HEARTBEAT: time.time()}  # fmt: skip
-                diag |= blocks
-                if not trainer.finite(point):
-                    tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
-                    trainer.check_finite(point)  # raises DivergenceError
+                mark = _log_point(trainer, tracker, mark, metrics, diag)
             if evaluator.due(t, run.steps):
                 metrics |= evaluator.run()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
@@ -322,12 +305,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                     tracker.set_tags(saver.missing_final())
             progress.update(t, metrics)
         if stop.requested:
-            if trainer.t > 0 and saver.last_step != trainer.t:
-                tracker.flush()
-                saver.save()
-            status, reason = "KILLED", f"stopped by {stop.name} at step {trainer.t}"
-            if stop.requeued:
-                status, reason = "REQUEUED", f"requeued by the cluster at step {trainer.t}"
+            status, reason = _stopped(trainer, tracker, saver, stop)
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)

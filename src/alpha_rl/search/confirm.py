@@ -23,11 +23,9 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
@@ -38,15 +36,14 @@ from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
 from alpha_rl.pipeline.objective import METRIC
+from alpha_rl.search.shrinkage import Candidate, describe, report
 from alpha_rl.search.study import STUDY_TAG
-from alpha_rl.tracking import RunReader, RunRecord
-from alpha_rl.tracking.parent import PARENT_FILE
+from alpha_rl.tracking import RunReader
+from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
 from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import sqlite_file
 from alpha_rl.tracking.stores import bound_requests, first_line
-from alpha_rl.vocabulary import SHARPE, SHARPE_INTERVALS
 
-EULER_GAMMA = 0.5772156649015329
 REMEDY = "give --tracking-uri of the MLflow store the search logged to"
 GROUP = "candidate"  # the config group the confirmation writes its candidates into
 # overrides of the search that the confirmation sets itself
@@ -54,45 +51,9 @@ OWN = ("hparams_search=", "seed=", "validation=", "validation.", "market.fold=",
        "hydra/", "search.")  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration to confirm: a trial's params, or the default (trial None)."""
-
-    name: str
-    trial: int | None
-    params: dict[str, Any]
-    search_value: float
-
-
-def deflated_sharpe(
-    sr: float, trials_sr: np.ndarray, n_trials: int, T: int, skew: float, kurtosis: float
-) -> tuple[float, float]:
-    """(DSR, SR0): the probability that the true Sharpe ratio exceeds SR0, the expected maximum
-    of `n_trials` Sharpe ratios of zero-skill strategies with the trials' variance, given the
-    selected strategy's estimated `sr` over T returns of that skewness and (non-excess) kurtosis
-    (Bailey & López de Prado 2014, eq. 2-3). Sharpe ratios per return interval, not annualised."""
-    from scipy.stats import norm
-
-    if n_trials < 2 or trials_sr.size < 2:
-        return math.nan, math.nan
-    sr0 = float(np.std(trials_sr, ddof=1)) * (
-        (1 - EULER_GAMMA) * norm.ppf(1 - 1 / n_trials)
-        + EULER_GAMMA * norm.ppf(1 - 1 / (n_trials * math.e))
-    )
-    spread = 1 - skew * sr + (kurtosis - 1) / 4 * sr**2
-    if T < 2 or not math.isfinite(sr) or not spread > 0:
-        return math.nan, sr0
-    return float(norm.cdf((sr - sr0) * math.sqrt(T - 1) / math.sqrt(spread))), sr0
-
-
 def unseen_folds(search_split: float, folds: int, test_fraction: float) -> list[int]:
     """The walk-forward folds whose test windows end before the single split's held-out part."""
     return [k for k in range(folds) if 1 - (folds - k - 1) * test_fraction <= search_split + 1e-9]
-
-
-def last_value(run: RunRecord, key: str) -> float:
-    points = run.metrics.get(key) or []
-    return float(points[-1][1]) if points else math.nan
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -230,86 +191,46 @@ def run_confirmation(
     return sweep
 
 
-def report(
-    study: Any, picks: list[Candidate], runs: list[RunRecord], search_runs: dict[int, RunRecord]
-) -> dict:
-    """Shrinkage per candidate, the trial count and the winner's DSR."""
-    import optuna
+def unseen_seeds_and_folds(args: argparse.Namespace, study: Any) -> tuple[list[int], list[int]]:
+    """The seeds (--seeds, none the search's own) and walk-forward folds (--folds, or every fold
+    that ends before the search's held-out part) the confirmation runs on."""
+    searched_seeds = {int(study.user_attrs.get("seed", 0))}
+    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
+    if searched_seeds & set(seeds):
+        raise AlphaRlError(
+            f"--seeds {args.seeds}: seed {sorted(searched_seeds & set(seeds))} is "
+            "the search's own; confirm on seeds it never ran"
+        )
+    if args.folds is not None:
+        return seeds, [int(f) for f in str(args.folds).split(",") if f.strip()]
+    wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
+    split = study.user_attrs.get("split")  # the search's own single split
+    if split is None:
+        split = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml").split
+    folds = unseen_folds(float(split), int(wf.folds), float(wf.test_fraction))
+    if not folds:
+        raise AlphaRlError(
+            "no walk-forward fold ends before the search's held-out part: name them with --folds"
+        )
+    return seeds, folds
 
-    by: dict[str, list[float]] = {}
-    for r in runs:
-        trial = r.params.get("search.trial")
-        name = "default" if trial in (None, "None", "null") else f"trial{trial}"
-        by.setdefault(name, []).append(last_value(r, METRIC))
-    rows = []
-    for c in picks:
-        values = np.array(by.get(c.name, []), np.float64)
-        values = values[np.isfinite(values)]  # a confirmation run that failed has none
-        confirmed = float(values.mean()) if values.size else math.nan
-        rows.append(
-            {
-                "candidate": c.name,
-                "params": c.params,
-                "search": c.search_value,
-                "confirmed": confirmed,
-                "runs": int(values.size),
-                "shrinkage": c.search_value - confirmed,
-            }
-        )
-    winner = picks[1]
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    sharpes = np.array(
-        [last_value(search_runs[t.number], SHARPE) for t in done if t.number in search_runs],
-        np.float64,
-    )
-    sharpes = sharpes[np.isfinite(sharpes)]
-    w = search_runs.get(winner.trial)
-    dsr, sr0, sr = math.nan, math.nan, math.nan
-    if w is not None:
-        sr, T = last_value(w, SHARPE), last_value(w, SHARPE_INTERVALS)
-        T = int(T) if math.isfinite(T) else 0
-        dsr, sr0 = deflated_sharpe(
-            sr,
-            sharpes,
-            len(study.trials),
-            T,
-            last_value(w, "eval/pnl_skew"),
-            last_value(w, "eval/pnl_kurtosis"),
-        )
-    return {
-        "study": study.study_name,
-        "trials_tried": len(study.trials),
-        "trials_completed": len(done),
-        "candidates": rows,
-        "winner": winner.name,
-        "winner_sharpe": sr,
-        "sharpe_of_chance": sr0,
-        "deflated_sharpe_ratio": dsr,
+
+def tag_runs(reader: RunReader, search_parent: str, rep: dict[str, Any], described: str,
+             metric: str) -> None:  # fmt: skip
+    """The verdict's tags on the search's parent run and the confirmation's, and the note (the
+    verdict and the shrinkage) on the confirmation's."""
+    confirm_parent = rep["confirm_parent"]
+    tags = {
+        "confirm.verdict": rep["verdict"],
+        "confirm.winner": rep["winner"],
+        "confirm.trials_tried": str(rep["trials_tried"]),
+        "confirm.deflated_sharpe_ratio": repr(rep["deflated_sharpe_ratio"]),
+        "confirm.shrinkage": repr(rep["candidates"][1]["shrinkage"]),
     }
-
-
-def describe(rep: dict, metric: str) -> str:
-    lines = [
-        f"search {rep['study']}: {rep['trials_tried']} configurations tried "
-        f"({rep['trials_completed']} completed); {metric} in the search and confirmed:"
-    ]
-    for row in rep["candidates"]:
-        if row["candidate"] == "default":
-            lines.append(f"  default      confirmed {row['confirmed']:.6g} ({row['runs']} runs)")
-            continue
-        rel = row["shrinkage"] / abs(row["search"]) if row["search"] else math.nan
-        lines.append(
-            f"  {row['candidate']:<12} search {row['search']:.6g} -> confirmed "
-            f"{row['confirmed']:.6g} ({row['runs']} runs): shrank by "
-            f"{row['shrinkage']:.6g} ({rel:.1%})  {row['params']}"
-        )
-    lines.append(
-        f"winner {rep['winner']}: held-out Sharpe {rep['winner_sharpe']:.4g} per "
-        f"interval in the search, {rep['trials_tried']} trials' chance maximum "
-        f"{rep['sharpe_of_chance']:.4g}; Deflated Sharpe Ratio "
-        f"{rep['deflated_sharpe_ratio']:.4g}"
-    )
-    return "\n".join(lines)
+    for run_id in (search_parent, confirm_parent):
+        reader.set_tags(run_id, tags | {"confirm.parent": confirm_parent})
+    shrinkage = describe(rep, metric).replace("\n", "\n\n")
+    reader.set_tags(confirm_parent, {NOTE_TAG: f"{described}\n\n{shrinkage}"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -319,30 +240,14 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise AlphaRlError(f"--top {args.top}: confirm at least the best trial (1)")
     picks = candidates(study, args.top)
-    searched_seeds = {int(study.user_attrs.get("seed", 0))}
-    seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
-    if searched_seeds & set(seeds):
-        raise AlphaRlError(
-            f"--seeds {args.seeds}: seed {sorted(searched_seeds & set(seeds))} is "
-            "the search's own; confirm on seeds it never ran"
-        )
-    wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
-    split = study.user_attrs.get("split")  # the search's own single split
-    if split is None:
-        split = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml").split
-    if args.folds is None:
-        folds = unseen_folds(float(split), int(wf.folds), float(wf.test_fraction))
-        if not folds:
-            raise AlphaRlError(
-                "no walk-forward fold ends before the search's held-out part: "
-                "name them with --folds"
-            )
-    else:
-        folds = [int(f) for f in str(args.folds).split(",") if f.strip()]
+    seeds, folds = unseen_seeds_and_folds(args, study)
     out = (args.out or Path("outputs", "confirm") / time.strftime("%Y-%m-%d_%H-%M-%S")).resolve()
     write_group(out / "conf", study.study_name, picks)
     sweep = run_confirmation(args, study, picks, out, seeds, folds)
-    confirm_parent = json.loads((sweep / PARENT_FILE).read_text())["run_id"]
+    confirm_parent = recorded_parent(sweep)
+    if confirm_parent is None:
+        raise AlphaRlError(f"the confirmation's multirun {sweep} recorded no parent run "
+                           f"({PARENT_FILE}): see its jobs' logs there")  # fmt: skip
     wanted = lambda k: k.startswith(WANTED) or k == METRIC  # noqa: E731
     runs = reader.runs(args.experiment, wanted, parent_run_id=confirm_parent)
     crit = Criteria.load()
@@ -367,18 +272,8 @@ def run(args: argparse.Namespace) -> int:
     metric = str(study.user_attrs.get("objective", {}).get("metric", METRIC))
     print(describe(rep, metric))
     (out / "confirm.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
-    tags = {
-        "confirm.verdict": verdict,
-        "confirm.winner": rep["winner"],
-        "confirm.trials_tried": str(rep["trials_tried"]),
-        "confirm.deflated_sharpe_ratio": repr(rep["deflated_sharpe_ratio"]),
-        "confirm.shrinkage": repr(rep["candidates"][1]["shrinkage"]),
-    }
-    for run_id in (args.parent, confirm_parent):
-        reader.set_tags(run_id, tags | {"confirm.parent": confirm_parent})
     described = note(treatments, verdict, "search", time.strftime("%Y-%m-%dT%H:%M:%S"))
-    shrinkage = describe(rep, metric).replace("\n", "\n\n")
-    reader.set_tags(confirm_parent, {NOTE_TAG: f"{described}\n\n{shrinkage}"})
+    tag_runs(reader, args.parent, rep, described, metric)
     print(f"report: {out / 'confirm.json'}")
     print(summary(treatments, verdict))
     return EXIT[verdict]

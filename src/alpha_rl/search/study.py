@@ -199,16 +199,7 @@ class Search:
         self.record(study, space, fixed)
         # a resumed study draws on: its sampler's seed moves on by the trials it already holds
         study.sampler = self.cfg.sampler.build(space, len(study.trials))
-        n_trials = self.cfg.n_trials
-        if self.cfg.sampler.name == "grid":
-            left = grid_size(space) - len(study.trials)
-            if left <= 0:
-                raise ConfigError(f"study {self.cfg.study!r} has run every point of its grid "
-                                  f"({grid_size(space)}); name another study (hydra.sweeper."
-                                  "study) to search again")  # fmt: skip
-            if n_trials > left:
-                log.info("the grid has %d points left: %d trials, not %d", left, left, n_trials)
-                n_trials = left
+        n_trials = self.trials_left(space, len(study.trials))
         parent = parent_run_for(self.sweep_dir, self.tracking, create=False)
         before = len(study.trials)
         log.info(
@@ -245,6 +236,21 @@ class Search:
             done += len(trials)
             self.tag_parent(parent, study)
         return self.finish(study, before)
+
+    def trials_left(self, space: dict, held: int) -> int:
+        """The trials to run: n_trials, or what a grid has left of its points after the `held`
+        trials the study holds (ConfigError when none is left)."""
+        n_trials = self.cfg.n_trials
+        if self.cfg.sampler.name != "grid":
+            return n_trials
+        left = grid_size(space) - held
+        if left <= 0:
+            raise ConfigError(f"study {self.cfg.study!r} has run every point of its grid "
+                              f"({grid_size(space)}); name another study (hydra.sweeper."
+                              "study) to search again")  # fmt: skip
+        if n_trials > left:
+            log.info("the grid has %d points left: %d trials, not %d", left, left, n_trials)
+        return min(n_trials, left)
 
     def record(self, study: Any, space: dict, fixed: list[str]) -> None:
         """The study's own record of what it searches; a resumed study must search the same."""
