@@ -128,3 +128,31 @@ def verdicts(report: dict, treatment: str = "on") -> dict[str, str]:
 
 
 STABILITY = "5 no destabilisation (eval/l_q_probe)"
+
+
+BROKEN = "5 runs that broke (rate)"
+BENEFIT = "6 no held-out harm (eval/pnl)"
+DECIDING_HER = (STABILITY, BROKEN, BENEFIT)  # the her axis's statistical rows
+HER_HEADER = ("deciding on the her axis: audits, injections, stability, broken, benefit; alpha "
+              "0.025 family-wise (Holm over the check's {} tests)")  # fmt: skip
+
+
+LAYOUTS = {"stride6": ("6", "sentinel", "0.0"), "stride7_sentinel": ("7", "sentinel", "0.0"),
+           "stride7_active": ("7", "active", "0.1"),
+           "stride7_active_controller": ("7", "active", "0.1")}  # fmt: skip
+
+
+def reward_variants(store: Store, seeds=SEEDS, layouts=tuple(LAYOUTS)[:3], evals=None) -> None:
+    """experiment=reward_variants: stride6, stride7 + sentinel, stride7 + active per seed (the
+    `layouts` named; `evals(layout, seed)` changes a run's held-out metrics)."""
+    for seed in seeds:
+        for layout in layouts:
+            stride, mode, scale = LAYOUTS[layout]
+            params = {"reward.stride": stride, "beta.mode": mode, "beta.scale": scale,
+                      "isv.slots.beta.aux_align_scale.init": scale}  # fmt: skip
+            if stride == "7":
+                params |= {"reward.aux_align_weight": "1.0",
+                           "isv.slots.reward.w_aux_align.index": "537"}  # fmt: skip
+            if layout.endswith("controller"):
+                params["beta.controller"] = "share"
+            store.her_run("on", seed, evals=evals(layout, seed) if evals else None, **params)

@@ -244,7 +244,7 @@ def test_a_full_disk_stops_the_run_failed_in_one_line_with_every_metric_sent(
 def test_a_full_disk_under_the_store_too_keeps_the_unsent_data_for_sync(tmp_path: Path) -> None:
     proc, run_dir, store = small_disk(
         tmp_path,
-        1100,  # the store fills it at the checkpoint of step 20, and the run directory with it
+        1040,  # the store fills it at the checkpoint of step 20, and the run directory with it
         "steps=60",
         "tracking.final_retry_s=2",
         "tracking.retry_s=1",
