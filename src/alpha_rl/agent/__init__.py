@@ -10,7 +10,7 @@
 - `learner`: `Learner`, which composes them; `policy`: `GreedyPolicy`, `aux_calls`.
 """
 
-from alpha_rl.agent.alpha import AlphaBias, AlphaState, NoBias
+from alpha_rl.agent.alpha import AlphaBias, AlphaState, NoBias, make_bias
 from alpha_rl.agent.batch import Batch, Slots
 from alpha_rl.agent.config import AgentConfig, AlphaConfig
 from alpha_rl.agent.head import C51Head, QHead, make_head
@@ -65,6 +65,7 @@ __all__ = [
     "init_params",
     "init_sigma",
     "layer_views",
+    "make_bias",
     "make_head",
     "noise_units",
 ]

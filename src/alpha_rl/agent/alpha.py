@@ -100,3 +100,9 @@ class AlphaBias:
 
 
 Bias = NoBias | AlphaBias
+
+
+def make_bias(alpha: AlphaConfig | None, cfg: AgentConfig, runtime: KernelRuntime,
+              aux_w: DeviceArray, obs_dim: int, batch: int) -> Bias:  # fmt: skip
+    """α as the run's plan has it (None: off) on the aux head `aux_w`, for batches of `batch`."""
+    return NoBias() if alpha is None else AlphaBias(alpha, cfg, runtime, aux_w, obs_dim, batch)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.agent.alpha import AlphaBias, AlphaState, Bias, NoBias
+from alpha_rl.agent.alpha import AlphaState, Bias, make_bias
 from alpha_rl.agent.batch import Batch, Slots
 from alpha_rl.agent.config import AgentConfig, AlphaConfig
 from alpha_rl.agent.head import Head, make_head
@@ -81,7 +81,7 @@ class Learner:
         be = runtime.backend
         self.head: Head = make_head(cfg, runtime, batch)
         self.layout = self.head.layout(obs_dim, cfg.hidden)
-        exploration = NoisyLayers if cfg.noisy else Noiseless
+        exploration = NoisyLayers if cfg.noisy else Noiseless  # the class: chosen once
         theta = exploration.initial(init_params(self.layout, seed), self.layout, cfg)
         self.params = n = theta.size  # what Adam updates: P, or mu and sigma (2P)
         self.state = st = LearnerState.initial(be, theta, obs_dim)
@@ -96,8 +96,7 @@ class Learner:
         self.views |= self.noise.views(self.views)
         self.net = QNetwork(self.layout, MlpOps.bind(runtime), lambda n: be.zeros(n, F32))
         self.kernels = LearnerKernels.bind(runtime)
-        self.bias: Bias = NoBias() if alpha is None else AlphaBias(
-            alpha, cfg, runtime, st.aux_w, obs_dim, batch)  # fmt: skip
+        self.bias: Bias = make_bias(alpha, cfg, runtime, st.aux_w, obs_dim, batch)
         self._allocate(be, num_envs, batch)
         self.slots = Slots.of(isv)
 
