@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from alpha_rl.agent import ACTIONS, AgentConfig, Learner
+from alpha_rl.agent import ACTIONS, AgentConfig, AlphaConfig, Learner
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
@@ -20,11 +20,12 @@ CONTEXTS, B, M = 4, 64, 64
 BANDIT = ["agent.hidden=[16,16]", "agent.lr=0.01", "agent.gamma=0.9", "agent.target_period=10"]
 
 
-def bandit_learner(backend: Backend, overrides: list[str], seed: int = 0):
+def bandit_learner(backend: Backend, overrides: list[str], seed: int = 0,
+                   alpha: AlphaConfig | None = None):  # fmt: skip
     cfg, choices = compose_fixed(overrides)
     isv = DeviceIsv(layout_from_config(cfg, choices), backend)
     runtime = KernelRuntime(backend, {"RC_STRIDE": 7})
-    learner = Learner(AgentConfig.from_cfg(cfg.agent), CONTEXTS, B, M, runtime, isv, seed)
+    learner = Learner(AgentConfig.from_cfg(cfg.agent), CONTEXTS, B, M, runtime, isv, seed, alpha)
     replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, M), CONTEXTS, runtime, seed, B, isv)
     return learner, replay, isv
 

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from alpha_rl import vocabulary
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, IsvLayoutError
 from alpha_rl.isv import ABSENT, DeviceIsv
@@ -168,6 +169,13 @@ def test_an_owned_slot_takes_the_checked_setting_not_yaml() -> None:
     assert layout.slot("reward_scale").init == (0.25,)
     with pytest.raises(ConfigError, match=r"her\.threshold=-5 must be a number >= 0"):
         layout_from_config(*compose_fixed(["her.threshold=-5"]))
+
+
+def test_every_slot_name_of_the_vocabulary_is_declared_by_a_config_group() -> None:
+    cfg, choices = compose_fixed(["beta=active_controller", "alpha='on'"])
+    declared = set(layout_from_config(cfg, choices).names())
+    named = {value for key, value in vars(vocabulary).items() if key.startswith("SLOT_")}
+    assert named and not named - declared, sorted(named - declared)
 
 
 def test_device_isv_holds_the_initial_values_and_table_lists_every_slot() -> None:

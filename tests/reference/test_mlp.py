@@ -3,25 +3,29 @@ finite differences, running QNetwork's own kernel sequence on the NumPy oracles.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
 
 import numpy as np
 import pytest
 
-from alpha_rl.agent import NetLayout, QNetwork, init_params, layer_views
+from alpha_rl.agent import MlpOps, NetLayout, QNetwork, init_params, layer_views
 from alpha_rl.reference import dqn as dqn_ref
 from alpha_rl.reference import mlp as mlp_ref
 
 H, ROWS, A = 4, 7, 3
 
 
-def oracle_ops() -> SimpleNamespace:
-    def plain(fn):
-        return lambda stream=None, **named: fn(**named)  # the oracle takes the declared names
+def by_name(fn):
+    return lambda stream=None, **named: fn(**named)  # the oracle takes the declared names
 
-    return SimpleNamespace(gemm=plain(mlp_ref.mlp_gemm), bias_grad=plain(mlp_ref.mlp_bias_grad),
-                           duel_f=plain(mlp_ref.mlp_dueling_forward),
-                           duel_b=plain(mlp_ref.mlp_dueling_backward))  # fmt: skip
+
+def oracle_ops(**more) -> MlpOps:
+    """The four ops every QNetwork has, on the oracles; `more` adds optional ones (gemm_rows=
+    mlp_ref.mlp_gemm_rows, ...)."""
+    return MlpOps(gemm=by_name(mlp_ref.mlp_gemm), bias_grad=by_name(mlp_ref.mlp_bias_grad),
+                  duel_f=by_name(mlp_ref.mlp_dueling_forward),
+                  duel_b=by_name(mlp_ref.mlp_dueling_backward),
+                  **{name: by_name(fn) for name, fn in more.items()})  # fmt: skip
 
 
 def network(dueling: bool) -> tuple[NetLayout, QNetwork]:
@@ -137,9 +141,7 @@ def test_split_k_equals_one_pass() -> None:
 
 
 def test_backward_with_split_k_matches_finite_differences() -> None:
-    ops = oracle_ops()
-    ops.gemm_partial = lambda stream=None, **a: mlp_ref.mlp_gemm_partial(**a)
-    ops.sum_splits = lambda stream=None, **a: mlp_ref.mlp_sum_splits(**a)
+    ops = oracle_ops(gemm_partial=mlp_ref.mlp_gemm_partial, sum_splits=mlp_ref.mlp_sum_splits)
     layout = NetLayout.build(H, (5, 6), A, False)
     net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64))
     rows = 300  # two splits of the 128-row SPLIT_ROWS
@@ -162,10 +164,11 @@ def test_wide_gemm_is_used_only_where_it_fills_the_gpu() -> None:
     def recording(name):
         return lambda stream=None, **a: calls.append((name, a["M"], a["N"]))
 
-    ops = SimpleNamespace(gemm=recording("gemm"), gemm_64=recording("gemm_64"),
-                          bias_grad=lambda stream=None, **a: None)  # fmt: skip
     narrow = []
-    ops.gemm_rows = lambda stream=None, **a: narrow.append((a["M"], a["N"]))
+    ops = dataclasses.replace(
+        oracle_ops(), gemm=recording("gemm"), gemm_64=recording("gemm_64"),
+        gemm_rows=lambda stream=None, **a: narrow.append((a["M"], a["N"])),
+    )  # fmt: skip
     layout = NetLayout.build(32, (256, 256), A, False)
     net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float32))
     params = layer_views(np.zeros(layout.size, np.float32), layout)
@@ -205,10 +208,8 @@ def test_backward_through_the_first_rows_of_a_longer_forward(dueling: bool) -> N
 def test_forward_pair_is_two_forwards(dueling: bool) -> None:
     """QNetwork.forward_pair through the pair ops equals two forwards, bit for bit."""
     layout, plain = network(dueling)
-    ops = oracle_ops()
-    ops.gemm_rows = lambda stream=None, **a: mlp_ref.mlp_gemm_rows(**a)
-    ops.gemm_pair = lambda stream=None, **a: mlp_ref.mlp_gemm_pair(**a)
-    ops.gemm_rows_pair = lambda stream=None, **a: mlp_ref.mlp_gemm_rows_pair(**a)
+    ops = oracle_ops(gemm_rows=mlp_ref.mlp_gemm_rows, gemm_pair=mlp_ref.mlp_gemm_pair,
+                     gemm_rows_pair=mlp_ref.mlp_gemm_rows_pair)  # fmt: skip
     paired = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64))
     gen = np.random.default_rng(3)
     thetas = [init_params(layout, s).astype(np.float64) for s in (1, 2)]

@@ -3,7 +3,7 @@ machine cannot hold it.
 
 `estimate(plan, isv_size)` adds up, part by part, the arrays the run's objects allocate on the
 backend, from the shapes their constructors use: the replay (replay.py), the learner's networks
-with Adam's moments, the target and the gradient (agent.py), the learner's activation and batch
+with Adam's moments, the target and the gradient (agent/), the learner's activation and batch
 buffers, the n-step rings (nstep.py), HER's state and forward ring (hindsight.py), the training,
 evaluation and probe environments (env.py, pipeline/evaluate.py, pipeline/probe.py) and the
 ISV. A test builds a run and compares the estimate with the bytes its backend allocated. On the
