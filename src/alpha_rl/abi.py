@@ -9,6 +9,10 @@ values from here, cannot drift from the kernels.
 # cuda/reward_layout.cuh and cuda/env.cuh, exported by every stem that includes them
 REWARD_LAYOUT = {"RC_CORE": 6, "RC_AUX_ALIGN": 6}
 ENV_ACTIONS = {"ACTION_FLAT": 0, "ACTION_LONG": 1, "ACTION_SHORT": 2, "ACTIONS": 3}
+# cuda/rng.cuh's RNG_STREAM_<NAME> ids, one stream of draws per use (defines the cubins do not
+# export: the RNG tests draw each stream on the device and compare)
+RNG_STREAMS = {"TEST": 0, "ACT": 1, "PER": 2, "MARKET": 3, "INIT": 4, "ENV": 5, "PARAMS": 6,
+               "PROBE": 7, "NOISE": 8}  # fmt: skip
 
 CONSTANTS: dict[str, dict[str, int]] = {
     "dqn": {

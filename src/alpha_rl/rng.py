@@ -16,24 +16,15 @@ import enum
 
 import numpy as np
 
+from alpha_rl.abi import RNG_STREAMS
+
 U32, U64 = np.uint32, np.uint64
 MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)  # Philox4x32's round multipliers
 WEYL = (0x9E3779B9, 0xBB67AE85)  # the key schedule's increments (golden ratio, sqrt(3) - 1)
 ROUNDS = 10
 
 
-class Stream(enum.IntEnum):
-    """Stream ids, one per use, as the RNG_STREAM_* defines of cuda/rng.cuh number them."""
-
-    TEST = 0
-    ACT = 1
-    PER = 2
-    MARKET = 3
-    INIT = 4
-    ENV = 5
-    PARAMS = 6
-    PROBE = 7
-    NOISE = 8
+Stream = enum.IntEnum("Stream", RNG_STREAMS)  # the stream ids of cuda/rng.cuh, one per use
 
 
 def _round(words: list[np.ndarray], key: tuple[int, int]) -> list[np.ndarray]:

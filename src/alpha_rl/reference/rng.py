@@ -11,24 +11,15 @@ import enum
 
 import numpy as np
 
+from alpha_rl.abi import RNG_STREAMS
+
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 _MASK32 = 0xFFFFFFFF
 _TWO_POW_M24 = np.float32(2.0**-24)
 
 
-class Stream(enum.IntEnum):
-    """RNG stream ids; must equal the RNG_STREAM_* defines of cuda/rng.cuh."""
-
-    TEST = 0
-    ACT = 1
-    PER = 2
-    MARKET = 3
-    INIT = 4
-    ENV = 5
-    PARAMS = 6
-    PROBE = 7
-    NOISE = 8
+Stream = enum.IntEnum("Stream", RNG_STREAMS)  # the RNG_STREAM_* ids of cuda/rng.cuh
 
 
 def _mulhilo(m: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
