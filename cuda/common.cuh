@@ -12,7 +12,7 @@
 
 // Every compile-time constant Python needs is exported by the cubin that defines it as
 // `alpha_rl_const_<NAME>` (a 4-byte int): the contract test compares each with the one Python
-// table, alpha_rl/reference/abi.py, so no Python copy can drift from cuda/.
+// table, src/alpha_rl/abi.py, so no Python copy can drift from cuda/.
 #define ALPHA_RL_EXPORT(NAME) \
     extern "C" __device__ __constant__ int alpha_rl_const_##NAME = static_cast<int>(NAME)
 

@@ -12,7 +12,8 @@
 
 #include <stdint.h>
 
-// Stream ids: mirrored by alpha_rl.reference.rng.Stream (a test checks the two agree).
+// Stream ids: mirrored by RNG_STREAMS in src/alpha_rl/abi.py (the kernel tests compare the
+// device's draws of each use with the host's and the oracles').
 #define RNG_STREAM_TEST   0u
 #define RNG_STREAM_ACT    1u
 #define RNG_STREAM_PER    2u

@@ -25,7 +25,6 @@ INDICES = np.concatenate(
 
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**32 + 5, 2**63 - 1])
 def test_the_host_rng_draws_the_oracles_bits(seed: int) -> None:
-    assert [s.value for s in rng.Stream] == [s.value for s in ref_rng.Stream]
     for stream in rng.Stream:
         np.testing.assert_array_equal(
             rng.draw_u32(seed, stream, INDICES), ref_rng.rng_u32(seed, stream, INDICES)

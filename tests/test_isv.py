@@ -109,6 +109,18 @@ def test_index_beyond_size_is_refused() -> None:
         layout_from_config(cfg, choices)
 
 
+def test_stride7_needs_betas_scale_slot() -> None:
+    cfg, choices = compose_fixed(["beta=active", "~isv.slots.beta.aux_align_scale"])
+    with pytest.raises(IsvLayoutError, match="'aux_align_scale' \\(needed by reward=stride7\\)"):
+        layout_from_config(cfg, choices)
+
+
+def test_an_owned_slot_of_the_wrong_count_names_the_setting() -> None:
+    cfg, choices = compose_fixed(["isv.slots.reward.reward_weight.count=5"])
+    with pytest.raises(IsvLayoutError, match="count=5: the reward part sets 6 value"):
+        layout_from_config(cfg, choices)
+
+
 def test_missing_required_slot_is_named_with_its_reason() -> None:
     cfg, choices = compose_fixed(["~isv.slots.her.her_forward_lookahead"])
     with pytest.raises(IsvLayoutError, match="'her_forward_lookahead' \\(needed by HER forward"):

@@ -201,6 +201,12 @@ def _owned_init(name: str, node: object, where: str, owner: Owned | None) -> obj
             f"initial value from {owner.setting} (range-checked there); set {owner.setting} "
             "instead, and leave the slot's init out"
         )
+    count = node.get("count", 1)
+    if owner.init is not None and isinstance(count, int) and count != len(owner.init):
+        raise IsvLayoutError(
+            f"{where}.count={count}: the {owner.part} part sets {len(owner.init)} value(s) from "
+            f"{owner.setting}; the slot needs count {len(owner.init)}"
+        )
     if owner.init is None:
         raise IsvLayoutError(
             f"{where}: the slot {name!r} belongs to the {owner.part} part, which this config "

@@ -65,11 +65,10 @@ def _reward(cfg: DictConfig) -> Fill:
     }
     diag = (vocab.SLOT_REWARD_COMPONENT_EMA, vocab.SLOT_REWARD_ABS_EMA, vocab.SLOT_REWARD_MAG_RATIO)
     need = [(slot, "the reward kernels") for slot in (*values, *diag)]
-    if r.aux_align_weight is not None:
+    if r.aux_align_weight is not None:  # stride 7: c6 paid at w_6 and scale_β (β's slot)
         values[vocab.SLOT_W_AUX_ALIGN] = (r.aux_align_weight,)
-        need += [
-            (s, "reward=stride7") for s in (vocab.SLOT_W_AUX_ALIGN, vocab.SLOT_REWARD_AUX_ALIGN_EMA)
-        ]
+        c6 = (vocab.SLOT_W_AUX_ALIGN, vocab.SLOT_REWARD_AUX_ALIGN_EMA, vocab.SLOT_AUX_ALIGN_SCALE)
+        need += [(slot, "reward=stride7") for slot in c6]
     return values, need
 
 
@@ -149,6 +148,22 @@ PARTS: tuple[Part, ...] = (
     Part("learner", {}, _learner),
     Part("alpha", {}, _alpha),
 )
+
+
+OWNED = frozenset(slot for part in PARTS for slot in part.owns)
+
+
+def recorded_init(key: str) -> bool:
+    """Whether a flattened config key is an owned slot's `isv.slots.<group>.<slot>.init`: runs
+    and checkpoints recorded before the parts set those slots carry it, with the value of the
+    part's setting, which is compared in its place (a resume, the kill check's pairing)."""
+    words = key.split(".")
+    return (
+        len(words) == 5
+        and words[:2] == ["isv", "slots"]
+        and words[4] == "init"
+        and (words[3] in OWNED)
+    )
 
 
 def owned_slots(cfg: DictConfig) -> tuple[dict[str, Owned], list[tuple[str, str]]]:

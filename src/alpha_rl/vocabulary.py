@@ -23,6 +23,14 @@ REPLAY_SIZE = "replay/size"
 REPLAY_SYNTHETIC = "replay/synthetic_frac"  # synthetic share of the buffer
 BATCH_SYNTHETIC = "replay/batch_synthetic_frac"  # ... of the last batch
 AUX_ACCURACY = "aux/accuracy"
+PNL_SKEW = "eval/pnl_skew"  # of the held-out per-interval PnL (a search's Deflated Sharpe)
+PNL_KURTOSIS = "eval/pnl_kurtosis"
+# HER's totals so far (the trainer's hindsight block, each key under her/)
+HER_INJECT_TOTAL = "her/inject_total"
+HER_BACKWARD_TOTAL = "her/backward_total"
+HER_FORWARD_CLOSES = "her/forward_closes_total"
+HER_FORWARD_OVERWRITTEN = "her/forward_overwritten_total"
+HER_FORWARD_EXPIRED = "her/forward_expired_total"
 
 HELD_OUT = (PNL, SHARPE, CAPTURE)  # the held-out figures of an evaluation
 DECIDING = (L_Q, PROBE, PNL, SHARPE, CAPTURE)  # the runs view's columns, the kill check's inputs

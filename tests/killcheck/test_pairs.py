@@ -23,3 +23,15 @@ def test_runs_of_one_name_pair_by_params_and_in_the_order_they_started() -> None
     pairs = [(a.run_id, b.run_id) for a, b in pairing.arms["on"]]
     assert sorted(pairs) == [("a-on", "y-off"), ("c-on", "d-off"), ("z-on", "b-off")]
     assert pairing.unpaired == []
+
+
+def test_an_owned_slots_init_recorded_by_an_older_run_does_not_keep_it_from_pairing() -> None:
+    old_off = her_run("old-off", "off", 100)  # recorded when the ISV slots had an init param
+    old_off.params["isv.slots.reward.reward_weight.init"] = "[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]"
+    new_on = her_run("new-on", "on", 200)
+    pairing = pair_runs([old_off, new_on], axis_for("her"), ())
+    assert [(a.run_id, b.run_id) for a, b in pairing.arms["on"]] == [("new-on", "old-off")]
+    other = her_run("probe-off", "off", 300, seed=1)  # an init of a slot no part owns still counts
+    other.params["isv.slots.probe.my_probe.init"] = "2.0"
+    pairing = pair_runs([other, her_run("on-1", "on", 400, seed=1)], axis_for("her"), ())
+    assert pairing.arms.get("on", []) == [] and len(pairing.unpaired) == 2

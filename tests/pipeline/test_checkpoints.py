@@ -10,9 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from alpha_rl.errors import CheckpointError, ConfigError
 from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.labels import check_resumable, config_yaml
+from tests.helpers import compose_fixed
 from tests.pipeline.test_run import ANNEAL, client, history, job, theta
 
 EVERY_10 = [ANNEAL, "steps=30", "checkpoint.every=10", "checkpoint.keep=2"]
@@ -147,3 +150,13 @@ def test_the_single_directory_layout_of_older_runs_still_resumes(tmp_path: Path,
     resumed = job(tmp_path, [ANNEAL, f"resume={half.run_dir}"], "ignored")
     assert resumed.status == "FINISHED"
     np.testing.assert_array_equal(theta(half.run_dir), unbroken.theta)
+
+
+def test_a_checkpoint_that_recorded_owned_slot_inits_still_resumes() -> None:
+    cfg, _ = compose_fixed()
+    saved = yaml.safe_load(config_yaml(cfg))
+    saved["isv"]["slots"]["her"]["her_threshold"]["init"] = 1.5  # how older checkpoints recorded it
+    check_resumable(yaml.safe_dump(saved), cfg)  # her.threshold is compared in its place
+    saved["her"]["threshold"] = 2.0
+    with pytest.raises(CheckpointError, match=r"her\.threshold: 2\.0 -> 1\.5"):
+        check_resumable(yaml.safe_dump(saved), cfg)

@@ -75,7 +75,11 @@ class Learner:
         alpha: AlphaConfig | None = None,
     ) -> None:
         check_sizes(obs_dim, batch)
-        assert alpha is None or not cfg.distributional, "check_plan refuses α with C51"
+        if alpha is not None and cfg.distributional:  # check_plan refuses it in a run's config
+            raise ConfigError(
+                "α biases Q-values and C51 learns distributions: the learner is "
+                "not built with both (alpha='off' or agent.distributional=false)"
+            )
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         be = runtime.backend

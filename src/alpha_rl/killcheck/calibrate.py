@@ -34,6 +34,7 @@ from scipy import stats
 
 from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.her_variant import TREATMENTS, HerVariant
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import L_Q, PNL, PROBE
 
@@ -42,8 +43,8 @@ PNL_LEVEL, PNL_SEED_SD, PNL_RUN_SD = 50_000.0, 10_000.0, 5_000.0
 PROBE_LEVEL, PROBE_SEED_SD = 0.4, 0.3  # log-scale seed effect
 FOLD_SD = 0.5  # log-scale (probe) and x PNL_SEED_SD (PnL) fold effects, large on purpose
 POINT_SD = 0.02  # relative noise of one evaluation
-HER = {"off": ("False", "False", "False"), "backward": ("True", "True", "False"),
-       "forward": ("True", "False", "True"), "on": ("True", "True", "True")}  # fmt: skip
+# her.enabled / backward / forward of each HER variant, as a run records them
+HER = {v.value: (str(v is not HerVariant.OFF), str(v.backward), str(v.forward)) for v in HerVariant}
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def scenarios(tolerance: float) -> list[Scenario]:
         Scenario("PnL at the boundary", pnl_shift="boundary"),
         Scenario("both at their boundaries", ratio="boundary", pnl_shift="boundary"),
         Scenario("3 HER treatments at the boundaries", ratio="boundary", pnl_shift="boundary",
-                 treatments=("backward", "forward", "on")),
+                 treatments=tuple(v.value for v in TREATMENTS)),
         Scenario("5 treatments of a key at the PnL boundary", pnl_shift="boundary",
                  treatments=("a1", "a2", "a3", "a4", "a5")),
         Scenario("2% of runs diverge in both arms", fail=0.02),
@@ -97,11 +98,11 @@ def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarr
     }
     if params.get("her.enabled") == "True":  # a healthy, audited HER run
         zeros = [(s, 0.0) for s in steps]
-        metrics |= {"her/inject_total": [(s, 3.0 * s) for s in steps],
-                    "her/backward_total": [(s, 2.0 * s) for s in steps],
+        metrics |= {vocab.HER_INJECT_TOTAL: [(s, 3.0 * s) for s in steps],
+                    vocab.HER_BACKWARD_TOTAL: [(s, 2.0 * s) for s in steps],
                     vocab.TRAIN_TRADES: [(s, 5000.0) for s in steps],
-                    "her/forward_closes_total": [(s, 50.0 * s) for s in steps],
-                    "her/forward_overwritten_total": zeros, "her/forward_expired_total": zeros,
+                    vocab.HER_FORWARD_CLOSES: [(s, 50.0 * s) for s in steps],
+                    vocab.HER_FORWARD_OVERWRITTEN: zeros, vocab.HER_FORWARD_EXPIRED: zeros,
                     "audit/her_track": zeros, "audit/her_inject": zeros}  # fmt: skip
     status = "FAILED" if failed else "FINISHED"
     return RunRecord(rid, rid, status, params, tags, metrics)

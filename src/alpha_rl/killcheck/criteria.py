@@ -34,7 +34,7 @@ PENDING = "PENDING"  # a statistical row before the check's correction decides i
 @dataclass(frozen=True)
 class Audited:
     """Criteria 1-3: the kernels whose `audit/<kernel>` mismatch counts a criterion reads, and the
-    direction a run must have for it to apply (None: every HER run)."""
+    variants it applies to (every HER run for criterion 1)."""
 
     kernels: tuple[str, ...]
     direction: str  # "backward", "forward" or "" (both), as the verdict table says it
@@ -116,8 +116,8 @@ def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[J
 
 
 # what a forward run's ring lost unjudged, of what it was given
-LOST_KEYS = ("her/forward_overwritten_total", "her/forward_expired_total")
-CLOSES = "her/forward_closes_total"
+LOST_KEYS = (vocab.HER_FORWARD_OVERWRITTEN, vocab.HER_FORWARD_EXPIRED)
+CLOSES = vocab.HER_FORWARD_CLOSES
 
 
 def judge_forward_coverage(audit: Judgement, runs: list[RunRecord], crit: Criteria) -> Judgement:
@@ -203,7 +203,7 @@ def _counter_violations(runs: list[RunRecord]) -> dict[str, list[int]]:
     """Per run, the log steps where the backward total grew by more than the trades closed."""
     out = {}
     for run in runs:
-        steps, total = run.series("her/backward_total")
+        steps, total = run.series(vocab.HER_BACKWARD_TOTAL)
         closes = dict(run.metrics.get(vocab.TRAIN_TRADES, []))
         if len(steps) < 2:
             continue
@@ -240,7 +240,7 @@ def judge_injections(runs: list[RunRecord], crit: Criteria) -> Judgement:
     evidence = {}
     for run in long:
         need = needs[run.run_id]
-        steps, total = run.series("her/inject_total")
+        steps, total = run.series(vocab.HER_INJECT_TOTAL)
         # the last log point by then; without one, the first (the earliest evidence there is)
         by = total[steps <= need] if (steps <= need).any() else total[:1]
         evidence[run.run_id] = float(by[-1]) if by.size else 0.0

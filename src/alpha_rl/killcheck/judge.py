@@ -17,6 +17,7 @@ from alpha_rl.killcheck.compare import (
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import (
     INFO,
+    INJECTIONS,
     NOT_APPLICABLE,
     NOT_EVALUATED,
     PENDING,
@@ -40,7 +41,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
     deciding = crit.deciding_for(axis.name)
     rows = her_criteria(axis, [t for t, _ in pairs], crit)
     for row in rows:
-        owner = "injections" if row.criterion.startswith("4") else "audits"
+        owner = "injections" if row.criterion == INJECTIONS else "audits"
         if owner not in deciding and row.verdict != NOT_APPLICABLE:
             row.required, row.blocks = False, False
             row.value += f" ({row.verdict}; not deciding on the {axis.name} axis)"

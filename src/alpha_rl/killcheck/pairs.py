@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alpha_rl.killcheck.axes import Axis
+from alpha_rl.parts import recorded_init
 from alpha_rl.tracking import RunRecord
 
 Pair = tuple[RunRecord, RunRecord]  # (treatment, baseline)
@@ -28,9 +29,12 @@ class Pairing:
 
 
 def pairing_key(run: RunRecord, axis: Axis, ignore: tuple[str, ...]) -> tuple:
-    """The params that must agree between a treatment run and its baseline."""
+    """The params that must agree between a treatment run and its baseline (an owned ISV slot's
+    init, which runs recorded before the parts set those slots carry, is its part's setting,
+    compared in its place)."""
     return tuple(sorted((k, v) for k, v in run.params.items()
-                        if not axis.owns(k) and not k.startswith(ignore)))  # fmt: skip
+                        if not axis.owns(k) and not k.startswith(ignore)
+                        and not recorded_init(k)))  # fmt: skip
 
 
 def pair_runs(runs: list[RunRecord], axis: Axis, ignore: tuple[str, ...]) -> Pairing:

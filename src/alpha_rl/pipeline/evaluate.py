@@ -21,7 +21,15 @@ from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.session import Session
-from alpha_rl.vocabulary import CAPTURE, PNL, SHARPE, SHARPE_INTERVALS, TRADES
+from alpha_rl.vocabulary import (
+    CAPTURE,
+    PNL,
+    PNL_KURTOSIS,
+    PNL_SKEW,
+    SHARPE,
+    SHARPE_INTERVALS,
+    TRADES,
+)
 
 F32 = np.float32
 
@@ -89,8 +97,8 @@ class Evaluator:
             PNL: realised,
             SHARPE: sharpe(np.asarray(pnl)),
             SHARPE_INTERVALS: float(len(pnl)),
-            "eval/pnl_skew": skew,
-            "eval/pnl_kurtosis": kurtosis,
+            PNL_SKEW: skew,
+            PNL_KURTOSIS: kurtosis,
             CAPTURE: realised / available if available > 0 else float("nan"),
             TRADES: float(trades),
             "eval/aux_accuracy": right / labeled if labeled else float("nan"),

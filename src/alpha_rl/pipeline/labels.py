@@ -14,6 +14,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
+from alpha_rl.parts import recorded_init
 from alpha_rl.session import Session, cubin_dir
 from alpha_rl.tracking.secrets import redact, secrets
 
@@ -70,7 +71,7 @@ def check_resumable(saved_yaml: str, cfg: DictConfig) -> None:
     now = flatten(yaml.safe_load(config_yaml(cfg)) or {})  # masked as the checkpoint's is
     differ = sorted(
         k for k in set(before) | set(now)
-        if before.get(k) != now.get(k) and not k.startswith(RESUMABLE)
+        if before.get(k) != now.get(k) and not k.startswith(RESUMABLE) and not recorded_init(k)
     )  # fmt: skip
     if differ:
         shown = "; ".join(f"{k}: {before.get(k)!r} -> {now.get(k)!r}" for k in differ[:6])

@@ -12,7 +12,7 @@ import numpy as np
 
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.tracking import RunRecord
-from alpha_rl.vocabulary import SHARPE, SHARPE_INTERVALS
+from alpha_rl.vocabulary import PNL_KURTOSIS, PNL_SKEW, SHARPE, SHARPE_INTERVALS
 
 EULER_GAMMA = 0.5772156649015329
 
@@ -96,8 +96,8 @@ def report(
             sharpes,
             len(study.trials),
             T,
-            last_value(w, "eval/pnl_skew"),
-            last_value(w, "eval/pnl_kurtosis"),
+            last_value(w, PNL_SKEW),
+            last_value(w, PNL_KURTOSIS),
         )
     return {
         "study": study.study_name,
