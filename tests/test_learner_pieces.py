@@ -22,6 +22,7 @@ from alpha_rl.agent import (
     Slots,
 )
 from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import ConfigError
 from alpha_rl.isv import ABSENT
 from tests.test_agent import BANDIT, CONTEXTS, B, bandit_learner
 
@@ -143,3 +144,9 @@ def test_each_piece_launches_in_its_place_in_the_update() -> None:
     got = pieces_of(launch_order(learner, replay), names)
     assert got == ["dqn_gather", "aux_alpha_bias", "aux_alpha_bias", "dqn_td", "dqn_adam",
                    "aux_alpha_update"]  # fmt: skip
+
+
+def test_the_learner_refuses_alpha_with_c51_as_the_runs_config_check_does() -> None:
+    alpha = AlphaConfig(lr=1e-3, bound=1.0, init=0.0)
+    with pytest.raises(ConfigError, match=r"alpha='on' biases the Q-values, and agent\.distrib"):
+        bandit_learner(NumpyBackend(), [*BANDIT, "agent.distributional=true"], alpha=alpha)

@@ -152,3 +152,13 @@ class AlphaConfig:
     lr: float  # w_α's Adam learning rate
     bound: float  # |w_α[a]| <= bound
     init: float  # the directional entries' initial value (FLAT's is 0)
+
+
+def check_alpha(agent: AgentConfig, alpha: AlphaConfig | None) -> None:
+    """α biases the Q-values and C51 learns distributions: ConfigError for the two together (the
+    run's config check and the learner both ask here)."""
+    if alpha is not None and agent.distributional:
+        raise ConfigError(
+            "alpha='on' biases the Q-values, and agent.distributional=true learns distributions: "
+            "the two are not built together; use alpha='off' or agent.distributional=false"
+        )

@@ -17,7 +17,7 @@ import numpy as np
 
 from alpha_rl.agent.alpha import AlphaState, Bias, make_bias
 from alpha_rl.agent.batch import Batch, Slots
-from alpha_rl.agent.config import AgentConfig, AlphaConfig
+from alpha_rl.agent.config import AgentConfig, AlphaConfig, check_alpha
 from alpha_rl.agent.head import Head, make_head
 from alpha_rl.agent.layout import ACTIONS, F32, I32, init_params, layer_views
 from alpha_rl.agent.network import Kernel, MlpOps, QNetwork
@@ -75,11 +75,7 @@ class Learner:
         alpha: AlphaConfig | None = None,
     ) -> None:
         check_sizes(obs_dim, batch)
-        if alpha is not None and cfg.distributional:  # check_plan refuses it in a run's config
-            raise ConfigError(
-                "α biases Q-values and C51 learns distributions: the learner is "
-                "not built with both (alpha='off' or agent.distributional=false)"
-            )
+        check_alpha(cfg, alpha)
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         be = runtime.backend

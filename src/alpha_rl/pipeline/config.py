@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
-from alpha_rl.agent import AgentConfig, AlphaConfig
+from alpha_rl.agent.config import AgentConfig, AlphaConfig, check_alpha
 from alpha_rl.backend.select import CHOICES as BACKENDS
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError
@@ -340,11 +340,7 @@ def plan_run(cfg: DictConfig) -> Plan:
 def check_plan(plan: Plan) -> None:
     """The checks between sections (ConfigError)."""
     agent, run = plan.agent, plan.run
-    if plan.alpha is not None and agent.distributional:
-        raise ConfigError(
-            "alpha='on' biases the Q-values, and agent.distributional=true learns distributions: "
-            "the two are not built together; use alpha='off' or agent.distributional=false"
-        )
+    check_alpha(agent, plan.alpha)
     if agent.learn_start >= run.steps:  # steps: the whole run's, a resumed run's included
         raise ConfigError(
             f"agent.learn_start={agent.learn_start} is not below steps={run.steps}: the learner "
