@@ -132,9 +132,8 @@ def read_quotes_file(
     except MarketDataError as exc:
         raise MarketDataError(f"{file}: {exc}") from exc
     frame = _table(file, renames, timestamp_format, default_size)
-    sides, stamps, breaks = _checked(
-        file, frame, renames, (timestamp_format, zone, gap, session_gap)
-    )
+    sides, stamps, breaks = _checked(file, frame, renames, timestamp_format=timestamp_format,
+                                     zone=zone, gap=gap, session_gap=session_gap)  # fmt: skip
     if len(frame) < min_rows:
         raise MarketDataError(
             f"{file}: {len(frame)} data rows, fewer than market.min_rows={min_rows}; "
@@ -150,11 +149,12 @@ def read_quotes_file(
     )
 
 
-def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str],
-             times: tuple) -> tuple[dict[str, np.ndarray], Stamps | None, np.ndarray]:  # fmt: skip
+def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str], *,
+             timestamp_format: str | None, zone: ZoneInfo | None, gap: Gap | None,
+             session_gap: str | float | None,
+             ) -> tuple[dict[str, np.ndarray], Stamps | None, np.ndarray]:  # fmt: skip
     """The book's sides [T, L] by family, its stamps and its session breaks, every value checked
-    (`times`: the timestamp format, zone, gap and the gap as configured)."""
-    timestamp_format, zone, gap, session_gap = times
+    (`gap`: the parsed session gap, `session_gap` as configured, for the messages)."""
     levels = _count_levels(file, [str(c) for c in frame.columns])
     if gap is not None and TIMESTAMP not in frame.columns:
         raise MarketDataError(
