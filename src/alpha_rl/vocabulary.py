@@ -23,6 +23,8 @@ REPLAY_SIZE = "replay/size"
 REPLAY_SYNTHETIC = "replay/synthetic_frac"  # synthetic share of the buffer
 BATCH_SYNTHETIC = "replay/batch_synthetic_frac"  # ... of the last batch
 AUX_ACCURACY = "aux/accuracy"
+W_AUX_ALIGN = "reward/w_aux_align"  # w_6 as the β controller left it
+AUX_SHARE = "reward/aux_share"  # c6's share of the reward magnitude (the controller's input)
 PNL_SKEW = "eval/pnl_skew"  # of the held-out per-interval PnL (a search's Deflated Sharpe)
 PNL_KURTOSIS = "eval/pnl_kurtosis"
 # HER's totals so far (the trainer's hindsight block, each key under her/)

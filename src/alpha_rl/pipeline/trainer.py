@@ -193,9 +193,9 @@ class Trainer:
         m |= {f"reward/ema_c{k}": float(isv[ema + k]) for k in range(RC_CORE)}
         if has_aux_align(self.rc_stride):
             m["reward/aux_align_ema"] = slot(vocab.SLOT_REWARD_AUX_ALIGN_EMA)
-            m["reward/w_aux_align"] = slot(vocab.SLOT_W_AUX_ALIGN)
+            m[vocab.W_AUX_ALIGN] = slot(vocab.SLOT_W_AUX_ALIGN)
         if self.controller is not None:
-            m["reward/aux_share"] = slot(vocab.SLOT_AUX_SHARE)
+            m[vocab.AUX_SHARE] = slot(vocab.SLOT_AUX_SHARE)
         accuracy = self._aux_accuracy()
         if accuracy is not None:
             m[vocab.AUX_ACCURACY] = accuracy
@@ -211,7 +211,7 @@ class Trainer:
         m |= {vocab.REPLAY_SIZE: float(size), vocab.REPLAY_SYNTHETIC: float(synthetic.mean())}
         hindsight = self._hindsight_block(slot)
         m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
-        aux_keys = ("reward/w_aux_align", "reward/aux_share")
+        aux_keys = (vocab.W_AUX_ALIGN, vocab.AUX_SHARE)
         aux_block = {k.split("/")[1]: v for k, v in m.items()
                      if k.startswith("aux/") or k in aux_keys}  # fmt: skip
         return m, {"hindsight": hindsight, "aux": aux_block}
