@@ -23,6 +23,7 @@
 #define RNG_STREAM_PARAMS 6u
 #define RNG_STREAM_PROBE  7u
 #define RNG_STREAM_NOISE  8u
+#define RNG_STREAM_BASELINE 9u  // host only: the held-out random baseline (pipeline/ledger.py)
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u

@@ -12,7 +12,7 @@ ENV_ACTIONS = {"ACTION_FLAT": 0, "ACTION_LONG": 1, "ACTION_SHORT": 2, "ACTIONS":
 # cuda/rng.cuh's RNG_STREAM_<NAME> ids, one stream of draws per use (defines the cubins do not
 # export: the RNG tests draw each stream on the device and compare)
 RNG_STREAMS = {"TEST": 0, "ACT": 1, "PER": 2, "MARKET": 3, "INIT": 4, "ENV": 5, "PARAMS": 6,
-               "PROBE": 7, "NOISE": 8}  # fmt: skip
+               "PROBE": 7, "NOISE": 8, "BASELINE": 9}  # fmt: skip
 
 CONSTANTS: dict[str, dict[str, int]] = {
     "dqn": {

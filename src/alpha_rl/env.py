@@ -259,15 +259,18 @@ class Environment:
         """Every env flat in episode 0 at its seeded start tick (or at `cursors` [B], a replay of
         chosen ticks); statistics cleared."""
         n = self.num_envs
-        if cursors is None:
-            first = start_index(self.seed, np.arange(n), np.zeros(n, np.int64), self.starts.size)
-            cursors = self.starts[first]
-        cursors = np.asarray(cursors, dtype=I32)
+        cursors = np.asarray(self.seeded_cursors() if cursors is None else cursors, dtype=I32)
         if cursors.shape != (n,) or cursors.min() < 0 or cursors.max() > self.book.T - 2:
             raise ConfigError(f"reset: cursors must be [{n}] ticks in 0..{self.book.T - 2}")
         self.backend.write(self.arrays["cursor"], cursors)
         for name in ("pos", "trade_len", "episode", *STATE_F32, *STATS):
             self.backend.fill(self.arrays[name], 0)
+
+    def seeded_cursors(self) -> np.ndarray:
+        """[B] int64: the tick each env starts episode 0 at (its seeded draw of the start table)."""
+        n = self.num_envs
+        first = start_index(self.seed, np.arange(n), np.zeros(n, np.int64), self.starts.size)
+        return self.starts[first].astype(np.int64)
 
     def perceive(self, h: DeviceArray, stream: Any = None) -> None:
         """h [B * H] float32 <- the observation of every env's current state."""

@@ -7,7 +7,8 @@ L_Q = "loss/l_q"  # the TD loss over the training batch
 L_Q_REAL = "loss/l_q_real"  # ... over the batch's real rows (NaN: none)
 GRAD_NORM = "loss/grad_norm"
 PROBE = "eval/l_q_probe"  # the TD loss on the fixed held-out probe batch
-PNL = "eval/pnl"  # held-out PnL of an evaluation, summed over its envs and steps
+PNL = "eval/pnl"  # held-out PnL of an evaluation net of spread and fees, over its envs and steps
+PNL_GROSS = "eval/pnl_gross"  # ... mid to mid, before costs (pipeline/ledger.py: UNITS)
 SHARPE = "eval/sharpe"
 SHARPE_INTERVALS = "eval/sharpe_intervals"  # the intervals the held-out Sharpe is over
 CAPTURE = "eval/capture_ratio"  # held-out realised / available move
@@ -33,6 +34,20 @@ HER_BACKWARD_TOTAL = "her/backward_total"
 HER_FORWARD_CLOSES = "her/forward_closes_total"
 HER_FORWARD_OVERWRITTEN = "her/forward_overwritten_total"
 HER_FORWARD_EXPIRED = "her/forward_expired_total"
+
+# the trivial policies every evaluation is read against, on its own windows (pipeline/ledger.py)
+BASELINES = ("flat", "buy_and_hold", "sell_and_hold", "random")
+
+
+def eval_key(figure: str) -> str:
+    """`eval/<figure>`: a held-out ledger figure of the agent (pnl_gross, cost_spread, ...)."""
+    return f"eval/{figure}"
+
+
+def baseline_key(policy: str, figure: str) -> str:
+    """`eval/baseline/<policy>/<figure>`: the same figure of a trivial baseline."""
+    return f"eval/baseline/{policy}/{figure}"
+
 
 HELD_OUT = (PNL, SHARPE, CAPTURE)  # the held-out figures of an evaluation
 DECIDING = (L_Q, PROBE, PNL, SHARPE, CAPTURE)  # the runs view's columns, the kill check's inputs

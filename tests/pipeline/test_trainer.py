@@ -10,10 +10,12 @@ import pytest
 from alpha_rl.errors import ReplayError
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.evaluate import Evaluator, sharpe
+from alpha_rl.pipeline.ledger import UNITS
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
 from alpha_rl.session import open_session
+from alpha_rl.vocabulary import BASELINES, baseline_key, eval_key
 from tests.helpers import compose_train
 
 TINY = ["backend=numpy", "debug=tiny"]
@@ -211,9 +213,13 @@ def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None
         first, second = evaluator.run(), evaluator.run()
         after = {k: be.download(v) for k, v in trainer.state_arrays(True).items()}
     np.testing.assert_equal(first, second)  # NaN-aware
-    assert set(first) == {"eval/pnl", "eval/sharpe", "eval/sharpe_intervals", "eval/pnl_skew",
-                          "eval/pnl_kurtosis", "eval/capture_ratio", "eval/trades",
-                          "eval/aux_accuracy", "eval/l_q_probe", "eval/q_probe_mean"}  # fmt: skip
+    ledger = {eval_key(n) for n in (*UNITS, "sharpe", "pnl_skew", "pnl_kurtosis")}
+    baselines = {k for k in first if k.startswith("eval/baseline/")}
+    assert set(first) - baselines == ledger | {
+        "eval/sharpe_intervals", "eval/capture_ratio", "eval/trades", "eval/aux_accuracy",
+        "eval/l_q_probe", "eval/q_probe_mean"}  # fmt: skip
+    assert {baseline_key(n, f) for n in BASELINES for f in ("pnl", "turnover")} <= baselines
+    assert first["eval/baseline/flat/pnl"] == 0.0
     for key, value in before.items():
         np.testing.assert_array_equal(value, after[key], err_msg=key)
 

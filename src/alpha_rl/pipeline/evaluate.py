@@ -6,29 +6,42 @@ held-out book, so successive evaluations differ only by the network. There is no
 HER and no replay; the env kernels read the run's ISV (reward weights) but nothing writes it.
 The greedy actions are the run's (with α: on Q + w_α aux) and the env pays c6 on the run's aux
 head, exactly as in training.
-The trade metrics come from closed trades only (PnL in USD); hindsight rewards never enter them.
+The money figures come from the held-out ledger (pipeline/ledger.py): the greedy positions step by
+step, marked to the mid, with the spread and fees of every fill, what is open at the end closed at
+the touch; beside them the same figures of the trivial baselines on the very same windows (flat,
+buy-and-hold, sell-and-hold, and a random walk trading as often as the agent did). Capture and
+trades come from the env kernel's closed-trade accumulators. Hindsight rewards never enter them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
+from alpha_rl.abi import ENV_ACTIONS
 from alpha_rl.agent import GreedyPolicy, Learner, aux_calls
 from alpha_rl.env import Environment
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
+from alpha_rl.pipeline.ledger import (
+    Costs,
+    Ledger,
+    LedgerStats,
+    hold,
+    matched_random,
+    play,
+    tick_path,
+)
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import (
     CAPTURE,
-    PNL,
-    PNL_KURTOSIS,
-    PNL_SKEW,
-    SHARPE,
     SHARPE_INTERVALS,
     TRADES,
+    baseline_key,
+    eval_key,
 )
 
 F32 = np.float32
@@ -52,6 +65,28 @@ def moments(interval_pnl: np.ndarray) -> tuple[float, float]:
     return float(np.mean(z**3)), float(np.mean(z**4))
 
 
+def direction(eff_action: np.ndarray) -> np.ndarray:
+    """The env's effective actions as positions: LONG +1, SHORT -1, FLAT 0."""
+    return np.where(eff_action == ENV_ACTIONS["ACTION_LONG"], 1,
+                    np.where(eff_action == ENV_ACTIONS["ACTION_SHORT"], -1, 0))  # fmt: skip
+
+
+def ledger_metrics(stats: LedgerStats, key: Callable[[str], str]) -> dict[str, float]:
+    """A ledger's figures and its Sharpe (with the moments of its interval PnL) under `key`."""
+    skew, kurtosis = moments(stats.intervals)
+    out = {key(name): value for name, value in stats.metrics().items()}
+    return out | {key("sharpe"): sharpe(stats.intervals), key("pnl_skew"): skew,
+                  key("pnl_kurtosis"): kurtosis}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One evaluation's ledgers: the agent's and each trivial baseline's (vocabulary.BASELINES)."""
+
+    agent: LedgerStats
+    baselines: dict[str, LedgerStats]
+
+
 class Evaluator:
     """Greedy evaluation of `learner` on the held-out `book`."""
 
@@ -63,6 +98,17 @@ class Evaluator:
         self.policy = GreedyPolicy(learner, plan.eval.num_envs)
         self.h = session.backend.zeros(plan.eval.num_envs * self.env.obs_dim, F32)
         self.probe = ProbeLoss(learner, collect_probe(session, book, plan))
+        self.book, self.seed = book, plan.run.seed
+        self.costs = Costs(plan.env.lot, plan.env.multiplier, plan.env.fee_per_lot)
+        # the ticks every evaluation visits (the same seeded starts each time)
+        self.path = tick_path(book.session_last(), self.env.starts, plan.run.seed,
+                              self.env.seeded_cursors(), plan.eval.steps)  # fmt: skip
+        window = plan.eval.sharpe_window
+        self.holds = {
+            name: play(book, self.costs, self.path, window, hold(d))
+            for name, d in (("flat", 0), ("buy_and_hold", 1), ("sell_and_hold", -1))
+        }
+        self.last: Reading | None = None  # the latest evaluation's ledgers (the tear sheet's)
 
     def due(self, t: int, steps: int) -> bool:
         """Whether an evaluation runs after env step `t` (`eval.first`, every `eval.every`, the
@@ -70,36 +116,46 @@ class Evaluator:
         return self.cfg.due(t, steps)
 
     def run(self) -> dict[str, float]:
-        """eval/pnl, eval/sharpe (with its number of intervals and their PnL's skewness and
-        kurtosis), eval/capture_ratio, eval/trades, eval/aux_accuracy (the share
-        of steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
-        where the mid moved) and the probe's eval/l_q_probe and eval/q_probe_mean of one
-        evaluation."""
+        """One evaluation: the agent's ledger figures (eval/pnl net of costs, eval/pnl_gross,
+        eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure, eval/max_drawdown,
+        eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over its
+        `sharpe_window` intervals (with their number and their PnL's skewness and kurtosis);
+        eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy (the share of
+        steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
+        where the mid moved); each baseline's figures under eval/baseline/<name>/; and the
+        probe's eval/l_q_probe and eval/q_probe_mean."""
         env, c = self.env, self.cfg
         env.reset()
-        pnl, trades, realised, available = [], 0, 0.0, 0.0
-        done, right, labeled = 0, 0, 0
+        ledger = Ledger(self.book, self.costs, env.num_envs, c.sharpe_window)
+        trades, realised, available = 0, 0.0, 0.0
+        right, labeled = 0, 0
         be, a = self.policy.learner.backend, env.arrays
-        while done < c.steps:
-            for _ in range(min(c.sharpe_window, c.steps - done)):
-                env.perceive(self.h)
-                env.step(self.policy.act(self.h), self.policy.p_up)
-                done += 1
-                r, n = aux_calls(be, self.policy.p_up, a["fill_mid"], a["post_mid"])
-                right, labeled = right + r, labeled + n
-            stats = env.harvest_trade_stats()
-            pnl.append(stats.realised)
-            trades += stats.trades
-            realised += stats.realised
-            available += stats.available
-        skew, kurtosis = moments(np.asarray(pnl))
-        return {
-            PNL: realised,
-            SHARPE: sharpe(np.asarray(pnl)),
-            SHARPE_INTERVALS: float(len(pnl)),
-            PNL_SKEW: skew,
-            PNL_KURTOSIS: kurtosis,
-            CAPTURE: realised / available if available > 0 else float("nan"),
-            TRADES: float(trades),
-            "eval/aux_accuracy": right / labeled if labeled else float("nan"),
-        } | self.probe.run()
+        for s in range(c.steps):
+            env.perceive(self.h)
+            env.step(self.policy.act(self.h), self.policy.p_up)
+            ledger.step(self.path.ticks[s], direction(be.download(a["eff_action"])))
+            r, n = aux_calls(be, self.policy.p_up, a["fill_mid"], a["post_mid"])
+            right, labeled = right + r, labeled + n
+            if (s + 1) % c.sharpe_window == 0 or s + 1 == c.steps:
+                stats = env.harvest_trade_stats()
+                trades += stats.trades
+                realised += stats.realised
+                available += stats.available
+        agent = ledger.close(self.path.ticks[c.steps])
+        rand = matched_random(self.book, self.costs, self.path, c.sharpe_window, self.seed,
+                              agent.turnover)  # fmt: skip
+        self.last = Reading(agent, self.holds | {"random": rand})
+        out = ledger_metrics(agent, eval_key)
+        out[SHARPE_INTERVALS] = float(agent.intervals.size)
+        for name, stats in self.last.baselines.items():
+            figures = ledger_metrics(stats, lambda f, n=name: baseline_key(n, f))
+            out |= {k: v for k, v in figures.items() if np.isfinite(v)}
+        return (
+            out
+            | {
+                CAPTURE: realised / available if available > 0 else float("nan"),
+                TRADES: float(trades),
+                "eval/aux_accuracy": right / labeled if labeled else float("nan"),
+            }
+            | self.probe.run()
+        )

@@ -15,6 +15,7 @@ from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
 from alpha_rl.parts import recorded_init
+from alpha_rl.pipeline.ledger import UNITS
 from alpha_rl.session import Session, cubin_dir
 from alpha_rl.tracking.secrets import redact, secrets
 
@@ -134,11 +135,13 @@ def money_units(cfg: DictConfig) -> dict[str, str]:
     pnl = (f"{currency}: price move ({currency}) x env.multiplier {env.multiplier:g} x env.lot "
            f"{env.lot:g} per position, fees {env.fee_per_lot:g} {currency} per lot per fill; "
            f"trade/pnl sums the trades the env.num_envs={env.num_envs} envs closed in a log "
-           f"interval, eval/pnl those of eval.num_envs={cfg.eval.num_envs} envs over "
-           f"eval.steps={cfg.eval.steps} held-out steps")  # fmt: skip
+           f"interval (before fees), eval/pnl the held-out ledger of eval.num_envs="
+           f"{cfg.eval.num_envs} envs over eval.steps={cfg.eval.steps} steps (net of spread and "
+           "fees, open positions closed at the end)")  # fmt: skip
     reward = (f"reward = sum of w_c x component ({currency}, as PnL) x reward.scale "
               f"{cfg.reward.scale}")  # fmt: skip
-    return {"units.pnl": pnl, "units.reward": reward}
+    ledger = {f"units.eval.{name}": what.format(ccy=currency) for name, what in UNITS.items()}
+    return {"units.pnl": pnl, "units.reward": reward} | ledger
 
 
 # the variant groups a run name shows when a run's choice differs from conf/train.yaml's
