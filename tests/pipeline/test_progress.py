@@ -54,6 +54,24 @@ def test_a_run_ends_with_its_held_out_result_and_l_q_trend() -> None:
                     "-322 USD in all (-100 per env per 1,000 steps), capture 0.250, Sharpe 1.5, "
                     "trades 42")  # fmt: skip
     assert trend == "l_q 3.5 -> 0.5 (mean of the first and the last quarter of 8 log points)"
+    summary.update(900, {"eval/pnl": -321.5, "eval/pnl_gross": 478.0, "eval/cost_spread": 600.0,
+                         "eval/cost_fees": 200.0, "eval/turnover": 125.0,
+                         "eval/baseline/flat/pnl": 0.0, "eval/baseline/buy_and_hold/pnl": -400.0,
+                         "eval/baseline/sell_and_hold/pnl": 380.0,
+                         "eval/baseline/random/pnl": -900.0})  # fmt: skip
+    _, costs, versus, _ = summary.lines()
+    assert costs == ("held-out costs: gross +478 USD - spread 600 - fees 200 = net -322; "
+                     "turnover 125 fills per env per 1,000 steps")  # fmt: skip
+    assert versus == ("baselines on the same windows, net (flat +0, buy_and_hold -400, "
+                      "sell_and_hold +380, random -900): the agent beat buy_and_hold, random; not "
+                      "flat, sell_and_hold")  # fmt: skip
+
+
+def test_the_line_says_how_many_baselines_the_agent_beat() -> None:
+    bar = Progress(2000, stream=io.StringIO())
+    bar.update(1000, {"eval/pnl": 10.0, "eval/baseline/flat/pnl": 0.0,
+                      "eval/baseline/buy_and_hold/pnl": 30.0})  # fmt: skip
+    assert "held-out@1000: pnl +10 capture - beats 1/2 baselines" in bar.line()
 
 
 def test_without_a_terminal_a_line_is_logged_per_tenth(caplog) -> None:

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-from alpha_rl.pipeline.summary import signed
+from alpha_rl.pipeline.summary import signed, versus_baselines
 from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, TRAIN_CAPTURE
 
 log = logging.getLogger("alpha_rl")
@@ -29,7 +29,8 @@ class Progress:
         self.t0 = time.perf_counter()
         self.l_q: float | None = None
         self.capture: float | None = None  # training: under exploration
-        self.held_out: tuple[int, float, float] | None = None  # (step, pnl, capture)
+        self.held_out: tuple[int, float, float, str] | None = None  # (step, pnl, capture,
+        # the baselines beaten of those logged, "2/4")
         self._next_log = start
         self._drawn = 0.0
 
@@ -46,7 +47,9 @@ class Progress:
             self.capture = metrics.get(TRAIN_CAPTURE, self.capture)
             if PNL in metrics:
                 capture = metrics.get(CAPTURE, float("nan"))
-                self.held_out = (done, metrics[PNL], capture)
+                beat, lost = versus_baselines(metrics)
+                versus = f"{len(beat)}/{len(beat) + len(lost)}" if beat or lost else "-"
+                self.held_out = (done, metrics[PNL], capture, versus)
         if self.tty:
             now = time.perf_counter()
             if now - self._drawn >= 0.1 or done == self.total:
@@ -59,15 +62,17 @@ class Progress:
 
     def line(self) -> str:
         """`step 1200/2000 [#####...] 850 steps/s  l_q 0.0123  train capture -1.9  held-out
-        @1000: pnl +1,234 capture 0.41  eta 1s` (training figures are under exploration)."""
+        @1000: pnl +1,234 capture 0.41 beats 2/4 baselines  eta 1s` (training figures are
+        under exploration; pnl net of costs)."""
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(frac * WIDTH) + "." * (WIDTH - int(frac * WIDTH))
         sps = self.steps_per_s
         eta = (self.total - self.done) / sps if sps > 0 else float("nan")
         held = "held-out -"
         if self.held_out is not None:
-            step, pnl, capture = self.held_out
-            held = f"held-out@{step}: pnl {signed(pnl)} capture {_fmt(capture, '.3f')}"
+            step, pnl, capture, versus = self.held_out
+            held = (f"held-out@{step}: pnl {signed(pnl)} capture {_fmt(capture, '.3f')} "
+                    f"beats {versus} baselines")  # fmt: skip
         return (
             f"step {self.done}/{self.total} [{bar}] {sps:7.1f} steps/s  "
             f"l_q {_fmt(self.l_q, '.4g')}  train capture {_fmt(self.capture, '.3f')}  "

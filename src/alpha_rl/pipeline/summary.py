@@ -9,9 +9,31 @@ from pathlib import Path
 
 import numpy as np
 
-from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, SHARPE, TRADES
+from alpha_rl.vocabulary import (
+    BASELINES,
+    CAPTURE,
+    L_Q,
+    PNL,
+    PNL_GROSS,
+    SHARPE,
+    TRADES,
+    baseline_key,
+    eval_key,
+)
 
-EVAL_KEYS = (PNL, CAPTURE, SHARPE, TRADES)
+COSTS = (eval_key("cost_spread"), eval_key("cost_fees"), eval_key("turnover"))
+EVAL_KEYS = (PNL, PNL_GROSS, CAPTURE, SHARPE, TRADES, *COSTS,
+             *(baseline_key(name, "pnl") for name in BASELINES))  # fmt: skip
+
+
+def versus_baselines(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
+    """The baselines an evaluation's net PnL beat, and those it did not (of those logged)."""
+    beat, lost = [], []
+    for name in BASELINES:
+        key = baseline_key(name, "pnl")
+        if key in metrics and PNL in metrics:
+            (beat if metrics[PNL] > metrics[key] else lost).append(name)
+    return beat, lost
 
 
 def signed(value: float, unit: str = "") -> str:
@@ -76,6 +98,24 @@ class Summary:
                 f"{e.get('eval/capture_ratio', math.nan):.3f}, Sharpe "
                 f"{e.get('eval/sharpe', math.nan):.3g}, trades {e.get('eval/trades', 0):.0f}"
             )
+            if PNL_GROSS in e:
+                spread, fees = (signed(e.get(k, math.nan)).lstrip("+") for k in COSTS[:2])
+                out.append(
+                    f"held-out costs: gross {signed(e[PNL_GROSS], self.currency)} - spread "
+                    f"{spread} - fees {fees} = net {signed(pnl)}; turnover "
+                    f"{e.get(COSTS[2], math.nan):.4g} fills per env per 1,000 steps"
+                )
+            beat, lost = versus_baselines(e)
+            if beat or lost:
+                shown = ", ".join(
+                    f"{name} {signed(e[baseline_key(name, 'pnl')])}"
+                    for name in BASELINES
+                    if baseline_key(name, "pnl") in e
+                )
+                verdict = f"the agent beat {', '.join(beat) or 'none of them'}" + (
+                    f"; not {', '.join(lost)}" if lost else ": every one"
+                )
+                out.append(f"baselines on the same windows, net ({shown}): {verdict}")
         else:
             out.append("held-out: no evaluation ran")
         out.append(f"l_q {self.l_q_trend()}")
