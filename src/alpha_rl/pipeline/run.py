@@ -29,7 +29,7 @@ from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
 from alpha_rl.market import Market
-from alpha_rl.pipeline import checkpoint, owner
+from alpha_rl.pipeline import checkpoint, owner, tearsheet
 from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
 from alpha_rl.pipeline.curves import plot_run
 from alpha_rl.pipeline.evaluate import Evaluator
@@ -148,7 +148,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         identity = write_identity(run_dir, plan.run.seed, digest)
     with StopSignals(saving.requeue) as stop, open_session(scaled, job.choices) as session:
         log.info("%s", session.isv.layout.table())
-        log.info("money: %s; rewards: %s", *money_units(session.cfg).values())
+        units = money_units(session.cfg)
+        log.info("money: %s; rewards: %s", units["units.pnl"], units["units.reward"])
         log_beta_anneal(cfg, plan)
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
@@ -323,6 +324,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         if status == "REQUEUED":
             status, reason = _requeue(stop, tracker, reason)
         write_curves(run_dir, tracker, summary)
+        write_tearsheet(run_dir, tracker, evaluator, summary)
         system.stop()
         tracker.finish(status, reason)
         _say_outcome(run_dir, status, trainer.t, reason)
@@ -361,6 +363,25 @@ def _say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> 
         write_outcome(run_dir, status, steps, reason)
     except OSError as exc:
         log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
+
+
+def write_tearsheet(run_dir: Path, tracker: Tracker, evaluator: Evaluator,
+                    summary: Summary) -> None:  # fmt: skip
+    """<run dir>/tearsheet.html and .png of the last evaluation of this start (and the run's
+    artifacts): a failure is a warning, never the run's error."""
+    reading = evaluator.last
+    if reading is None:
+        return
+    try:
+        paths = tearsheet.write_tearsheet(run_dir, reading.agent, reading.baselines,
+                                          evaluator.book, evaluator.costs,
+                                          summary.title or str(run_dir))  # fmt: skip
+    except Exception as exc:
+        log.warning("could not write the tear sheet of %s: %s", run_dir, exc)
+        return
+    for path in paths:
+        tracker.log_artifact(path)
+    log.info("tear sheet: %s", ", ".join(map(str, paths)))
 
 
 def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
