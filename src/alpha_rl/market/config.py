@@ -86,6 +86,7 @@ class FileMarketConfig:
     columns: tuple[tuple[str, str], ...]  # (file column, our column) renames
     default_size: float | None  # lots for absent size columns; None: sizes required
     session_gap: str | float | None  # a duration ("1h") or a number in the file's units
+    spread: float | None = None  # a file of one price per row: the spread quoted around it
     fold: int | None = None
 
     def __post_init__(self) -> None:
@@ -99,6 +100,9 @@ class FileMarketConfig:
         check_columns(dict(self.columns))
         check_default_size(self.default_size)
         parse_gap(self.session_gap)
+        if self.spread is not None:
+            what = "must be > 0 (in market.currency) or null (a file of bid/ask columns)"
+            _check(self.spread > 0, "spread", self.spread, what)
 
 
 MarketConfig = SyntheticWavesConfig | FileMarketConfig
@@ -231,6 +235,7 @@ _FILE_KINDS: dict[str, Callable[[str, object], Any]] = {
     "columns": _renames,
     "default_size": _optional(_float),
     "session_gap": _optional(_gap),
+    "spread": _optional(_float),
     "fold": _optional(_int),
 }
 

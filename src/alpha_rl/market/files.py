@@ -12,6 +12,7 @@ with the column it concerns.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import logging
 import re
 from collections import Counter
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 FAMILIES = ("bid_px", "ask_px", "bid_sz", "ask_sz")
 TIMESTAMP = "timestamp"
+PRICE = "price"  # one price per row (closes, mids): quoted at market.spread around it
+PACKAGE = "package:"  # market.path=package:<name>/<file in it>: a file an installed package ships
 _LEVEL_COLUMN = re.compile(r"^(bid_px|ask_px|bid_sz|ask_sz)_(0|[1-9][0-9]*)$")
 
 
@@ -82,7 +85,7 @@ class FileFormat:
 
 
 FORMATS = (
-    FileFormat("CSV", (".csv",), _read_csv, lines=True),
+    FileFormat("CSV", (".csv", ".csv.gz"), _read_csv, lines=True),  # .gz: pandas unzips it
     FileFormat("Parquet", (".parquet", ".pq"), _read_parquet, lines=False),
 )
 
@@ -91,14 +94,36 @@ def file_format(file: Path) -> FileFormat:
     """The format of `file`, by its ending; MarketDataError lists the formats read."""
     suffix = file.suffix.lower()
     for fmt in FORMATS:
-        if suffix in fmt.suffixes:
+        if any(file.name.lower().endswith(ending) for ending in fmt.suffixes):
             return fmt
     known = " or ".join(f"{f.name} ({', '.join(f.suffixes)})" for f in FORMATS)
     raise MarketDataError(f"{file}: unknown file extension {suffix!r}; market=file reads {known}")
 
 
+def package_file(path: str) -> Path:
+    """The file `package:<name>/<path inside it>` of an installed package, found without
+    importing it; MarketDataError says which package to install."""
+    name, _, inside = path[len(PACKAGE) :].partition("/")
+    if not name or not inside:
+        raise MarketDataError(f"market.path={path!r}: write package:<package>/<file in it>, "
+                              "e.g. package:skfolio/datasets/data/sp500_index.csv.gz")  # fmt: skip
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise MarketDataError(
+            f"market.path={path!r}: the package {name!r} is not installed; install it (for "
+            f"the presets: pip install -e '.[markets]', or pip install {name})"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / inside
+
+
 def resolve_path(path: str | Path) -> Path:
-    """`path` made absolute; a relative path resolves against the current working directory."""
+    """`path` made absolute; a relative path resolves against the current working directory,
+    `package:<name>/<file>` inside an installed package (package_file)."""
+    if isinstance(path, str) and path.startswith(PACKAGE):
+        return package_file(path)
     given = Path.cwd() / Path(path).expanduser()
     try:
         return given.resolve()
@@ -120,6 +145,7 @@ def read_quotes_file(
     columns: Mapping[str, str] | None = None,
     default_size: float | None = None,
     session_gap: str | float | None = None,
+    spread: float | None = None,
 ) -> Book:
     """The Book [T, L] of a quotes file (FORMATS); MarketDataError names file, row, column."""
     file = resolve_path(path)
@@ -131,7 +157,7 @@ def read_quotes_file(
         zone, gap = parse_zone(timezone), parse_gap(session_gap)
     except MarketDataError as exc:
         raise MarketDataError(f"{file}: {exc}") from exc
-    frame = _table(file, renames, timestamp_format, default_size)
+    frame = _table(file, renames, timestamp_format, default_size, spread)
     sides, stamps, breaks = _checked(file, frame, renames, timestamp_format=timestamp_format,
                                      zone=zone, gap=gap, session_gap=session_gap)  # fmt: skip
     if len(frame) < min_rows:
@@ -188,13 +214,15 @@ def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str], *,
 
 def check_columns(columns: Mapping[str, str]) -> None:
     """Refuse a market.columns with a target not ours or two file columns onto one of ours."""
-    unknown = {s: t for s, t in columns.items() if t != TIMESTAMP and not _LEVEL_COLUMN.match(t)}
+    unknown = {s: t for s, t in columns.items()
+               if t not in (TIMESTAMP, PRICE) and not _LEVEL_COLUMN.match(t)}  # fmt: skip
     if unknown:
         raise key_error(
             "columns",
             dict(columns),
             f"{unknown} map onto no column of a quotes file; targets must be bid_px_<l>, "
-            f"ask_px_<l>, bid_sz_<l>, ask_sz_<l> (levels l = 0, 1, ...) or {TIMESTAMP}",
+            f"ask_px_<l>, bid_sz_<l>, ask_sz_<l> (levels l = 0, 1, ...), {TIMESTAMP} or {PRICE} "
+            "(with market.spread)",
         )
     doubled = [t for t, n in Counter(columns.values()).items() if n > 1]
     if doubled:
@@ -254,13 +282,49 @@ def _unique(file: Path, names: list[str], where: str, used: Callable[[str], bool
 
 
 def _table(
-    file: Path, renames: dict[str, str], fmt: str | None, size: float | None
+    file: Path,
+    renames: dict[str, str],
+    fmt: str | None,
+    size: float | None,
+    spread: float | None = None,
 ) -> pd.DataFrame:
-    """The file's table with market.columns applied and absent sizes filled (default_size)."""
+    """The file's table with market.columns applied, a price column quoted at market.spread,
+    and absent sizes filled (default_size)."""
     source = next((s for s, t in renames.items() if t == TIMESTAMP), TIMESTAMP)
-    used = lambda n: n == TIMESTAMP or n in renames or bool(_LEVEL_COLUMN.match(n))  # noqa: E731
+    used = lambda n: n in (TIMESTAMP, PRICE) or n in renames or bool(_LEVEL_COLUMN.match(n))  # noqa: E731
     frame = _read_frame(file, source if fmt is not None else None, used)
-    return _fill_sizes(file, _rename(file, frame, renames), size)
+    frame = _quoted(file, _rename(file, frame, renames), spread)
+    return _fill_sizes(file, frame, size)
+
+
+def _quoted(file: Path, frame: pd.DataFrame, spread: float | None) -> pd.DataFrame:
+    """With market.spread: the `price` column as a one-level book, bid_px_0 = price - spread / 2
+    and ask_px_0 = price + spread / 2 (the price left as read: its checks are the book's)."""
+    found = [str(c) for c in frame.columns]
+    if spread is None:
+        if PRICE in found and not any(_LEVEL_COLUMN.match(c) for c in found):
+            raise MarketDataError(
+                f"{file}: has a {PRICE} column but no bid/ask columns; a file of one price per "
+                "row needs the spread it is traded at: set market.spread (in market.currency)"
+            )
+        return frame
+    if PRICE not in found:
+        raise MarketDataError(
+            f"{file}: market.spread={spread} quotes a {PRICE} column, which the file does not "
+            f"have (columns: {found}); map its price column with market.columns={{<name>: "
+            f"{PRICE}}}, or set market.spread=null for a file of bid/ask columns"
+        )
+    quoted = [c for c in found if c.startswith(("bid_px_", "ask_px_"))]
+    if quoted:
+        raise MarketDataError(
+            f"{file}: has bid/ask columns {quoted} and market.spread={spread}: take one or the "
+            f"other (market.spread=null to read its quotes, or drop the columns)"
+        )
+    price = pd.to_numeric(frame[PRICE], errors="coerce")
+    half = float(spread) / 2.0
+    log.info("%s: %s quoted at market.spread=%s (bid = price - %s, ask = price + %s)", file,
+             PRICE, spread, half, half)  # fmt: skip
+    return frame.drop(columns=[PRICE]).assign(bid_px_0=price - half, ask_px_0=price + half)
 
 
 def _rename(file: Path, frame: pd.DataFrame, renames: dict[str, str]) -> pd.DataFrame:

@@ -58,6 +58,7 @@ def load_market(cfg: DictConfig | Mapping[str, Any], seed: int, validation: Vali
             columns=dict(typed.columns),
             default_size=typed.default_size,
             session_gap=typed.session_gap,
+            spread=typed.spread,
         )
     market = divide(book, validation)
     log.info(
