@@ -48,6 +48,16 @@ from alpha_rl.tracking.stores import bound_requests
 from alpha_rl.tracking.view import VIEW_TAG
 
 WANTED = ("loss/", "her/", "audit/", "trade/", "eval/")
+BASELINE_FIGURES = "eval/baseline/"  # of the baselines' figures, only their net PnL is read
+
+
+def wanted(key: str) -> bool:
+    """The metrics the check reads back (a history request each)."""
+    if key.startswith(BASELINE_FIGURES):
+        return key.endswith("/pnl")
+    return key.startswith(WANTED)
+
+
 REMEDY = "give --tracking-uri of an existing MLflow store"
 PNG, JSON = "kill_check.png", "kill_check.json"
 
@@ -178,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
     parents = [*args.parent, *(parent_of_sweep(s) for s in args.sweep)]
     runs: list[RunRecord] = []
     for parent in parents or [None]:
-        runs += reader.runs(args.experiment, lambda k: k.startswith(WANTED),
-                            parent_run_id=parent, filter_string=args.filter)  # fmt: skip
+        runs += reader.runs(args.experiment, wanted, parent_run_id=parent,
+                            filter_string=args.filter)  # fmt: skip
     runs = list({r.run_id: r for r in runs}.values())  # a parent named twice
     treatments, pairing, family = judge(runs, axis, crit)
     verdict = overall(treatments)

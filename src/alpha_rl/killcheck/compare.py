@@ -31,7 +31,7 @@ from alpha_rl.killcheck.pairs import Pair
 from alpha_rl.killcheck.speed import window_mean
 from alpha_rl.killcheck.stats import fisher_floor, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
-from alpha_rl.vocabulary import HELD_OUT, L_Q, PROBE
+from alpha_rl.vocabulary import BASELINES, HELD_OUT, L_Q, PNL, PROBE, baseline_key
 
 PROBE_TAG = "probe_digest"
 PROBE_KEY, LITERAL_KEY = PROBE, L_Q
@@ -43,6 +43,7 @@ NOT_COMPARABLE = {
     "over its own replay batches",
 }
 BROKEN = "5 runs that broke (rate)"
+VS_BASELINE = "held-out pnl: {arm} vs the best trivial baseline"
 BENEFIT = "6 no held-out harm ({metric})"
 
 
@@ -327,4 +328,50 @@ def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -
                       f"{fmt_interval(*poi)} over {t_arm.n} x {b_arm.n} runs",
                       "reported: 0.5 = no difference", INFO, False),
         ]  # fmt: skip
+    return rows
+
+
+def margin_over_baselines(run: RunRecord, crit: Criteria) -> tuple[float, str] | None:
+    """A run's held-out net PnL less its best trivial baseline's, both as means over the last
+    `window` of its training, and that baseline's name; None for a run without baselines."""
+    start = (1 - crit.window) * run.last_step
+    means = {name: window_mean(run, baseline_key(name, "pnl"), start) for name in BASELINES}
+    means = {name: v for name, v in means.items() if np.isfinite(v)}
+    agent = window_mean(run, PNL, start)
+    if not means or not np.isfinite(agent):
+        return None
+    best = max(means, key=lambda name: means[name])
+    return agent - means[best], best
+
+
+def judge_baselines(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> list[Judgement]:
+    """Per arm (INFO, never deciding): each run's held-out net PnL less the best of its trivial
+    baselines on the same windows (flat, buy-and-hold, sell-and-hold, random at its turnover),
+    the mean with its interval, how many runs beat their best, and which baseline was best."""
+    arms = ({t.run_id: t for t, _ in pairs}, {b.run_id: b for _, b in pairs})
+    rows = []
+    for label, runs in zip(labels, arms, strict=True):
+        margins: dict[str, list[float]] = {}
+        best: dict[str, int] = {}
+        for run in runs.values():
+            found = margin_over_baselines(run, crit)
+            if found is None:
+                continue
+            margins.setdefault(stratum(run), []).append(found[0])
+            best[found[1]] = best.get(found[1], 0) + 1
+        n = sum(len(v) for v in margins.values())
+        if n == 0:
+            continue  # runs recorded before the baselines were
+        beat = sum(v > 0 for vs in margins.values() for v in vs)
+        shown = ", ".join(f"{name} x{k}" for name, k in sorted(best.items(), key=lambda i: -i[1]))
+        estimate = t_estimate(margins, crit) if n >= 2 else (next(iter(margins.values()))[0],
+                                                              math.nan, math.nan)  # fmt: skip
+        rows.append(Judgement(
+            VS_BASELINE.format(arm=label),
+            f"mean margin {fmt_interval(*estimate, sign=True)}; {beat} of {n} runs beat their "
+            f"best baseline (best: {shown})",
+            f"reported: net of costs, mean over the last {crit.window:.0%} of training; > 0 "
+            "beats doing something trivial", INFO, False,
+            {"margins": margins, "best_baselines": best, "n": n},
+        ))  # fmt: skip
     return rows

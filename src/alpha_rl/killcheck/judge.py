@@ -7,6 +7,7 @@ from __future__ import annotations
 from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.compare import (
     BROKEN,
+    judge_baselines,
     judge_benefit,
     judge_broken,
     judge_folds,
@@ -54,6 +55,7 @@ def judge_treatment(axis: Axis, value: str, pairs: list[Pair], crit: Criteria,
         rows += [row for key in (CAPTURE, PNL)
                  if (row := judge_area(pairs, key, crit)) is not None]  # fmt: skip
         rows += judge_held_out(pairs, (label, base), crit)
+        rows += judge_baselines(pairs, (label, base), crit)
         rows += judge_folds(pairs, crit)
     for row in rows:  # a test on fewer pairs than min_seeds (broken pairs left out) waits
         used = len(pairs) if row.criterion == BROKEN else row.evidence.get("n", len(pairs))

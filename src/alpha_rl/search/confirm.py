@@ -31,7 +31,7 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
-from alpha_rl.killcheck.cli import WANTED, exit_with_verdict
+from alpha_rl.killcheck.cli import exit_with_verdict, wanted
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
@@ -248,8 +248,8 @@ def run(args: argparse.Namespace) -> int:
     if confirm_parent is None:
         raise AlphaRlError(f"the confirmation's multirun {sweep} recorded no parent run "
                            f"({PARENT_FILE}): see its jobs' logs there")  # fmt: skip
-    wanted = lambda k: k.startswith(WANTED) or k == METRIC  # noqa: E731
-    runs = reader.runs(args.experiment, wanted, parent_run_id=confirm_parent)
+    runs = reader.runs(args.experiment, lambda k: wanted(k) or k == METRIC,
+                       parent_run_id=confirm_parent)  # fmt: skip
     crit = Criteria.load()
     owned = tuple({k for c in picks for k in c.params} | {"validation."})
     treatments, pairing, family = judge(runs, axis_for("search", owns=owned), crit)
