@@ -80,3 +80,39 @@ def test_impossible_variant_exits_2(tmp_path: Path) -> None:
     proc = _train(tmp_path, "backend=numpy", "reward=stride6", "beta=active")
     assert proc.returncode == 2
     assert "beta=active needs reward=stride7" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_run_on_real_closes_logs_its_costs_baselines_and_tear_sheet(tmp_path: Path) -> None:
+    """market=sp500_daily on a slice of its real closes (2007-2012): the summary breaks the
+    held-out PnL into gross and costs and reads it against the baselines; tearsheet.html
+    (QuantStats) and tearsheet.png are the run's MLflow artifacts; the units are params."""
+    import mlflow
+    import pandas as pd
+
+    from alpha_rl.market.files import package_file
+
+    raw = pd.read_csv(package_file("package:skfolio/datasets/data/sp500_index.csv.gz"))
+    years = raw[(raw["Date"] >= "2007-01-01") & (raw["Date"] < "2013-01-01")]
+    years.to_csv(tmp_path / "slice.csv", index=False)
+    proc = _train(tmp_path, "backend=numpy", "market=sp500_daily",
+                  f"market.path={tmp_path}/slice.csv")  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "held-out costs: gross " in out and " fills per env per 1,000 steps" in out
+    assert "baselines on the same windows, net (flat +0, buy_and_hold " in out
+    run_dir = tmp_path / "run"
+    assert f"tear sheet: {run_dir}/tearsheet.png, {run_dir}/tearsheet.html" in out
+    html = (run_dir / "tearsheet.html").read_text()
+    assert "net of spread and fees; benchmark buy_and_hold" in html and "Max Drawdown" in html
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    run_id = json.loads((run_dir / "tracking.json").read_text())["run_id"]
+    names = {a.path for a in client.list_artifacts(run_id)}
+    assert {"tearsheet.html", "tearsheet.png", "curves.png"} <= names
+    run = client.get_run(run_id)
+    assert run.data.params["units.eval.turnover"].startswith("fills per env per 1,000 steps")
+    assert run.data.params["env.multiplier"] == "50.0"
+    m = run.data.metrics
+    assert m["eval/pnl"] == pytest.approx(m["eval/pnl_gross"] - m["eval/cost_spread"]
+                                          - m["eval/cost_fees"], abs=1e-6)  # fmt: skip
+    assert m["eval/baseline/flat/pnl"] == 0.0 and "eval/baseline/random/pnl" in m
