@@ -13,12 +13,12 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.pipeline.evaluate import direction, ledger_metrics
 from alpha_rl.pipeline.ledger import (
     Costs,
-    Ledger,
     TickPath,
     hold,
     matched_random,
     play,
     random_walk,
+    settle,
     tick_path,
 )
 from alpha_rl.vocabulary import eval_key
@@ -120,18 +120,17 @@ def test_the_path_is_the_env_kernels_cursor_walk_and_the_ledger_its_accounts() -
     env.reset()
     steps = 60
     path = tick_path(env.book.session_last(), env.starts, 11, env.seeded_cursors(), steps)
-    ledger = Ledger(env.book, COSTS, 8, 10)
+    targets = np.zeros((steps, 8), np.int64)
     rng = np.random.default_rng(0)
     for s in range(steps):
         assert be.download(env.arrays["cursor"]).tolist() == path.ticks[s].tolist(), s
         env.step(be.upload(rng.integers(0, 3, 8).astype(np.int32)))
-        ledger.step(path.ticks[s], direction(be.download(env.arrays["eff_action"])))
+        targets[s] = direction(be.download(env.arrays["eff_action"]))
     assert be.download(env.arrays["cursor"]).tolist() == path.ticks[steps].tolist()
     kernel = env.harvest_trade_stats()
-    opened = int((ledger.pos != 0).sum())
-    stats = ledger.close(path.ticks[steps])
+    stats = settle(env.book, COSTS, path, targets, 10)
     assert stats.realised == pytest.approx(kernel.realised, abs=1e-3)
-    assert stats.round_trips - opened == kernel.trades
+    assert stats.round_trips - int((targets[-1] != 0).sum()) == kernel.trades
     assert stats.pnl == pytest.approx(stats.pnl_gross - stats.cost_spread - stats.cost_fees)
 
 

@@ -27,11 +27,11 @@ from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.ledger import (
     Costs,
-    Ledger,
     LedgerStats,
     hold,
     matched_random,
     play,
+    settle,
     tick_path,
 )
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
@@ -126,14 +126,14 @@ class Evaluator:
         probe's eval/l_q_probe and eval/q_probe_mean."""
         env, c = self.env, self.cfg
         env.reset()
-        ledger = Ledger(self.book, self.costs, env.num_envs, c.sharpe_window)
+        targets = np.zeros((c.steps, env.num_envs), np.int64)
         trades, realised, available = 0, 0.0, 0.0
         right, labeled = 0, 0
         be, a = self.policy.learner.backend, env.arrays
         for s in range(c.steps):
             env.perceive(self.h)
             env.step(self.policy.act(self.h), self.policy.p_up)
-            ledger.step(self.path.ticks[s], direction(be.download(a["eff_action"])))
+            targets[s] = direction(be.download(a["eff_action"]))
             r, n = aux_calls(be, self.policy.p_up, a["fill_mid"], a["post_mid"])
             right, labeled = right + r, labeled + n
             if (s + 1) % c.sharpe_window == 0 or s + 1 == c.steps:
@@ -141,7 +141,7 @@ class Evaluator:
                 trades += stats.trades
                 realised += stats.realised
                 available += stats.available
-        agent = ledger.close(self.path.ticks[c.steps])
+        agent = settle(self.book, self.costs, self.path, targets, c.sharpe_window)
         rand = matched_random(self.book, self.costs, self.path, c.sharpe_window, self.seed,
                               agent.turnover)  # fmt: skip
         self.last = Reading(agent, self.holds | {"random": rand})

@@ -30,7 +30,7 @@ import numpy as np
 
 from alpha_rl.kernels.experience import start_index
 from alpha_rl.market.book import Book
-from alpha_rl.rng import Stream, draw_u32, draw_uniform
+from alpha_rl.rng import Stream
 
 # units of every ledger figure, logged as params (`unit/<metric>`) so a reader knows what sums
 UNITS = {
@@ -147,84 +147,49 @@ class LedgerStats:
         return {name: float(getattr(self, name)) for name in UNITS}
 
 
-class Ledger:
-    """Positions in, money out; see the module docstring. `step` once per env step with the
-    ticks the envs trade at and their target positions, then `close`."""
-
-    def __init__(self, book: Book, costs: Costs, envs: int, window: int) -> None:
-        self.bid = np.asarray(book.bid_px[:, 0], np.float64)
-        self.ask = np.asarray(book.ask_px[:, 0], np.float64)
-        self.mid = 0.5 * (self.bid + self.ask)
-        self.costs, self.window = costs, window
-        self.pos = np.zeros(envs, np.int64)
-        self.held = np.zeros(envs, np.float64)  # the open trade's gross less its opening spread
-        self.gross = self.spread = self.fees = self.realised = 0.0
-        self.fills = self.exposed = self.round_trips = self.wins = 0
-        self.net_steps: list[float] = []
-
-    def _fill_cost(self, t: np.ndarray) -> tuple[np.ndarray, float]:
-        """Per env, half the spread at tick t in money; the fee of one fill."""
-        half = 0.5 * (self.ask[t] - self.bid[t]) * self.costs.lot_mult
-        return half, self.costs.fee
-
-    def _close(self, which: np.ndarray, t: np.ndarray) -> float:
-        """Close the positions of envs `which` at the touch of `t`; their costs in money."""
-        half, fee = self._fill_cost(t)
-        half = np.where(which, half, 0.0)
-        fills = int(which.sum())
-        realised = (self.held - half)[which]  # exit - entry at the touch
-        self.realised += float(realised.sum())
-        self.round_trips += fills
-        self.wins += int((realised - 2.0 * fee > 0).sum())  # net of both fills' fees
-        self.held[which] = 0.0
-        self.spread += float(half.sum())
-        self.fees += fee * fills
-        self.fills += fills
-        return float(half.sum()) + fee * fills
-
-    def step(self, t: np.ndarray, target: np.ndarray) -> None:
-        """Envs at ticks `t` [B] move to `target` [B] (-1, 0, +1) and hold it to t + 1."""
-        d, target = self.pos, np.asarray(target, np.int64)
-        change = target != d
-        cost = self._close(change & (d != 0), t)
-        opening = change & (target != 0)
-        half, fee = self._fill_cost(t)
-        half = np.where(opening, half, 0.0)
-        self.held -= half
-        n_open = int(opening.sum())
-        self.spread += float(half.sum())
-        self.fees += fee * n_open
-        self.fills += n_open
-        cost += float(half.sum()) + fee * n_open
-        move = target * (self.mid[t + 1] - self.mid[t]) * self.costs.lot_mult
-        self.held += move
-        gross = float(move.sum())
-        self.gross += gross
-        self.exposed += int((target != 0).sum())
-        self.pos = target
-        self.net_steps.append(gross - cost)
-
-    def close(self, t: np.ndarray) -> LedgerStats:
-        """Liquidate what is still open at the touch of `t` [B] (where the envs stand after the
-        last step) and sum up. The realised figure keeps closed trades only."""
-        realised = self.realised
-        open_ = self.pos != 0
-        cost = self._close(open_, t)
-        self.realised = realised
-        if self.net_steps:
-            self.net_steps[-1] -= cost
-        net = np.asarray(self.net_steps, np.float64)
-        equity = np.cumsum(net)
-        n = len(net)
-        cuts = np.arange(0, n, self.window)
-        return LedgerStats(
-            pnl=self.gross - self.spread - self.fees, pnl_gross=self.gross,
-            cost_spread=self.spread, cost_fees=self.fees, realised=realised, fills=self.fills,
-            exposed=self.exposed, round_trips=self.round_trips, wins=self.wins,
-            max_drawdown=drawdown(equity),
-            intervals=np.add.reduceat(net, cuts) if n else net, equity=equity,
-            envs=len(self.pos), steps=n, window=self.window,
-        )  # fmt: skip
+def settle(book: Book, costs: Costs, path: TickPath, targets: np.ndarray,
+           window: int) -> LedgerStats:  # fmt: skip
+    """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's tick
+    to the next) over `path`; see the module docstring. A last row closes what is open at the
+    touch of where the envs stand after the last step; its costs count in the last step."""
+    S, B = path.steps, path.envs
+    want = np.zeros((S + 1, B), np.int64)  # row S: the liquidation, to flat
+    want[:S] = targets
+    held = np.vstack([np.zeros((1, B), np.int64), want[:-1]])  # each step's position before
+    t = path.ticks
+    bid, ask = np.asarray(book.bid_px[:, 0], np.float64), np.asarray(book.ask_px[:, 0], np.float64)
+    mid, lm = 0.5 * (bid + ask), costs.lot_mult
+    change = want != held
+    close, opening = change & (held != 0), change & (want != 0)
+    fills = close.astype(np.int64) + opening
+    half = 0.5 * (ask[t] - bid[t]) * lm  # per fill, at the tick it trades at
+    ahead = np.minimum(t + 1, book.T - 1)  # row S holds nothing: its tick may be the book's last
+    gross = want * (mid[ahead] - mid[t]) * lm
+    net = gross.sum(axis=1) - (half * fills).sum(axis=1) - costs.fee * fills.sum(axis=1)
+    net = np.concatenate([net[: S - 1], [net[S - 1 :].sum()]]) if S else net[:0]
+    # round trips: trade k of an env is the one its k-th opening began; a step's gross and its
+    # opening half spread are the trade it holds, a close's half spread the trade it ends
+    k = np.cumsum(opening, axis=0)
+    width = int(k.max()) + 1
+    mine = np.arange(B) * width + k
+    ended = mine - opening
+    value = np.bincount(mine.ravel(), np.where(want != 0, gross - half * opening, 0).ravel(),
+                        minlength=B * width)  # fmt: skip
+    value -= np.bincount(ended.ravel(), np.where(close, half, 0).ravel(), minlength=B * width)
+    closed_at = np.full(B * width, -1)
+    closed_at[ended[close]] = np.nonzero(close)[0]  # the row of each trade's close
+    trades = value[closed_at >= 0]  # exit - entry at the touch, before fees
+    by_policy = value[(closed_at >= 0) & (closed_at < S)]
+    equity = np.cumsum(net)
+    return LedgerStats(
+        pnl=float(net.sum()), pnl_gross=float(gross.sum()),
+        cost_spread=float((half * fills).sum()), cost_fees=costs.fee * float(fills.sum()),
+        realised=float(by_policy.sum()), fills=float(fills.sum()),
+        exposed=float((want[:S] != 0).sum()), round_trips=float(trades.size),
+        wins=float((trades - 2.0 * costs.fee > 0).sum()), max_drawdown=drawdown(equity),
+        intervals=np.add.reduceat(net, np.arange(0, S, window)) if S else net, equity=equity,
+        envs=B, steps=S, window=window,
+    )  # fmt: skip
 
 
 Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B]) -> targets [B]
@@ -232,11 +197,11 @@ Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B])
 
 def play(book: Book, costs: Costs, path: TickPath, window: int, policy: Policy) -> LedgerStats:
     """`policy` over `path`, forced flat at each session's last step as the env forces it."""
-    ledger = Ledger(book, costs, path.envs, window)
+    targets = np.zeros((path.steps, path.envs), np.int64)
+    pos = np.zeros(path.envs, np.int64)
     for s in range(path.steps):
-        target = np.where(path.last[s], 0, policy(s, ledger.pos))
-        ledger.step(path.ticks[s], target)
-    return ledger.close(path.ticks[path.steps])
+        pos = targets[s] = np.where(path.last[s], 0, policy(s, pos))
+    return settle(book, costs, path, targets, window)
 
 
 def hold(direction: int) -> Policy:
@@ -250,14 +215,15 @@ FILLS_PER_CHANGE = 4.0 / 3.0
 
 
 def random_walk(seed: int, per_step: float) -> Policy:
-    """Changes position with chance `per_step` each step, to one of the two others at random:
-    draws of the host RNG's BASELINE stream, index step x 2^32 + env (two words per draw)."""
+    """Changes position with chance `per_step` each step, to one of the two others at random.
+    Its draws: numpy's Philox keyed by (seed, the BASELINE stream id), in step order, so a
+    policy made again draws the same walk."""
     p = float(np.clip(per_step, 0.0, 1.0))
+    rng = np.random.Generator(np.random.Philox(key=[int(seed) & (2**64 - 1), Stream.BASELINE]))
 
     def policy(s: int, pos: np.ndarray) -> np.ndarray:
-        index = (np.uint64(s) << np.uint64(33)) | (np.arange(pos.size, dtype=np.uint64) << 1)
-        change = draw_uniform(seed, Stream.BASELINE, index) < np.float32(p)
-        other = (draw_u32(seed, Stream.BASELINE, index | np.uint64(1)) & 1).astype(np.int64)
+        change = rng.random(pos.size) < p
+        other = rng.integers(0, 2, pos.size)
         moved = (pos + 2 + other) % 3 - 1  # the two other positions of -1, 0, +1
         return np.where(change, moved, pos)
 
@@ -272,7 +238,7 @@ def drawdown(equity: np.ndarray) -> float:
     return float((peak - equity).max())
 
 
-RANDOM_WALKS = 8  # the random baseline is the mean of this many independent walks per env
+RANDOM_WALKS = 4  # the random baseline is the mean of this many independent walks per env
 
 
 def matched_random(book: Book, costs: Costs, path: TickPath, window: int, seed: int,
