@@ -119,6 +119,16 @@ def _sqlite_contents(path: Path) -> tuple[set[str], str | None]:
         con.close()
 
 
+def installed_mlflow() -> str:
+    """The installed MLflow's version, whether the full package or mlflow-skinny provides it."""
+    for name in ("mlflow", "mlflow-skinny"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "(version unknown)"
+
+
 def check_schema(name: str, uri: str, found: tuple[set[str], str | None], remedy: str,
                  schema: bool = True) -> None:  # fmt: skip
     """Refuse a database whose (tables, alembic revision) `found` lack MLflow's tables or, with
@@ -140,7 +150,7 @@ def check_schema(name: str, uri: str, found: tuple[set[str], str | None], remedy
     head, known = schema_revisions()
     if version == head:
         return
-    mlflow = f"MLflow {importlib.metadata.version('mlflow')}"
+    mlflow = f"MLflow {installed_mlflow()}"
     if version in known:
         raise TrackingReadError(
             f"tracking store {name} has the older MLflow schema {version} ({mlflow} here reads "
