@@ -145,3 +145,30 @@ def train_in_process(where: Path, *args: str) -> tuple[int, str]:
         root.handlers[:] = handlers
         root.setLevel(level)
     return code, out.getvalue()
+
+
+def write_fx_like(path: Path, hours: int = 6000, seed: int = 0) -> Path:
+    """An hourly EURUSD-like quotes CSV in a broker export's shape: day-first local stamps
+    (`03.01.2017 00:00:00.000`), the market shut from Friday 22:00 to Sunday 22:00, mids near 1.10
+    moving ~8 pips an hour, a one-pip spread (0.0001) on a 0.00001 grid, Bid / Ask / volumes."""
+    rng = np.random.default_rng(seed)
+    stamps = pd.date_range("2017-01-02 00:00", periods=int(hours * 1.4), freq="h")
+    weekday, hour = stamps.day_of_week, stamps.hour
+    open_ = ~((weekday == 5) | ((weekday == 4) & (hour >= 22)) | ((weekday == 6) & (hour < 22)))
+    stamps = stamps[open_][:hours]
+    mid = 1.10 + np.cumsum(rng.normal(0.0, 0.0008, stamps.size))
+    bid = np.round(mid - 0.00005, 5)
+    frame = pd.DataFrame({"Local time": stamps.strftime("%d.%m.%Y %H:%M:%S.000"),
+                          "Bid": bid, "Ask": np.round(bid + 0.0001, 5),
+                          "BidVolume": 5.0, "AskVolume": 5.0})  # fmt: skip
+    frame.to_csv(path, index=False)
+    return path
+
+
+# the FX-like file's market and money: 100,000 units a lot (1 USD a pip), 0.5 USD a fill
+FX_LIKE = [
+    "market=file", "market.tick_size=0.00001", "market.timestamp_format=%d.%m.%Y %H:%M:%S.%f",
+    "market.columns={Bid: bid_px_0, Ask: ask_px_0, BidVolume: bid_sz_0, AskVolume: ask_sz_0, "
+    "Local time: timestamp}", "market.session_gap=3h", "env.multiplier=100000",
+    "env.fee_per_lot=0.5",
+]  # fmt: skip

@@ -18,7 +18,7 @@ from alpha_rl.market.files import package_file
 from alpha_rl.market.folds import validation_config
 from alpha_rl.market.load import load_market
 from alpha_rl.pipeline.ledger import Costs, hold, play, tick_path
-from tests.helpers import compose_train
+from tests.helpers import FX_LIKE, compose_train, write_fx_like
 
 SP500 = "package:skfolio/datasets/data/sp500_index.csv.gz"
 
@@ -120,3 +120,25 @@ def test_buy_and_hold_on_a_slice_of_the_real_closes() -> None:
     assert stats.pnl == pytest.approx(move * 50.0 - 25.0 - 5.0)
     short = play(book, costs, path, 5, hold(-1))
     assert short.pnl == pytest.approx(-move * 50.0 - 30.0)
+
+
+def test_an_fx_like_round_trip_costs_eleven_dollars(tmp_path: Path) -> None:
+    """The FX-like export (tests.helpers.write_fx_like: a one-pip spread, 100,000 a lot, 0.5 USD
+    a fill) read as a user would: a round trip pays 10 USD of spread and 1 USD of fees, and the
+    weekend gaps end sessions, where a hold is closed and opened again."""
+    file = write_fx_like(tmp_path / "eurusd.csv", hours=3000)
+    cfg, _ = compose_train([*FX_LIKE, f"market.path={file}"])
+    book = load_market(cfg.market, 0, validation_config(cfg, 64)).book
+    assert book.breaks.size > 0, "weekends are session breaks"
+    costs = Costs(cfg.env.lot, cfg.env.multiplier, cfg.env.fee_per_lot)
+    t = 100
+    path = tick_path(book.session_last(), np.array([t]), 0, np.array([t]), 5)
+    assert not path.last.any(), "five hours inside one session"
+    stats = play(book, costs, path, 5, hold(1))
+    assert stats.cost_spread + stats.cost_fees == pytest.approx(11.0)
+    assert stats.pnl_gross == pytest.approx((book.mid[t + 5] - book.mid[t]) * 100000)
+    week = tick_path(book.session_last(), np.array([t]), 0, np.array([t]), 200)
+    held = play(book, costs, week, 20, hold(1))
+    closes = int(week.last.sum())
+    assert closes >= 1 and held.round_trips == closes + 1
+    assert held.cost_spread + held.cost_fees == pytest.approx(11.0 * (closes + 1))
