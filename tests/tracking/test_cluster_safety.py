@@ -197,3 +197,27 @@ def test_an_unreachable_database_is_named_with_what_to_check(
     assert code == 2 and f"--db {url}: cannot connect" in err and "createdb" in err
     code, err = serve(["--db", "postgresql+nodriver://lab@h/db"], capsys)
     assert code == 2 and "SQLAlchemy cannot read it" in err
+
+
+@pytest.mark.slow
+def test_jobs_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path: Path) -> None:
+    """Four processes open one new SQLite store together (a sweep's jobs side by side): each
+    would create and migrate its schema, and without the lock most fail with 'table ...
+    already exists'; they all open it and see one experiment list."""
+    code = ("import sys; from alpha_rl.tracking.store import new_client; "
+            "new_client(sys.argv[1]).search_experiments(); print('opened')")  # fmt: skip
+    uri = f"sqlite:///{tmp_path}/new.db"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, uri],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(6)
+    ]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-300:] for _, err in results]
+    assert all(out.strip() == "opened" for out, _ in results)

@@ -19,7 +19,7 @@ import numpy as np
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.records import PARAMS_TAGS_PER_REQUEST
-from alpha_rl.tracking.store import label_experiment, mlflow_client_class, resolve_uri
+from alpha_rl.tracking.store import label_experiment, new_client, resolve_uri
 from alpha_rl.tracking.stores import (
     NotInStoreError,
     TrackingReadError,
@@ -68,7 +68,7 @@ class RunReader:
         self.name = store_name(self.uri)  # the file of an SQLite store, else the URI, masked
         self.remedy = remedy
         check_store(self.uri, remedy)
-        self.client = self._call("open it", lambda: mlflow_client_class()(tracking_uri=self.uri))
+        self.client = self._call("open it", lambda: new_client(self.uri))
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         try:

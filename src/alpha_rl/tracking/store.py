@@ -11,6 +11,7 @@ mlflow is imported on first use, never at import time of alpha_rl.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
@@ -90,6 +91,21 @@ def sqlite_file(uri: str) -> Path | None:
     return None if path is None else path.resolve()
 
 
+def new_client(uri: str) -> Any:
+    """An MlflowClient of `uri`. Opening a SQLite store creates or migrates its schema, which
+    processes opening a new store at once would race through (a sweep's jobs side by side:
+    "table ... already exists"); they open it one at a time, under a lock on its directory."""
+    path = sqlite_file(uri)
+    if path is None or not path.parent.is_dir():
+        return mlflow_client_class()(tracking_uri=uri)
+    where = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(where, fcntl.LOCK_EX)
+        return mlflow_client_class()(tracking_uri=uri)
+    finally:
+        os.close(where)  # and the lock with it
+
+
 def _query(uri: str) -> str:
     return "?" + uri.split("?", 1)[1] if "?" in uri else ""
 
@@ -129,7 +145,7 @@ class Store:
         """fn(client, *args); raises Rejected or StoreDown (never anything else from the store)."""
         try:
             if self._client is None:
-                self._client = mlflow_client_class()(tracking_uri=self.uri)
+                self._client = new_client(self.uri)
             result = fn(self._client, *args)
         except Exception as exc:  # the store boundary: whatever the client raises
             if is_rejection(exc):
