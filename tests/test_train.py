@@ -96,7 +96,8 @@ def test_a_run_on_real_closes_logs_its_costs_baselines_and_tear_sheet(tmp_path: 
     years = raw[(raw["Date"] >= "2007-01-01") & (raw["Date"] < "2013-01-01")]
     years.to_csv(tmp_path / "slice.csv", index=False)
     proc = _train(tmp_path, "backend=numpy", "market=sp500_daily",
-                  f"market.path={tmp_path}/slice.csv")  # fmt: skip
+                  f"market.path={tmp_path}/slice.csv", "eval.tearsheet=true",
+                  "eval.steps=120")  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "held-out costs: gross " in out and " fills per env per 1,000 steps" in out

@@ -55,6 +55,7 @@ class EvalConfig:
     num_envs: int
     sharpe_window: int
     probe: ProbeConfig
+    tearsheet: bool  # tearsheet.html / .png of the last evaluation at the end of each start
 
     def due(self, t: int, steps: int) -> bool:
         """Whether an evaluation runs after env step `t`: at the steps of `first`, every
@@ -207,6 +208,7 @@ def eval_config(cfg: DictConfig) -> EvalConfig:
         probe=ProbeConfig(
             size, whole("probe.envs", lambda v: 1 <= v <= size, f"in 1..eval.probe.size={size}")
         ),
+        tearsheet=settings.flag(cfg, "eval.tearsheet", where),
     )
 
 

@@ -120,7 +120,6 @@ class LedgerStats:
     equity: np.ndarray  # [S] the summed net PnL after each step (the liquidation in the last)
     envs: int
     steps: int
-    window: int  # steps per interval
 
     @property
     def env_steps(self) -> int:
@@ -188,7 +187,7 @@ def settle(book: Book, costs: Costs, path: TickPath, targets: np.ndarray,
         exposed=float((want[:S] != 0).sum()), round_trips=float(trades.size),
         wins=float((trades - 2.0 * costs.fee > 0).sum()), max_drawdown=drawdown(equity),
         intervals=np.add.reduceat(net, np.arange(0, S, window)) if S else net, equity=equity,
-        envs=B, steps=S, window=window,
+        envs=B, steps=S,
     )  # fmt: skip
 
 

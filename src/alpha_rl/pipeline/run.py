@@ -370,7 +370,7 @@ def write_tearsheet(run_dir: Path, tracker: Tracker, evaluator: Evaluator,
     """<run dir>/tearsheet.html and .png of the last evaluation of this start (and the run's
     artifacts): a failure is a warning, never the run's error."""
     reading = evaluator.last
-    if reading is None:
+    if reading is None or not evaluator.cfg.tearsheet:
         return
     try:
         paths = tearsheet.write_tearsheet(run_dir, reading.agent, reading.baselines,

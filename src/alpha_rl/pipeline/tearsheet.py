@@ -1,11 +1,11 @@
 """A run's tear sheet: its last held-out evaluation read as a return series, by QuantStats (its
 statistics, drawdowns and plots, none written here), beside the trivial baselines.
 
-The series: one period per `eval.sharpe_window` steps of the evaluation, its net PnL summed over
-the eval envs divided by the capital those envs would tie up holding one position each at the
-book's mean mid (envs x lot x multiplier x mean mid), so a return of 1% is 1% of that notional.
-Periods are evaluation intervals, not calendar days: the ratios are per period
-(`periods_per_year=1`, no annualisation) and the dates on the axes only number the periods.
+The series: one period per env step of the evaluation, its net PnL summed over the eval envs
+divided by the capital those envs would tie up holding one position each at the book's mean mid
+(envs x lot x multiplier x mean mid), so a return of 1% is 1% of that notional. A step is a day on
+daily closes, an hour on hourly quotes: the ratios are per step (`periods_per_year=1`, no
+annualisation) and the dates on the axes only number the steps, one business day each.
 Buy-and-hold is QuantStats' benchmark; tearsheet.png draws the agent's net equity step by step
 with every baseline's on the same axes.
 """
@@ -35,9 +35,10 @@ def capital(book: Book, costs: Costs, envs: int) -> float:
 
 
 def returns(stats: LedgerStats, base: float, name: str) -> pd.Series:
-    """The interval net PnL as returns on `base`, one business day per period."""
-    index = pd.bdate_range(FIRST_PERIOD, periods=stats.intervals.size, name="period")
-    return pd.Series(stats.intervals / base, index=index, name=name)
+    """Each step's net PnL (summed over the envs) as a return on `base`, a business day a step."""
+    net = np.diff(np.concatenate([[0.0], stats.equity]))
+    index = pd.bdate_range(FIRST_PERIOD, periods=net.size, name="step")
+    return pd.Series(net / base, index=index, name=name)
 
 
 def write_tearsheet(out_dir: Path, agent: LedgerStats, baselines: dict[str, LedgerStats],
@@ -57,9 +58,9 @@ def write_tearsheet(out_dir: Path, agent: LedgerStats, baselines: dict[str, Ledg
     strategy = returns(agent, base, "agent")
     benchmark = returns(baselines[BENCHMARK], base, BENCHMARK)
     html = out_dir / HTML
-    heading = (f"{title}: held-out, {agent.envs} envs x {agent.steps} steps, periods of "
-               f"{agent.window} steps; returns on {base:,.0f} of notional, net of spread and "
-               f"fees; benchmark {BENCHMARK}")  # fmt: skip
+    heading = (f"{title}: held-out, {agent.envs} envs x {agent.steps} steps, one period a "
+               f"step; returns on {base:,.0f} of notional, net of spread and fees; benchmark "
+               f"{BENCHMARK}")  # fmt: skip
     fonts = logging.getLogger("matplotlib.font_manager")
     level = fonts.level
     fonts.setLevel(logging.ERROR)  # its plots ask for Arial, absent on most Linux hosts
@@ -75,6 +76,15 @@ def write_tearsheet(out_dir: Path, agent: LedgerStats, baselines: dict[str, Ledg
                 compounded=False,
                 download_filename=str(html),
             )
+    except Exception as exc:  # its plots of a short or flat series (a KDE of one point, ...)
+        log.warning(
+            "%s not written: QuantStats could not report %d steps: %s: %s",
+            html,
+            agent.steps,
+            type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "",
+        )
+        return [png]
     finally:
         fonts.setLevel(level)
     return [png, html]
