@@ -216,7 +216,7 @@ def test_jobs_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path: Path) -> N
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        for _ in range(6)
+        for _ in range(4)
     ]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err[-300:] for _, err in results]
