@@ -11,8 +11,8 @@ import pytest
 from alpha_rl.killcheck.cli import wanted
 from tests.killcheck.store import EVALS, Store, rows, verdicts
 
-ON_ROW = "held-out pnl: her=on vs the best trivial baseline"
-OFF_ROW = "held-out pnl: her=off vs the best trivial baseline"
+ON_ROW = "held-out pnl: her=on vs the best trivial baseline in hindsight"
+OFF_ROW = "held-out pnl: her=off vs the best trivial baseline in hindsight"
 
 
 def baselines(buy: float) -> dict[str, np.ndarray]:

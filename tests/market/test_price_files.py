@@ -68,6 +68,17 @@ def test_price_files_refused_with_the_fix(tmp_path: Path, columns, spread, says)
     assert str(file) in str(err.value)
 
 
+def test_a_price_that_is_not_a_number_is_named_with_its_column(tmp_path: Path) -> None:
+    file = closes(tmp_path / "closes.csv")
+    frame = pd.read_csv(file, dtype={"Close": str})
+    frame.loc[50, "Close"] = "abc"
+    frame.to_csv(file, index=False)
+    with pytest.raises(MarketDataError, match=r"row 51 \(line 52\), column 'Close' \(the "
+                       r"price\): 'abc' is not a number"):  # fmt: skip
+        read_quotes_file(file, 0.01, 1000, columns={"Close": "price"}, default_size=1.0,
+                         spread=0.5)  # fmt: skip
+
+
 def test_a_spread_must_be_positive() -> None:
     cfg, _ = compose_train(["market=file", "market.path=x.csv", "market.spread=-1"])
     with pytest.raises(MarketDataError, match=r"market.spread=-1.0: must be > 0"):

@@ -104,9 +104,14 @@ def test_the_random_walk_is_seeded_and_matches_a_turnover() -> None:
     assert again[0].pnl == again[1].pnl and again[0].fills == again[1].fills
     other = play(book, COSTS, path, 20, random_walk(8, 0.3))
     assert other.fills != again[0].fills, "another seed draws another walk"
+    exposure = []
     for turnover in (150.0, 600.0):
         got = matched_random(book, COSTS, path, 20, 7, turnover)
         assert got.turnover == pytest.approx(turnover, rel=0.1)
+        assert got.envs == 8 and 0 <= got.hit_rate <= 1 and got.round_trips > 0
+        exposure.append(got.exposure)
+    # each session of this book is 8 steps, entered flat: the slower walk is flat more often
+    assert 0 < exposure[0] < exposure[1] < 1
     assert matched_random(book, COSTS, path, 20, 7, 0.0).fills == 0, "an agent that never trades"
 
 

@@ -43,7 +43,7 @@ NOT_COMPARABLE = {
     "over its own replay batches",
 }
 BROKEN = "5 runs that broke (rate)"
-VS_BASELINE = "held-out pnl: {arm} vs the best trivial baseline"
+VS_BASELINE = "held-out pnl: {arm} vs the best trivial baseline in hindsight"
 BENEFIT = "6 no held-out harm ({metric})"
 
 
@@ -370,8 +370,9 @@ def judge_baselines(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) 
             VS_BASELINE.format(arm=label),
             f"mean margin {fmt_interval(*estimate, sign=True)}; {beat} of {n} runs beat their "
             f"best baseline (best: {shown})",
-            f"reported: net of costs, mean over the last {crit.window:.0%} of training; > 0 "
-            "beats doing something trivial", INFO, False,
+            f"reported: net of costs, mean over the last {crit.window:.0%} of training; the "
+            "best chosen after the fact (no policy knows beforehand whether to hold long or "
+            "short); > 0 beats every trivial policy", INFO, False,
             {"margins": margins, "best_baselines": best, "n": n},
         ))  # fmt: skip
     return rows

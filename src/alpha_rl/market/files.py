@@ -293,11 +293,12 @@ def _table(
     source = next((s for s, t in renames.items() if t == TIMESTAMP), TIMESTAMP)
     used = lambda n: n in (TIMESTAMP, PRICE) or n in renames or bool(_LEVEL_COLUMN.match(n))  # noqa: E731
     frame = _read_frame(file, source if fmt is not None else None, used)
-    frame = _quoted(file, _rename(file, frame, renames), spread)
+    frame = _quoted(file, _rename(file, frame, renames), spread, renames)
     return _fill_sizes(file, frame, size)
 
 
-def _quoted(file: Path, frame: pd.DataFrame, spread: float | None) -> pd.DataFrame:
+def _quoted(file: Path, frame: pd.DataFrame, spread: float | None,
+            renames: dict[str, str]) -> pd.DataFrame:  # fmt: skip
     """With market.spread: the `price` column as a one-level book, bid_px_0 = price - spread / 2
     and ask_px_0 = price + spread / 2 (the price left as read: its checks are the book's)."""
     found = [str(c) for c in frame.columns]
@@ -321,6 +322,16 @@ def _quoted(file: Path, frame: pd.DataFrame, spread: float | None) -> pd.DataFra
             f"other (market.spread=null to read its quotes, or drop the columns)"
         )
     price = pd.to_numeric(frame[PRICE], errors="coerce")
+    bad = np.flatnonzero(price.isna().to_numpy() & frame[PRICE].notna().to_numpy())
+    if bad.size:
+        source = next((s for s, t in renames.items() if t == PRICE), PRICE)
+        row = int(bad[0])
+        line = f" (line {row + 2})" if file_format(file).lines else ""
+        raise MarketDataError(
+            f"{file}: row {row + 1}{line}, column {source!r} (the price): "
+            f"{frame[PRICE].iloc[row]!r} is not a number; fix the file, or point market.path at "
+            "another one"
+        )
     half = float(spread) / 2.0
     log.info("%s: %s quoted at market.spread=%s (bid = price - %s, ask = price + %s)", file,
              PRICE, spread, half, half)  # fmt: skip

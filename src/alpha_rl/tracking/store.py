@@ -100,7 +100,11 @@ def new_client(uri: str) -> Any:
         return mlflow_client_class()(tracking_uri=uri)
     where = os.open(path.parent, os.O_RDONLY)
     try:
-        fcntl.flock(where, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(where, fcntl.LOCK_EX)
+        except OSError as exc:  # a file system without flock on directories (NFS emulates it
+            # with POSIX locks, which need a file open for writing): open unserialised
+            log.debug("%s: no lock on its directory (%s); opening it unserialised", path, exc)
         return mlflow_client_class()(tracking_uri=uri)
     finally:
         os.close(where)  # and the lock with it
