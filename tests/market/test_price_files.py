@@ -73,8 +73,8 @@ def test_a_price_that_is_not_a_number_is_named_with_its_column(tmp_path: Path) -
     frame = pd.read_csv(file, dtype={"Close": str})
     frame.loc[50, "Close"] = "abc"
     frame.to_csv(file, index=False)
-    with pytest.raises(MarketDataError, match=r"row 51 \(line 52\), column 'Close' \(the "
-                       r"price\): 'abc' is not a number"):  # fmt: skip
+    with pytest.raises(MarketDataError, match=r"row 51 \(line 52\), column 'Close' \(mapped "
+                       r"to price\): 'abc' is not a number"):  # fmt: skip
         read_quotes_file(file, 0.01, 1000, columns={"Close": "price"}, default_size=1.0,
                          spread=0.5)  # fmt: skip
 

@@ -324,13 +324,11 @@ def _quoted(file: Path, frame: pd.DataFrame, spread: float | None,
     price = pd.to_numeric(frame[PRICE], errors="coerce")
     bad = np.flatnonzero(price.isna().to_numpy() & frame[PRICE].notna().to_numpy())
     if bad.size:
-        source = next((s for s, t in renames.items() if t == PRICE), PRICE)
-        row = int(bad[0])
-        line = f" (line {row + 2})" if file_format(file).lines else ""
+        row, where = int(bad[0]), Where(file_format(file).lines, {t: s for s, t in renames.items()})
         raise MarketDataError(
-            f"{file}: row {row + 1}{line}, column {source!r} (the price): "
-            f"{frame[PRICE].iloc[row]!r} is not a number; fix the file, or point market.path at "
-            "another one"
+            f"{file}: {where.row(row)}, column {where.column(PRICE)}: "
+            f"{show(frame[PRICE].iloc[row])} is not a number; fix the file, or point market.path "
+            "at another one"
         )
     half = float(spread) / 2.0
     log.info("%s: %s quoted at market.spread=%s (bid = price - %s, ask = price + %s)", file,

@@ -65,11 +65,6 @@ def moments(interval_pnl: np.ndarray) -> tuple[float, float]:
     return float(np.mean(z**3)), float(np.mean(z**4))
 
 
-# figures of a path's shape, not sums: the random baseline, a mean over walks, does not log them
-# (its averaged equity is smoother than any one walk's: a shallower drawdown, a larger Sharpe)
-PATH_FIGURES = ("/max_drawdown", "/sharpe", "/pnl_skew", "/pnl_kurtosis")
-
-
 def direction(eff_action: np.ndarray) -> np.ndarray:
     """The env's effective actions as positions: LONG +1, SHORT -1, FLAT 0."""
     return np.where(eff_action == ENV_ACTIONS["ACTION_LONG"], 1,
@@ -154,9 +149,7 @@ class Evaluator:
         out[SHARPE_INTERVALS] = float(agent.intervals.size)
         for name, stats in self.last.baselines.items():
             figures = ledger_metrics(stats, lambda f, n=name: baseline_key(n, f))
-            if name == "random":  # the mean of its walks: not one walk's path
-                figures = {k: v for k, v in figures.items() if not k.endswith(PATH_FIGURES)}
-            out |= {k: v for k, v in figures.items() if np.isfinite(v)}
+            out |= {k: v for k, v in figures.items() if np.isfinite(v)}  # none: undefined
         return (
             out
             | {

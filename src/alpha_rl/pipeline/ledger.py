@@ -30,6 +30,7 @@ import numpy as np
 
 from alpha_rl.kernels.experience import start_index
 from alpha_rl.market.book import Book
+from alpha_rl.pipeline.summary import per_env_kstep
 from alpha_rl.rng import Stream
 
 # units of every ledger figure, logged as params (`unit/<metric>`) so a reader knows what sums
@@ -115,8 +116,8 @@ class LedgerStats:
     exposed: float  # env-steps holding a position
     round_trips: float
     wins: float
-    max_drawdown: float
-    intervals: np.ndarray  # net PnL per `window` steps, summed over envs
+    max_drawdown: float  # NaN for a mean over paths (_per_walk)
+    intervals: np.ndarray  # net PnL per `window` steps, summed over envs (none for a mean)
     equity: np.ndarray  # [S] the summed net PnL after each step (the liquidation in the last)
     envs: int
     steps: int
@@ -127,7 +128,7 @@ class LedgerStats:
 
     @property
     def turnover(self) -> float:
-        return self.fills / self.env_steps * 1000.0
+        return per_env_kstep(self.fills, self.envs, self.steps)
 
     @property
     def exposure(self) -> float:
@@ -139,7 +140,7 @@ class LedgerStats:
 
     @property
     def pnl_per_env_kstep(self) -> float:
-        return self.pnl / self.env_steps * 1000.0
+        return per_env_kstep(self.pnl, self.envs, self.steps)
 
     def metrics(self) -> dict[str, float]:
         """The figures by UNITS name."""
@@ -256,13 +257,14 @@ def matched_random(book: Book, costs: Costs, path: TickPath, window: int, seed: 
 
 
 def _per_walk(stats: LedgerStats, walks: int) -> LedgerStats:
-    """The sums of `walks` copies of the envs as the mean copy (counts become means too)."""
-    equity = stats.equity / walks
+    """The sums of `walks` copies of the envs as the mean copy (counts become means too). The
+    mean is no one walk's path: its equity is kept (the tear sheet draws it), but its drawdown
+    is NaN and it has no intervals (so no Sharpe or moments: ledger figures left unlogged)."""
     return dataclasses.replace(
         stats, pnl=stats.pnl / walks, pnl_gross=stats.pnl_gross / walks,
         cost_spread=stats.cost_spread / walks, cost_fees=stats.cost_fees / walks,
         realised=stats.realised / walks, fills=stats.fills / walks,
         exposed=stats.exposed / walks, round_trips=stats.round_trips / walks,
-        wins=stats.wins / walks, intervals=stats.intervals / walks, equity=equity,
-        max_drawdown=drawdown(equity), envs=stats.envs // walks,
+        wins=stats.wins / walks, intervals=stats.intervals[:0], equity=stats.equity / walks,
+        max_drawdown=math.nan, envs=stats.envs // walks,
     )  # fmt: skip
