@@ -477,3 +477,280 @@ extern "C" __global__ void mlp_dueling_backward(const float* __restrict__ dQ,
     for (int a = 0; a < A; ++a) out[a] = row[a] - mean;
     out[A] = sum;
 }
+
+// mlp_gemm_tf32, mlp_gemm_tf32_64, mlp_gemm_tf32_32: the product of mlp_gemm on the tensor
+// cores with TF32 operands (each rounded to 10 mantissa bits, to nearest, ties away:
+// cvt.rna.tf32.f32) and float32 accumulation by mma.sync m16n8k8; the order of additions inside
+// an mma is the hardware's, so the result is not mlp_gemm's bit for bit: its oracle rounds the
+// operands alike and the kernel is held to float32 accumulation's bound around it.
+//   TcTile<BM, BN, WARPS_M, WARPS_N>: BM x BN outputs per block, each warp (BM / WARPS_M) x
+//   (BN / WARPS_N) of 16 x 8 mma tiles; K in steps of MLP_TC_BK through MLP_TC_STAGES
+//   shared-memory stages filled by cp.async (16-byte copies where the operand's contiguous
+//   dimension is a multiple of 4 floats and its base 16-byte aligned, 4-byte ones otherwise). An
+//   operand whose k is contiguous in memory (op(A) not transposed, op(B) transposed) is staged
+//   [row][k] (rows padded by 4 floats), the others [k][row] (padded by 8): either way the
+//   fragment reads of a warp fall on 32 different banks. The operands are rounded to TF32 as the
+//   fragments are read (rounding each value once in place, after it lands, was slower: 65536 x
+//   256 x 256 in 129.9 µs against 120.6 on the H200). 128 x 128 on 8 warps (mlp_gemm_tf32) for the products that fill the GPU
+//   with such tiles, 64 x 64 on 4 warps (mlp_gemm_tf32_64), 32 x 32 on 4 warps
+//   (mlp_gemm_tf32_32) for the learner's few hundred rows.
+// mlp_gemm_tf32_pair: mlp_gemm_pair's two forward products on the 32 x 32 TF32 tile, each
+//   exactly as its own mlp_gemm_tf32_32 launch.
+#define MLP_TC_TILE 128      // output tile side of mlp_gemm_tf32 (8 warps)
+#define MLP_TC_WIDE_TILE 64  // of mlp_gemm_tf32_64 (4 warps)
+#define MLP_TC_SMALL_TILE 32  // of mlp_gemm_tf32_32 and mlp_gemm_tf32_pair (4 warps)
+#define MLP_TC_BK 32
+#define MLP_TC_STAGES 3
+
+template <int BM_, int BN_, int WARPS_M, int WARPS_N>
+struct TcTile {
+    static constexpr int BM = BM_, BN = BN_, THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // a warp's outputs
+    static constexpr int MI = WM / 16, NJ = WN / 8;             // its mma tiles
+    static_assert(WM % 16 == 0 && WN % 8 == 0, "whole mma tiles per warp");
+    static_assert(BM * MLP_TC_BK % (4 * THREADS) == 0 && BN * MLP_TC_BK % (4 * THREADS) == 0,
+                  "whole 16-byte copies per thread");
+};
+using TcHuge = TcTile<MLP_TC_TILE, MLP_TC_TILE, 2, 4>;            // warps of 64 x 32
+using TcWide = TcTile<MLP_TC_WIDE_TILE, MLP_TC_WIDE_TILE, 2, 2>;  // warps of 32 x 32
+using TcSmall = TcTile<MLP_TC_SMALL_TILE, MLP_TC_SMALL_TILE, 2, 2>;  // warps of 16 x 16
+
+__device__ __forceinline__ uint32_t mlp_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void copy_async_16(float* dst, const float* src, bool valid) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+// One operand's stage: ROWS x MLP_TC_BK values of op(X) for rows [row0, +ROWS) (M of op(A) or
+// N of op(B)), k in [k0, +MLP_TC_BK). K_FAST: k is contiguous in memory (X[row * K + k]) and the
+// stage is [row][k]; else X[k * rows + row] and the stage is [k][row].
+template <int ROWS, bool K_FAST>
+struct TcOperand {
+    static constexpr int LD = K_FAST ? MLP_TC_BK + 4 : ROWS + 8;  // the stage's row pitch
+    static constexpr int SIZE = (K_FAST ? ROWS : MLP_TC_BK) * LD;  // floats per stage
+    __device__ static __forceinline__ int at(int row, int k) {
+        return K_FAST ? row * LD + k : k * LD + row;
+    }
+    // the stage's copies by THREADS threads, consecutive threads on consecutive addresses
+    template <int THREADS>
+    __device__ static __forceinline__ void stage(float* s, const float* __restrict__ X, int rows,
+                                                 int K, int row0, int k0, bool vec) {
+        constexpr int FAST = K_FAST ? MLP_TC_BK : ROWS;  // the contiguous side of the block
+        if (vec) {
+            constexpr int COPIES = ROWS * MLP_TC_BK / 4 / THREADS;
+#pragma unroll
+            for (int r = 0; r < COPIES; ++r) {
+                const int c = threadIdx.x + r * THREADS;
+                const int f = c % (FAST / 4) * 4, slow = c / (FAST / 4);
+                const int row = K_FAST ? slow : f, k = K_FAST ? f : slow;
+                const int gr = row0 + row, gk = k0 + k;  // a chunk is in or out whole
+                const bool ok = gr < rows && gk < K;
+                const size_t g = K_FAST ? static_cast<size_t>(gr) * K + gk
+                                        : static_cast<size_t>(gk) * rows + gr;
+                copy_async_16(s + at(row, k), ok ? X + g : X, ok);
+            }
+        } else {
+            constexpr int COPIES = ROWS * MLP_TC_BK / THREADS;
+#pragma unroll 4
+            for (int r = 0; r < COPIES; ++r) {
+                const int e = threadIdx.x + r * THREADS;
+                const int f = e % FAST, slow = e / FAST;
+                const int row = K_FAST ? slow : f, k = K_FAST ? f : slow;
+                const int gr = row0 + row, gk = k0 + k;
+                const bool ok = gr < rows && gk < K;
+                const size_t g = K_FAST ? static_cast<size_t>(gr) * K + gk
+                                        : static_cast<size_t>(gk) * rows + gr;
+                copy_async_4(s + at(row, k), ok ? X + g : X, ok);
+            }
+        }
+    }
+};
+
+// Whether a 16-byte copy of op(X)'s contiguous side is aligned: its length a multiple of 4 and
+// the base 16-byte aligned.
+__device__ __forceinline__ bool mlp_tc_vec(const float* X, int contiguous) {
+    return contiguous % 4 == 0 && (reinterpret_cast<uintptr_t>(X) & 15) == 0;
+}
+
+template <class T, bool TRANS_A, bool TRANS_B>
+__device__ __forceinline__ void mlp_gemm_tc(const float* __restrict__ A,
+                                            const float* __restrict__ B,
+                                            const float* __restrict__ bias,
+                                            const float* __restrict__ mask, float* __restrict__ C,
+                                            int M, int N, int K, int relu, int tile) {
+    using OpA = TcOperand<T::BM, !TRANS_A>;
+    using OpB = TcOperand<T::BN, TRANS_B>;
+    extern __shared__ __align__(16) float mlp_tc_smem[];
+    float* As = mlp_tc_smem;                          // MLP_TC_STAGES x OpA::SIZE
+    float* Bs = mlp_tc_smem + MLP_TC_STAGES * OpA::SIZE;  // MLP_TC_STAGES x OpB::SIZE
+    constexpr int WARPS_N = T::BN / T::WN;
+    const int tiles_n = (N + T::BN - 1) / T::BN;
+    const int bm = (tile / tiles_n) * T::BM, bn = (tile % tiles_n) * T::BN;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wm = (warp / WARPS_N) * T::WM, wn = (warp % WARPS_N) * T::WN;
+    const int g = lane >> 2, t = lane & 3;  // the fragment's group and thread-in-group
+    const bool vec_a = mlp_tc_vec(A, TRANS_A ? M : K), vec_b = mlp_tc_vec(B, TRANS_B ? K : N);
+    float acc[T::MI][T::NJ][4];
+#pragma unroll
+    for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < T::NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+    const int steps = (K + MLP_TC_BK - 1) / MLP_TC_BK;
+    auto issue = [&](int step) {  // one commit group per step, empty past the last
+        if (step < steps) {
+            const int buf = step % MLP_TC_STAGES, k0 = step * MLP_TC_BK;
+            OpA::template stage<T::THREADS>(As + buf * OpA::SIZE, A, M, K, bm, k0, vec_a);
+            OpB::template stage<T::THREADS>(Bs + buf * OpB::SIZE, B, N, K, bn, k0, vec_b);
+        }
+        copy_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < MLP_TC_STAGES - 1; ++s) issue(s);
+    for (int step = 0; step < steps; ++step) {
+        copy_async_wait<MLP_TC_STAGES - 2>();  // this step's stage has landed
+        __syncthreads();  // ... for every thread, and every thread is done with step - 1's
+        issue(step + MLP_TC_STAGES - 1);  // into the buffer step - 1 used
+        const float* as = As + (step % MLP_TC_STAGES) * OpA::SIZE;
+        const float* bs = Bs + (step % MLP_TC_STAGES) * OpB::SIZE;
+#pragma unroll
+        for (int ks = 0; ks < MLP_TC_BK; ks += 8) {
+            uint32_t a[T::MI][4], b[T::NJ][2];
+#pragma unroll
+            for (int i = 0; i < T::MI; ++i) {
+                const int m = wm + i * 16 + g;
+                a[i][0] = mlp_tf32(as[OpA::at(m, ks + t)]);
+                a[i][1] = mlp_tf32(as[OpA::at(m + 8, ks + t)]);
+                a[i][2] = mlp_tf32(as[OpA::at(m, ks + t + 4)]);
+                a[i][3] = mlp_tf32(as[OpA::at(m + 8, ks + t + 4)]);
+            }
+#pragma unroll
+            for (int j = 0; j < T::NJ; ++j) {
+                const int n = wn + j * 8 + g;
+                b[j][0] = mlp_tf32(bs[OpB::at(n, ks + t)]);
+                b[j][1] = mlp_tf32(bs[OpB::at(n, ks + t + 4)]);
+            }
+#pragma unroll
+            for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+                for (int j = 0; j < T::NJ; ++j)
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
+                          "+f"(acc[i][j][3])
+                        : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]),
+                          "r"(b[j][1]));
+        }
+    }
+    copy_async_wait<0>();  // no copy left in flight (the groups past the last step are empty)
+    // c0 (g, 2t), c1 (g, 2t + 1), c2 (g + 8, 2t), c3 (g + 8, 2t + 1) of each 16 x 8 tile
+    const bool pairs = N % 2 == 0 && (reinterpret_cast<uintptr_t>(C) & 7) == 0 &&
+                       (mask == nullptr || (reinterpret_cast<uintptr_t>(mask) & 7) == 0);
+#pragma unroll
+    for (int i = 0; i < T::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < T::NJ; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int m = bm + wm + i * 16 + g + h * 8;
+                const int n = bn + wn + j * 8 + 2 * t;
+                if (m >= M || n >= N) continue;
+                const size_t at = static_cast<size_t>(m) * N + n;
+                float v[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    v[c] = acc[i][j][2 * h + c];
+                    if (n + c < N && bias != nullptr) v[c] += bias[n + c];
+                    if (relu) v[c] = fmaxf(v[c], 0.0f);
+                }
+                if (pairs) {  // n even and N even: n + 1 < N too
+                    if (mask != nullptr) {
+                        const float2 mk = *reinterpret_cast<const float2*>(mask + at);
+                        if (!(mk.x > 0.0f)) v[0] = 0.0f;
+                        if (!(mk.y > 0.0f)) v[1] = 0.0f;
+                    }
+                    *reinterpret_cast<float2*>(C + at) = make_float2(v[0], v[1]);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        if (n + c >= N) continue;
+                        if (mask != nullptr && !(mask[at + c] > 0.0f)) v[c] = 0.0f;
+                        C[at + c] = v[c];
+                    }
+                }
+            }
+}
+
+// Dynamic shared memory of a TcTile's launch: both operands' stages in the larger layout.
+template <class T>
+constexpr int mlp_tc_smem_bytes() {
+    constexpr int a = TcOperand<T::BM, true>::SIZE > TcOperand<T::BM, false>::SIZE
+                          ? TcOperand<T::BM, true>::SIZE
+                          : TcOperand<T::BM, false>::SIZE;
+    constexpr int b = TcOperand<T::BN, true>::SIZE > TcOperand<T::BN, false>::SIZE
+                          ? TcOperand<T::BN, true>::SIZE
+                          : TcOperand<T::BN, false>::SIZE;
+    return MLP_TC_STAGES * (a + b) * 4;
+}
+
+template <class T>
+__device__ __forceinline__ void mlp_gemm_tc_any(const float* __restrict__ A,
+                                                const float* __restrict__ B,
+                                                const float* __restrict__ bias,
+                                                const float* __restrict__ mask,
+                                                float* __restrict__ C, int M, int N, int K,
+                                                int trans_a, int trans_b, int relu, int tile) {
+    if (trans_a) {
+        if (trans_b) mlp_gemm_tc<T, true, true>(A, B, bias, mask, C, M, N, K, relu, tile);
+        else mlp_gemm_tc<T, true, false>(A, B, bias, mask, C, M, N, K, relu, tile);
+    } else {
+        if (trans_b) mlp_gemm_tc<T, false, true>(A, B, bias, mask, C, M, N, K, relu, tile);
+        else mlp_gemm_tc<T, false, false>(A, B, bias, mask, C, M, N, K, relu, tile);
+    }
+}
+
+#define MLP_TC_KERNEL(NAME, TILE, ...)                                                             \
+    extern "C" __global__ void __launch_bounds__(__VA_ARGS__)                                      \
+    NAME(const float* __restrict__ A, const float* __restrict__ B,                                 \
+         const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,    \
+         int M, int N, int K, int trans_a, int trans_b, int relu) {                                \
+        mlp_gemm_tc_any<TILE>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x);   \
+    }
+MLP_TC_KERNEL(mlp_gemm_tf32, TcHuge, TcHuge::THREADS, 2)  // two blocks per SM
+MLP_TC_KERNEL(mlp_gemm_tf32_64, TcWide, TcWide::THREADS)
+MLP_TC_KERNEL(mlp_gemm_tf32_32, TcSmall, TcSmall::THREADS)
+// the dynamic shared memory each launch needs (bytes; the pair's is the 32 tile's)
+#define MLP_TC_SMEM (mlp_tc_smem_bytes<TcHuge>())
+#define MLP_TC_WIDE_SMEM (mlp_tc_smem_bytes<TcWide>())
+#define MLP_TC_SMALL_SMEM (mlp_tc_smem_bytes<TcSmall>())
+ALPHA_RL_EXPORT(MLP_TC_SMEM);
+ALPHA_RL_EXPORT(MLP_TC_WIDE_SMEM);
+ALPHA_RL_EXPORT(MLP_TC_SMALL_SMEM);
+ALPHA_RL_EXPORT(MLP_TC_TILE);
+ALPHA_RL_EXPORT(MLP_TC_WIDE_TILE);
+ALPHA_RL_EXPORT(MLP_TC_SMALL_TILE);
+
+extern "C" __global__ void __launch_bounds__(TcSmall::THREADS)
+mlp_gemm_tf32_pair(const float* __restrict__ X1, const float* __restrict__ W1,
+                   const float* __restrict__ bias1, const float* __restrict__ X2,
+                   const float* __restrict__ W2, const float* __restrict__ bias2,
+                   float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
+                   int relu) {
+    constexpr int S = MLP_TC_SMALL_TILE;
+    const int tiles_1 = ((M1 + S - 1) / S) * ((N + S - 1) / S);
+    const int tile = blockIdx.x;
+    if (tile < tiles_1) {
+        mlp_gemm_tc<TcSmall, false, true>(X1, W1, bias1, nullptr, Y1, M1, N, K, relu, tile);
+    } else {
+        mlp_gemm_tc<TcSmall, false, true>(X2, W2, bias2, nullptr, Y2, M2, N, K, relu,
+                                          tile - tiles_1);
+    }
+}

@@ -26,6 +26,16 @@ def _gemm(
     return cuda_backend.download(C), want
 
 
+def learner_cases(f, rows: int, hidden: int, n_in: int) -> list[tuple]:
+    """The learner's three products at these sizes: a forward with bias and ReLU, a weight
+    gradient, an input gradient through a ReLU mask (`f(*shape)`: flat float32 inputs)."""
+    return [
+        (f(rows, n_in), f(hidden, n_in), f(hidden), None, rows, hidden, n_in, 0, 1, 1),
+        (f(rows, hidden), f(rows, n_in), None, None, hidden, n_in, rows, 1, 0, 0),
+        (f(rows, hidden), f(hidden, n_in), None, f(rows, n_in), rows, n_in, hidden, 0, 0, 0),
+    ]
+
+
 @pytest.mark.parametrize("rows", [1, 33, 512, 1000])
 @pytest.mark.parametrize("hidden", [17, 256])
 def test_mlp_gemm_matches_reference(cuda_backend, rows: int, hidden: int) -> None:
@@ -51,12 +61,7 @@ def test_wide_tiles_are_bit_identical_to_mlp_gemm(cuda_backend, rows: int, decl)
     gen = np.random.default_rng(rows)
     f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
     for hidden, n_in in ((256, 32), (256, 256), (4, 256), (67, 45)):
-        cases = [
-            (f(rows, n_in), f(hidden, n_in), f(hidden), None, rows, hidden, n_in, 0, 1, 1),
-            (f(rows, hidden), f(rows, n_in), None, None, hidden, n_in, rows, 1, 0, 0),
-            (f(rows, hidden), f(hidden, n_in), None, f(rows, n_in), rows, n_in, hidden, 0, 0, 0),
-        ]
-        for case in cases:
+        for case in learner_cases(f, rows, hidden, n_in):
             small, want = _gemm(cuda_backend, *case)
             wide, _ = _gemm(cuda_backend, *case, decl=decl)
             assert not np.isnan(wide).any()
@@ -157,10 +162,12 @@ def test_mlp_split_k_matches_reference(cuda_backend, rows: int, splits: int) -> 
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.sqrt(rows) * 4)
 
 
+@pytest.mark.parametrize("tf32", [False, True], ids=["fp32", "tf32"])
 @pytest.mark.parametrize("rows", [(512, 1024), (1, 33), (1000, 7)])
-def test_pair_launches_are_bit_identical_to_two_launches(cuda_backend, rows) -> None:
-    """mlp_gemm_pair and mlp_gemm_rows_pair: each of the two products exactly as its own
-    mlp_gemm / mlp_gemm_rows launch computes it, nothing written past either output."""
+def test_pair_launches_are_bit_identical_to_two_launches(cuda_backend, rows, tf32: bool) -> None:
+    """mlp_gemm_pair, mlp_gemm_tf32_pair and mlp_gemm_rows_pair: each of the two products
+    exactly as its own mlp_gemm / mlp_gemm_tf32_32 / mlp_gemm_rows launch computes it, nothing
+    written past either output."""
     M1, M2 = rows
     gen = np.random.default_rng(M1 + M2)
     up = cuda_backend.upload
@@ -170,7 +177,8 @@ def test_pair_launches_are_bit_identical_to_two_launches(cuda_backend, rows) -> 
         X1, X2, W1, W2, b1, b2 = f(M1, K), f(M2, K), f(N, K), f(N, K), f(N), f(N)
         narrow = N <= mlp.ROWS_MAX_N
         outs = [up(np.full(M * N + 5, np.nan, np.float32)) for M in (M1, M2)]
-        decl = mlp.GEMM_ROWS_PAIR if narrow else mlp.GEMM_PAIR
+        pair, single = (mlp.GEMM_TF32_PAIR, mlp.GEMM_TF32_32) if tf32 else (mlp.GEMM_PAIR, mlp.GEMM)
+        decl = mlp.GEMM_ROWS_PAIR if narrow else pair
         bind(decl)(X1=up(X1), W1=up(W1), bias1=up(b1), X2=up(X2), W2=up(W2), bias2=up(b2),
                    Y1=outs[0], Y2=outs[1], M1=M1, M2=M2, N=N, K=K, relu=relu)  # fmt: skip
         for X, W, b, M, Y in ((X1, W1, b1, M1, outs[0]), (X2, W2, b2, M2, outs[1])):
@@ -179,8 +187,55 @@ def test_pair_launches_are_bit_identical_to_two_launches(cuda_backend, rows) -> 
                 bind(mlp.GEMM_ROWS)(X=up(X), W=up(W), bias=up(b), Y=alone, M=M, N=N, K=K,
                                     relu=relu)  # fmt: skip
             else:
-                bind(mlp.GEMM)(A=up(X), B=up(W), bias=up(b), mask=None, C=alone, M=M, N=N,
-                               K=K, trans_a=0, trans_b=1, relu=relu)  # fmt: skip
+                bind(single)(A=up(X), B=up(W), bias=up(b), mask=None, C=alone, M=M, N=N,
+                             K=K, trans_a=0, trans_b=1, relu=relu)  # fmt: skip
             got = cuda_backend.download(Y)
             assert np.isnan(got[M * N :]).all(), f"{decl.name} wrote past an output"
             np.testing.assert_array_equal(got[: M * N], cuda_backend.download(alone))
+
+
+TF32_TILES = [mlp.GEMM_TF32, mlp.GEMM_TF32_64, mlp.GEMM_TF32_32]
+
+
+@pytest.mark.parametrize("decl", TF32_TILES, ids=lambda d: d.name)
+@pytest.mark.parametrize("rows", [1, 33, 512, 4100])
+def test_the_tf32_product_is_the_tf32_rounded_operands_product_within_float32(
+    cuda_backend, rows: int, decl
+) -> None:
+    """mlp_gemm_tf32(_64) against the product of its operands rounded to TF32 (its oracle, in
+    float64): within float32 accumulation's bound, K x 2^-23 x sum |a||b| per output; and not
+    mlp_gemm's float32 product (it is the tensor cores' path, ~2^-11 apart)."""
+    gen = np.random.default_rng(rows + 7)
+    f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
+    for hidden, n_in in ((256, 32), (256, 256), (67, 45), (3, 256)):
+        for A, B, bias, mask, M, N, K, ta, tb, relu in learner_cases(f, rows, hidden, n_in):
+            got, exact = _gemm(cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu, decl)
+            want = np.zeros(M * N)
+            as64 = lambda x: None if x is None else x.astype(np.float64)  # noqa: E731
+            ref.mlp_gemm_tf32(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb,
+                              relu)  # fmt: skip
+            size = np.zeros(M * N)
+            ref.mlp_gemm(np.abs(as64(A)), np.abs(as64(B)), None, None, size, M, N, K, ta, tb, 0)
+            bound = K * 2.0**-23 * size + 2.0**-23 * np.abs(want) + 1e-30
+            assert not np.isnan(got).any()
+            assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) / bound)
+            if K >= 32 and M * N >= 64:  # enough products that TF32's rounding shows
+                assert np.abs(got - exact).max() > 2.0**-20 * np.abs(exact).max()
+
+
+@pytest.mark.parametrize("decl", TF32_TILES, ids=lambda d: d.name)
+@pytest.mark.parametrize("trans_a", [0, 1])
+def test_the_device_rounds_operands_as_the_oracle(cuda_backend, decl, trans_a: int) -> None:
+    """A @ I is tf32(A) exactly (products by 1, sums with zeros): the device's rounding of A is
+    the oracle's, ties away from zero included; and of B through I @ B."""
+    gen = np.random.default_rng(5)
+    M, K = 70, 24
+    ulp = 2.0**-10
+    ties = (1 + np.arange(M * K) % 512 * ulp + ulp / 2) * np.where(np.arange(M * K) % 3, 1, -1)
+    x = np.where(np.arange(M * K) % 2, ties, gen.normal(size=M * K)).astype(np.float32)
+    eye = np.eye(K, dtype=np.float32).ravel()
+    got, _ = _gemm(cuda_backend, x, eye, None, None, M, K, K, trans_a, 0, 0, decl)
+    a = x.reshape(K, M).T if trans_a else x.reshape(M, K)
+    np.testing.assert_array_equal(got.reshape(M, K), ref.tf32(np.ascontiguousarray(a)))
+    got, _ = _gemm(cuda_backend, eye, x, None, None, K, M, K, 0, 1, 0, decl)  # I @ x^T
+    np.testing.assert_array_equal(got.reshape(K, M), ref.tf32(x).reshape(M, K).T)

@@ -219,3 +219,28 @@ def test_forward_pair_is_two_forwards(dueling: bool) -> None:
                                  paired.buffers(ROWS - 3))  # fmt: skip
     np.testing.assert_array_equal(q1, plain.forward(views[0], x1, plain.buffers(ROWS)))
     np.testing.assert_array_equal(q2, plain.forward(views[1], x2, plain.buffers(ROWS - 3)))
+
+
+def test_tf32_rounds_as_cvt_rna() -> None:
+    """10 mantissa bits, to nearest, ties away from zero at the 13th bit; an exact TF32 value
+    kept; inf and NaN kept."""
+    one = np.float32(1.0)
+    ulp = np.float32(2.0**-10)  # TF32's ulp at 1
+    x = np.array([one + ulp / 2, -(one + ulp / 2), one + ulp / 2 - np.float32(2.0**-23),
+                  one + ulp, np.inf, -np.inf], np.float32)  # fmt: skip
+    got = mlp_ref.tf32(x)
+    np.testing.assert_array_equal(got[:4], [one + ulp, -(one + ulp), one, one + ulp])
+    assert np.isposinf(got[4]) and np.isneginf(got[5]) and np.isnan(mlp_ref.tf32(np.float32("nan")))
+
+
+def test_the_tf32_oracle_multiplies_the_rounded_operands() -> None:
+    """mlp_gemm_tf32 is mlp_gemm of tf32(A) and tf32(B); it differs from mlp_gemm's product."""
+    gen = np.random.default_rng(1)
+    A, B = gen.normal(size=(5, 40)).astype(np.float32), gen.normal(size=(40, 3)).astype(np.float32)
+    got, want = np.zeros(15, np.float32), np.zeros(15, np.float32)
+    mlp_ref.mlp_gemm_tf32(A.ravel(), B.ravel(), None, None, got, 5, 3, 40, 0, 0, 0)
+    mlp_ref.mlp_gemm(
+        mlp_ref.tf32(A).ravel(), mlp_ref.tf32(B).ravel(), None, None, want, 5, 3, 40, 0, 0, 0
+    )
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, (A @ B).ravel())

@@ -90,12 +90,15 @@ def Scalar(name: str, dtype: type | np.dtype) -> Arg:
 @dataclass(frozen=True)
 class Launch:
     """Launch geometry: `block` threads a block; `over` names the scalar counting the work items
-    (None = one block), of which each block takes `per_block` (default: one per thread)."""
+    (None = one block), of which each block takes `per_block` (default: one per thread);
+    `shared`: bytes of dynamic shared memory a block takes (beyond 48 KB: the launcher raises the
+    function's limit to it)."""
 
     block: int
     over: str | None = None
     per_block: int | None = None
     blocks: Callable[[Mapping[str, Any]], int] | None = None  # blocks from the scalars, if set
+    shared: int = 0
 
     @property
     def items_per_block(self) -> int:

@@ -73,6 +73,47 @@ GEMM_128 = STEM.kernel(
     doc="mlp_gemm on 128 x 128 tiles (8 x 8 per thread), bit-identical to it",
 )
 
+# the TF32 tensor-core tiles (cuda/mlp.cu): 128 x 128 outputs per block of 8 warps, 64 x 64 and
+# 32 x 32 per block of 4
+TC_TILE, TC_WIDE_TILE = MLP["MLP_TC_TILE"], MLP["MLP_TC_WIDE_TILE"]
+TC_SMALL_TILE = MLP["MLP_TC_SMALL_TILE"]
+TC_THREADS, TC_SMALL_THREADS = 256, 128
+# their dynamic shared memory (bytes): three cp.async stages of both operands
+TC_SMEM, TC_WIDE_SMEM = MLP["MLP_TC_SMEM"], MLP["MLP_TC_WIDE_SMEM"]
+TC_SMALL_SMEM = MLP["MLP_TC_SMALL_SMEM"]
+
+
+def _tf32_gemm(name: str, tile: int, threads: int, shared: int, doc: str):
+    """A TF32 tile's declaration: mlp_gemm's arguments, tile x tile outputs per block."""
+    blocks = lambda v: tiles(v["M"], v["N"], tile)  # noqa: E731
+    return STEM.kernel(name, *GEMM_ARGS, launch=Launch(block=threads, blocks=blocks,
+                                                       shared=shared), doc=doc)  # fmt: skip
+
+
+GEMM_TF32 = _tf32_gemm(
+    "mlp_gemm_tf32", TC_TILE, TC_THREADS, TC_SMEM,
+    "mlp_gemm on the tensor cores: TF32 operands, float32 accumulation (mma.sync m16n8k8)",
+)  # fmt: skip
+GEMM_TF32_64 = _tf32_gemm("mlp_gemm_tf32_64", TC_WIDE_TILE, TC_SMALL_THREADS, TC_WIDE_SMEM,
+                          "mlp_gemm_tf32 on 64 x 64 tiles (4 warps)")  # fmt: skip
+GEMM_TF32_32 = _tf32_gemm("mlp_gemm_tf32_32", TC_SMALL_TILE, TC_SMALL_THREADS, TC_SMALL_SMEM,
+                          "mlp_gemm_tf32 on 32 x 32 tiles (4 warps)")  # fmt: skip
+
+GEMM_TF32_PAIR = STEM.kernel(
+    "mlp_gemm_tf32_pair",
+    *PAIR_ARGS,
+    launch=Launch(
+        block=TC_SMALL_THREADS,
+        blocks=lambda v: (
+            tiles(v["M1"], v["N"], TC_SMALL_TILE) + tiles(v["M2"], v["N"], TC_SMALL_TILE)
+        ),
+        shared=TC_SMALL_SMEM,
+    ),
+    doc="mlp_gemm_pair's two products, each as mlp_gemm_tf32_32",
+)
+
+TF32_KERNELS = (GEMM_TF32, GEMM_TF32_64, GEMM_TF32_32, GEMM_TF32_PAIR)
+
 ROWS_MAX_N, ROWS_PER_BLOCK = MLP["MLP_ROWS_MAX_N"], MLP["MLP_ROWS_WARPS"]
 
 GEMM_ROWS = STEM.kernel(

@@ -263,6 +263,18 @@ class KernelRuntime:
         names = [a.name for a in decl.args]
         return lambda *values: fn(**dict(zip(names, values, strict=True)), **kwargs)
 
+    def tolerance(self, decl: KernelDecl) -> Callable[..., dict] | None:
+        """The audit's bound for `decl`'s outputs, where its oracle's module declares one
+        (`TOLERANCES[name]`: the values in declaration order -> {array: bound per element});
+        None: compared element for element."""
+        stem = stems()[decl.stem]
+        module = importlib.import_module(f"alpha_rl.reference.{stem.name}")
+        fn = getattr(module, "TOLERANCES", {}).get(decl.name)
+        if fn is None:
+            return None
+        names = [a.name for a in decl.args]
+        return lambda *values: fn(**dict(zip(names, values, strict=True)))
+
     @contextmanager
     def auditing(self, names: Iterable[str]) -> Iterator[Any]:
         """Within the block, every launch of a kernel named in `names` also runs its oracle on
@@ -290,10 +302,15 @@ class KernelRuntime:
     def _cuda_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
         function = self._module(stem).get_function(decl.name)
         function.prepare(decl.prepared_format())
-        block = (decl.launch.block, 1, 1)
+        block, shared = (decl.launch.block, 1, 1), decl.launch.shared
+        if shared > 48 * 1024:  # above the default limit a function must ask for it
+            import pycuda.driver as drv
+
+            attribute = drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
+            function.set_attribute(attribute, shared)
 
         def launch(grid: tuple, args: list, stream: Any) -> None:
-            function.prepared_async_call(grid, block, stream, *args)
+            function.prepared_async_call(grid, block, stream, *args, shared_size=shared)
 
         return launch
 

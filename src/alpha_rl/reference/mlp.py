@@ -31,6 +31,52 @@ mlp_gemm_64 = mlp_gemm  # the same product on larger tiles (same order of additi
 mlp_gemm_128 = mlp_gemm
 
 
+def tf32(x: np.ndarray) -> np.ndarray:
+    """float32 `x` rounded to TF32 as cvt.rna.tf32.f32 rounds it: 10 mantissa bits, to nearest,
+    ties away from zero (the magnitude's bits + half an ulp, truncated); inf and NaN kept."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    return np.where(finite, rounded, bits).view(np.float32)
+
+
+def mlp_gemm_tf32(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
+    """mlp_gemm of the operands rounded to TF32, the products added in the arrays' dtype (the
+    tensor cores' float32 order of additions is theirs: a kernel is held to a bound, not bits)."""
+    M, N, K = int(M), int(N), int(K)
+    a = tf32(A[: M * K]).astype(A.dtype)
+    b = tf32(B[: K * N]).astype(B.dtype)
+    mlp_gemm(a, b, bias, mask, C, M, N, K, trans_a, trans_b, relu)
+
+
+mlp_gemm_tf32_64 = mlp_gemm_tf32  # the same rounding on smaller tiles
+mlp_gemm_tf32_32 = mlp_gemm_tf32
+
+
+def tf32_bound(A, B, bias, M, N, K, trans_a, trans_b) -> np.ndarray:
+    """How far a TF32 product's outputs [M * N] may lie from its oracle's when both add the same
+    TF32-rounded products in float32, each in its own order (the tensor cores may truncate
+    where the oracle rounds): (K + 1) x 2^-21 x (sum_k |a_k b_k| + |bias|), four times the
+    truncating bound of one side. A wrong element is off by its whole size; this is ~2^-13 of it
+    at K = 256."""
+    M, N, K = int(M), int(N), int(K)
+    size = np.abs(_op(tf32(A[: M * K]), M, K, trans_a)).astype(np.float64) @ np.abs(
+        _op(tf32(B[: K * N]), K, N, trans_b)
+    ).astype(np.float64)
+    if bias is not None:
+        size = size + np.abs(bias[:N]).astype(np.float64)
+    return ((K + 1) * 2.0**-21 * size).ravel()
+
+
+def _gemm_tolerance(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> dict:
+    return {"C": tf32_bound(A, B, bias, M, N, K, trans_a, trans_b)}
+
+
+def _pair_tolerance(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> dict:
+    return {"Y1": tf32_bound(X1, W1, bias1, M1, N, K, 0, 1),
+            "Y2": tf32_bound(X2, W2, bias2, M2, N, K, 0, 1)}  # fmt: skip
+
+
 def mlp_gemm_rows(X, W, bias, Y, M, N, K, relu) -> None:
     """Y[M, N] = X[M, K] @ W[N, K]^T (+ bias) (ReLU if relu)."""
     mlp_gemm(X, W, bias, None, Y, M, N, K, 0, 1, relu)
@@ -61,6 +107,22 @@ def mlp_gemm_pair(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> N
 
 
 mlp_gemm_rows_pair = mlp_gemm_pair  # the same products, a warp per row
+
+
+def mlp_gemm_tf32_pair(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> None:
+    """mlp_gemm_pair's two products, each as mlp_gemm_tf32."""
+    mlp_gemm_tf32(X1, W1, bias1, None, Y1, M1, N, K, 0, 1, relu)
+    mlp_gemm_tf32(X2, W2, bias2, None, Y2, M2, N, K, 0, 1, relu)
+
+
+# the audit's bound per written array of each TF32 kernel (its arguments by name -> {array:
+# bound per element}); the other mlp kernels are compared element for element
+TOLERANCES = {
+    "mlp_gemm_tf32": _gemm_tolerance,
+    "mlp_gemm_tf32_64": _gemm_tolerance,
+    "mlp_gemm_tf32_32": _gemm_tolerance,
+    "mlp_gemm_tf32_pair": _pair_tolerance,
+}
 
 
 def mlp_sum_splits(P, dY, C, db, MN, splits, M, N) -> None:
