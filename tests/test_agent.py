@@ -169,3 +169,33 @@ def test_rainbow_settings_are_checked(override: str, match: str) -> None:
     cfg, _ = compose_fixed([override])
     with pytest.raises(ConfigError, match=match):
         AgentConfig.from_cfg(cfg.agent)
+
+
+# --- agent.precision (the TF32 kernels and their bound: tests/kernels/test_mlp.py on the GPU) ---
+
+
+def test_tf32_learner_runs_the_tf32_products_and_learns_the_bandit() -> None:
+    """agent.precision=tf32 binds the tensor-core tiles for the dense products (their oracles
+    round the operands to TF32 on the numpy backend), the head and weight gradients stay
+    float32; the learner still finds the bandit's policy, and its Q differ from fp32's."""
+    learner, losses, greedy = train_bandit(NumpyBackend(), [*BANDIT, "agent.precision=tf32"])
+    ops = learner.net.ops
+    assert (ops.gemm.decl.name, ops.gemm_64.decl.name, ops.gemm_128.decl.name,
+            ops.gemm_pair.decl.name) == ("mlp_gemm_tf32_32", "mlp_gemm_tf32_64", "mlp_gemm_tf32",
+                                         "mlp_gemm_tf32_pair")  # fmt: skip
+    assert (ops.gemm_rows.decl.name, ops.gemm_partial.decl.name) == (
+        "mlp_gemm_rows",
+        "mlp_gemm_partial",
+    )
+    assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
+    assert losses[-20:].mean() < 0.25 * losses[:20].mean()
+    fp32, fp32_losses, _ = train_bandit(NumpyBackend(), BANDIT)
+    assert fp32.net.ops.gemm.decl.name == "mlp_gemm"
+    assert not np.array_equal(losses, fp32_losses)
+    np.testing.assert_allclose(losses[:5], fp32_losses[:5], rtol=1e-2)
+
+
+def test_precision_is_checked() -> None:
+    cfg, _ = compose_fixed(["agent.precision=bf16"])
+    with pytest.raises(ConfigError, match=r"agent\.precision='bf16' must be one of fp32, tf32"):
+        AgentConfig.from_cfg(cfg.agent)

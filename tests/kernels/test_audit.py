@@ -61,3 +61,58 @@ def test_audit_names_the_kernel_array_and_index_of_a_wrong_launch() -> None:
     assert audit.first == ["reward_diagnostics.isv[33]"] * 2  # nothing in diag or the scratch
     diagnostics(**args)  # outside the block: no audit
     assert audit.launches[DIAGNOSTICS] == 2 and diagnostics.audit is None
+
+
+def _tf32_case(runtime: KernelRuntime) -> tuple:
+    """mlp_gemm_tf32 over 40 x 24 outputs, K = 300 (a bias and a ReLU): the kernel, its args."""
+    from alpha_rl.kernels import mlp
+
+    gen = np.random.default_rng(3)
+    be = runtime.backend
+    M, N, K = 40, 24, 300
+    args = {"A": be.upload(gen.normal(size=M * K).astype(np.float32)),
+            "B": be.upload(gen.normal(size=N * K).astype(np.float32)),
+            "bias": be.upload(gen.normal(size=N).astype(np.float32)), "mask": None,
+            "C": be.zeros(M * N, np.float32), "M": M, "N": N, "K": K, "trans_a": 0,
+            "trans_b": 1, "relu": 1}  # fmt: skip
+    return runtime.bind(mlp.GEMM_TF32), args
+
+
+def test_a_tf32_product_is_held_to_its_bound_not_to_the_bit() -> None:
+    """Another order of float32 sums (here: the rows' products added in reverse) passes; an
+    output moved by 100 times its bound (~1% of sum |a||b| at K = 300) does not, and is named."""
+    from alpha_rl.reference import mlp as ref
+
+    runtime = KernelRuntime(NumpyBackend(), {})
+    gemm, args = _tf32_case(runtime)
+    M, N, K = args["M"], args["N"], args["K"]
+
+    def reversed_sums(grid, values, stream):  # the same TF32 products, another float32 order
+        A, B, bias, C = values[0], values[1], values[2], values[4]
+        a = ref.tf32(A).reshape(M, K)[:, ::-1]
+        b = ref.tf32(B).reshape(N, K)[:, ::-1]
+        out = np.zeros((M, N), np.float32)
+        for k in range(K):
+            out += a[:, k : k + 1] * b[:, k]
+        C[:] = np.maximum(out + bias, 0).ravel()
+
+    gemm._launch = reversed_sums
+    with runtime.auditing([gemm.decl.name]) as audit:
+        gemm(**args)
+    want = np.zeros(M * N, np.float32)
+    A, B, bias = (runtime.backend.download(args[k]) for k in ("A", "B", "bias"))
+    ref.mlp_gemm_tf32(A, B, bias, None, want, M, N, K, 0, 1, 1)
+    got = runtime.backend.download(args["C"])
+    assert (got != want).any()  # not the oracle's bits ...
+    assert audit.total == 0  # ... within its bound
+
+    bound = ref.tf32_bound(A, B, bias, M, N, K, 0, 1)
+
+    def one_off(grid, values, stream):
+        reversed_sums(grid, values, stream)
+        values[4][7] += 100 * bound[7]
+
+    gemm._launch = one_off
+    with runtime.auditing([gemm.decl.name]) as audit:
+        gemm(**args)
+    assert audit.mismatches == {"mlp_gemm_tf32": 1} and audit.first == ["mlp_gemm_tf32.C[7]"]

@@ -46,6 +46,26 @@ def test_audited_cuda_run_matches_the_oracles(tmp_path: Path, built_cubins: Path
     assert diag(tmp_path / "out")[-1]["hindsight"]["inject_total"] > 0
 
 
+def test_a_tf32_run_is_audited_within_its_bound(tmp_path: Path, built_cubins: Path) -> None:
+    """agent.precision=tf32: every TF32 product of the audited steps (acting forward, the
+    paired online/target forward, the input gradients) within its bound of the oracle; the
+    run's l_q is not fp32's bit for bit but close to it at the first update's log point."""
+    run(tmp_path, built_cubins, *SMALL, "agent.precision=tf32", "audit.every=10",
+        "hydra.run.dir=tf32")  # fmt: skip
+    run(tmp_path, built_cubins, *SMALL, "hydra.run.dir=fp32")
+    lines = [x for x in diag(tmp_path / "tf32") if "audit" in x]
+    assert [x["step"] for x in lines] == [10, 20, 30, 40, 50, 60]
+    for line in lines:  # the update's paired forward from step 11 (agent.learn_start=10)
+        assert line["metrics"]["audit/mismatch"] == 0, line["audit"]
+        tf32 = {"mlp_gemm_tf32_32", *(["mlp_gemm_tf32_pair"] if line["step"] > 10 else [])}
+        assert tf32 <= set(line["audit"]["mismatches"]), line["audit"]
+    l_q = lambda d: [x["metrics"]["loss/l_q"] for x in diag(tmp_path / d)  # noqa: E731
+                     if "loss/l_q" in x["metrics"]]  # fmt: skip
+    tf32, fp32 = l_q("tf32"), l_q("fp32")
+    assert len(tf32) == len(fp32) >= 5 and np.isfinite(tf32).all() and tf32 != fp32
+    assert tf32[0] == pytest.approx(fp32[0], rel=1e-2)
+
+
 def test_cuda_resume_equals_an_unbroken_run(tmp_path: Path, built_cubins: Path) -> None:
     anneal = "replay.beta_anneal_updates=49"  # the 60-step run's own: the halves share it
     run(tmp_path, built_cubins, *SMALL, anneal, "hydra.run.dir=whole")
@@ -81,8 +101,8 @@ def test_l_q_by_source_on_cuda(tmp_path: Path, built_cubins: Path) -> None:
 
 @pytest.mark.parametrize(
     "variant",
-    [[], ["agent=rainbow"], ["alpha='on'", "beta=active_controller"]],
-    ids=["dqn", "rainbow", "alpha_controller"],
+    [[], ["agent=rainbow"], ["alpha='on'", "beta=active_controller"], ["agent.precision=tf32"]],
+    ids=["dqn", "rainbow", "alpha_controller", "tf32"],
 )
 def test_graph_replay_equals_kernel_by_kernel_launches(
     tmp_path: Path, built_cubins: Path, variant: list[str]

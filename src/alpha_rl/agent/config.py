@@ -14,6 +14,9 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import c51
 
 WHERE = "conf/agent/"  # the files an error about an agent.* key points to
+# agent.precision: "fp32" (every product in float32, the kernels' sums in their oracles' order) or
+# "tf32" (the network's dense products on the tensor cores with TF32 operands, float32 sums)
+PRECISIONS = ("fp32", "tf32")
 
 
 class _AgentReader:
@@ -101,6 +104,7 @@ class AgentConfig:
     atoms: int  # C51's atoms
     v_min: float  # C51's support [v_min, v_max], reward units
     v_max: float
+    precision: str = "fp32"  # PRECISIONS: what the network's dense products multiply
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:
@@ -142,6 +146,7 @@ class AgentConfig:
             atoms=atoms,
             v_min=v_min,
             v_max=v_max,
+            precision=settings.choice(agent.agent, "agent.precision", PRECISIONS, WHERE),
         )
 
 

@@ -94,7 +94,8 @@ class Learner:
                       for name, array in (("theta", st.theta), ("target", st.target),
                                           ("grad", self.grad))}  # fmt: skip
         self.views |= self.noise.views(self.views)
-        self.net = QNetwork(self.layout, MlpOps.bind(runtime), lambda n: be.zeros(n, F32))
+        ops = MlpOps.bind(runtime, cfg.precision)
+        self.net = QNetwork(self.layout, ops, lambda n: be.zeros(n, F32))
         self.kernels = LearnerKernels.bind(runtime)
         self.bias: Bias = make_bias(alpha, cfg, runtime, st.aux_w, obs_dim, batch)
         self._allocate(be, num_envs, batch)

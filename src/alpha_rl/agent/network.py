@@ -38,15 +38,20 @@ class MlpOps:
     sum_splits: Kernel | None = None
 
     @classmethod
-    def bind(cls, runtime: KernelRuntime) -> MlpOps:
-        """Every mlp_* kernel, bound on `runtime`."""
+    def bind(cls, runtime: KernelRuntime, precision: str = "fp32") -> MlpOps:
+        """Every mlp_* kernel, bound on `runtime`; with precision "tf32" the dense products'
+        tiles (gemm, gemm_64, gemm_128, gemm_pair) are the TF32 tensor-core ones, and the head's
+        warp per row, the split-K weight gradients and the bias gradients stay float32."""
         bind = runtime.bind
+        if precision not in ("fp32", "tf32"):
+            raise ValueError(f"precision={precision!r}: fp32 or tf32")
+        tf32 = precision == "tf32"
         return cls(
-            gemm=bind(mlp.GEMM),
-            gemm_64=bind(mlp.GEMM_64),
-            gemm_128=bind(mlp.GEMM_128),
+            gemm=bind(mlp.GEMM_TF32_32 if tf32 else mlp.GEMM),
+            gemm_64=bind(mlp.GEMM_TF32_64 if tf32 else mlp.GEMM_64),
+            gemm_128=bind(mlp.GEMM_TF32 if tf32 else mlp.GEMM_128),
             gemm_rows=bind(mlp.GEMM_ROWS),
-            gemm_pair=bind(mlp.GEMM_PAIR),
+            gemm_pair=bind(mlp.GEMM_TF32_PAIR if tf32 else mlp.GEMM_PAIR),
             gemm_rows_pair=bind(mlp.GEMM_ROWS_PAIR),
             gemm_partial=bind(mlp.GEMM_PARTIAL),
             sum_splits=bind(mlp.SUM_SPLITS),

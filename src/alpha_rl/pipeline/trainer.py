@@ -28,7 +28,7 @@ from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
 from alpha_rl.hindsight import Hindsight, ring_for
-from alpha_rl.kernels import aux, experience, nstep, per
+from alpha_rl.kernels import aux, experience, mlp, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
@@ -40,7 +40,9 @@ from alpha_rl.vocabulary import GRAD_NORM, L_Q, L_Q_REAL, TRAIN_CAPTURE
 
 F32 = np.float32
 log = logging.getLogger("alpha_rl")
-AUDITED = (experience.ENV_STEP.name, nstep.ACCUMULATE.name, per.PUSH.name, *HER_KERNELS)
+# the TF32 products (launched only with agent.precision=tf32) are held to their bound
+AUDITED = (experience.ENV_STEP.name, nstep.ACCUMULATE.name, per.PUSH.name, *HER_KERNELS,
+           *(d.name for d in mlp.TF32_KERNELS))  # fmt: skip
 # HER totals whose growth since the last log point is logged as well
 HER_INTERVALS = ("backward", "forward", "overwritten", "expired")
 
