@@ -6,7 +6,8 @@ For every product shape the step launches (acting forward over the envs, the lea
 forward over h_t and h_tp1 together and target forward, the input and weight gradients; H = 32,
 hidden 256 x 256, 3 actions) it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and
 torch.matmul in FP32 with TF32 off (cuBLAS, what a hand-written FP32 kernel is measured
-against); the Q head's forward also on mlp_gemm_rows (a warp per row) and the weight gradients
+against), and the TF32 tensor-core tiles (mlp_gemm_tf32_64, mlp_gemm_tf32) against cuBLAS with
+TF32 on; the Q head's forward also on mlp_gemm_rows (a warp per row) and the weight gradients
 as the step runs them over 256+ rows (split-K: mlp_gemm_partial + mlp_sum_splits). Each is
 launched 50 times inside one CUDA graph (cuBLAS in a torch CUDA graph), so launch cost is not in
 the figure; CUDA events, median of 7 repeats. Prints µs per product, TFLOP/s of what the step
@@ -91,7 +92,10 @@ def measure(envs: int, batch: int) -> list[dict]:
     with CudaBackend() as be:
         runtime = KernelRuntime(be, {})
         kernels = {"mlp_gemm": runtime.bind(mlp.GEMM), "mlp_gemm_64": runtime.bind(mlp.GEMM_64),
-                   "mlp_gemm_128": runtime.bind(mlp.GEMM_128)}  # fmt: skip
+                   "mlp_gemm_128": runtime.bind(mlp.GEMM_128),
+                   "mlp_gemm_tf32_32": runtime.bind(mlp.GEMM_TF32_32),
+                   "mlp_gemm_tf32_64": runtime.bind(mlp.GEMM_TF32_64),
+                   "mlp_gemm_tf32": runtime.bind(mlp.GEMM_TF32)}  # fmt: skip
         gemm_partial, sum_splits = runtime.bind(mlp.GEMM_PARTIAL), runtime.bind(mlp.SUM_SPLITS)
         gemm_rows = runtime.bind(mlp.GEMM_ROWS)
         stream = drv.Stream()
@@ -148,6 +152,9 @@ def measure(envs: int, batch: int) -> list[dict]:
             ta_ = torch.randn(K, M, device="cuda").t() if ta else torch.randn(M, K, device="cuda")
             tb_ = torch.randn(N, K, device="cuda").t() if tb else torch.randn(K, N, device="cuda")
             row["cublas"] = cublas(torch, ta_, tb_)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            row["cublas_tf32"] = cublas(torch, ta_, tb_)
+            torch.backends.cuda.matmul.allow_tf32 = False
             row["step_uses"] = (
                 "mlp_gemm_rows"
                 if narrow
@@ -168,21 +175,24 @@ def main() -> None:
     if not graphs_available():
         raise SystemExit("gemm_shapes needs cuda-bindings (CUDA graphs): pip install '.[gpu]'")
     rows = measure(args.envs, args.batch)
-    print(f"{'product (M x N x K)':28} {'x/step':>6} {'gemm 32':>9} {'gemm 64':>9} "
-          f"{'gemm 128':>9} {'cuBLAS':>9} {'TFLOP/s used':>12}  step uses")  # fmt: skip
-    totals = {"mlp_gemm": 0.0, "mlp_gemm_64": 0.0, "mlp_gemm_128": 0.0, "cublas": 0.0, "used": 0.0}
+    columns = {"mlp_gemm": "gemm 32", "mlp_gemm_64": "gemm 64", "mlp_gemm_128": "gemm 128",
+               "cublas": "cuBLAS", "mlp_gemm_tf32_32": "tf32 32", "mlp_gemm_tf32_64": "tf32 64",
+               "mlp_gemm_tf32": "tf32 128", "cublas_tf32": "cuBLAS tf32"}  # fmt: skip
+    print(f"{'product (M x N x K)':28} {'x/step':>6} "
+          + " ".join(f"{c:>11}" for c in columns.values())
+          + f" {'TFLOP/s used':>12}  FP32 step uses")  # fmt: skip
+    totals = dict.fromkeys([*columns, "used"], 0.0)
     for r in rows:
         used = r[r["step_uses"]]
         tflops = 2 * r["M"] * r["N"] * r["K"] / used / 1e6
-        print(f"{r['shape']:28} {r['per_step']:>6} {r['mlp_gemm']:>9.2f} {r['mlp_gemm_64']:>9.2f} "
-              f"{r['mlp_gemm_128']:>9.2f} {r['cublas']:>9.2f} {tflops:>12.2f}  "
-              f"{r['step_uses']} ({used:.2f})")  # fmt: skip
-        for key in ("mlp_gemm", "mlp_gemm_64", "mlp_gemm_128", "cublas"):
+        print(f"{r['shape']:28} {r['per_step']:>6} "
+              + " ".join(f"{r[key]:>11.2f}" for key in columns)
+              + f" {tflops:>12.2f}  {r['step_uses']} ({used:.2f})")  # fmt: skip
+        for key in columns:
             totals[key] += r[key] * r["per_step"]
         totals["used"] += used * r["per_step"]
-    print(f"{'per step (µs)':28} {'':>6} {totals['mlp_gemm']:>9.2f} {totals['mlp_gemm_64']:>9.2f} "
-          f"{totals['mlp_gemm_128']:>9.2f} {totals['cublas']:>9.2f}  "
-          f"as used: {totals['used']:.2f}")  # fmt: skip
+    print(f"{'per step (µs)':28} {'':>6} " + " ".join(f"{totals[k]:>11.2f}" for k in columns)
+          + f"  as used: {totals['used']:.2f}")  # fmt: skip
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"envs": args.envs, "batch": args.batch, "rows": rows, "totals": totals},

@@ -4,9 +4,9 @@
 
 Each runs in a process of its own (PyCUDA, PyTorch and JAX each hold a CUDA context; JAX is told
 not to preallocate the GPU's memory): ours (benchmarks/train_step.py, the step as a CUDA graph,
-FP32), torch_eager, torch_graph, torch_compile and jax, each at FP32 and TF32. The table gives
-µs/step and peer/ours (how many times slower the peer is than our FP32 step). A peer that fails
-is in the table with its error.
+at agent.precision fp32 and tf32), torch_eager, torch_graph, torch_compile and jax, each at FP32
+and TF32. The table gives µs/step and peer/ours (how many times slower the peer is than our step
+at the same precision). A peer that fails is in the table with its error.
 """
 
 from __future__ import annotations
@@ -23,12 +23,18 @@ PEERS = ("torch_eager", "torch_graph", "torch_compile", "jax_step")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ours(envs: list[int], out: Path) -> dict[int, float]:
-    """Our step as a CUDA graph, µs at each B (benchmarks/train_step.py)."""
-    path = out / "ours.json"
+# a peer's precision -> ours at the same (agent.precision)
+PRECISION = {"float32": "fp32", "tf32": "tf32"}
+
+
+def ours(envs: list[int], out: Path, precision: str) -> list[dict]:
+    """Our step at agent.precision `precision`: benchmarks/train_step.py's row at each B (the
+    CUDA graph's µs in `graph_us`, the per-kernel breakdown)."""
+    path = out / f"ours_{precision}.json"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_step.py"), "--envs",
-                    *map(str, envs), "--json", str(path)], check=True, cwd=ROOT)  # fmt: skip
-    return {r["envs"]: r["graph_us"] for r in json.loads(path.read_text())}
+                    *map(str, envs), "--json", str(path), "--set", f"agent.precision={precision}"],
+                   check=True, cwd=ROOT)  # fmt: skip
+    return json.loads(path.read_text())
 
 
 def peer(name: str, envs: list[int], out: Path) -> list[dict]:
@@ -45,15 +51,17 @@ def peer(name: str, envs: list[int], out: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
-def table(mine: dict[int, float], rows: list[dict]) -> str:
-    lines = ["| peer | B | precision | µs/step | peer / ours (FP32 graph) |",
+def table(mine: dict[str, dict[int, float]], rows: list[dict]) -> str:
+    lines = ["| peer | B | precision | µs/step | peer / ours (same precision) |",
              "|---|---|---|---|---|"]  # fmt: skip
-    lines += [f"| ours (CUDA graph) | {B} | float32 | {us:.1f} | 1.00 |" for B, us in mine.items()]
+    lines += [f"| ours (CUDA graph) | {B} | {p} | {us:.1f} | 1.00 |"
+              for p in PRECISION.values() for B, us in mine[p].items()]  # fmt: skip
     for r in rows:
         if isinstance(r["us"], str):
             lines.append(f"| {r['peer']} | {r['envs']} | {r['precision']} | {r['us']} | - |")
             continue
-        ratio = r["us"] / mine[r["envs"]] if r["envs"] in mine else float("nan")
+        same = mine.get(PRECISION.get(r["precision"], ""), {})
+        ratio = r["us"] / same[r["envs"]] if r["envs"] in same else float("nan")
         lines.append(f"| {r['peer']} | {r['envs']} | {r['precision']} | {r['us']:.1f} | "
                      f"{ratio:.2f} |")  # fmt: skip
     return "\n".join(lines)
@@ -67,11 +75,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        mine = ours(args.envs, out)
+        steps = {p: ours(args.envs, out, p) for p in PRECISION.values()}
+        mine = {p: {r["envs"]: r["graph_us"] for r in rows} for p, rows in steps.items()}
         rows = [row for name in args.peers for row in peer(name, args.envs, out)]
     print("\n" + table(mine, rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"ours": mine, "peers": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"ours": mine, "peers": rows, "steps": steps}, indent=1)
+        )
 
 
 if __name__ == "__main__":
