@@ -5,17 +5,21 @@
 
 The work per env step is that of torch_eager.Peer.step, with static shapes: perceive (the same
 features and frozen tanh projection), epsilon-greedy act, the env update, HER peak tracking, the
-PER push of the B real rows, HER backward rows, the ring record of the closed trades, HER forward
-rows judged over the whole ring, then one learning step (PER sample of BATCH rows, IS weights,
-double-DQN Huber loss, global-norm clipping to 10, Adam with torch's defaults, new priorities,
-a hard target sync every TARGET_PERIOD steps). A variable number of rows becomes a masked write:
-the rows that fire get their slots in order by a prefix sum, the others an index past the array,
-whose update XLA drops (`mode="drop"`: no write, and no conflicting writes to a dump row). Replay
-row N and ring row RING are blank rows that are never written: priority 0 (never sampled), never
-due. HER forward pushes at most B rows a step (the entries closed LOOKAHEAD steps ago; each entry
-comes due once), compacted from the ring by `jnp.nonzero(size=B)`, not the whole ring. PER
-sampling draws BATCH i.i.d. uniforms (not stratified) and finds them in the prefix sum of the
-priorities, as torch.multinomial with replacement does.
+ring record of the closed trades, HER forward rows judged over the whole ring, one PER push of the
+B real rows, the HER backward rows and the forward rows, then one learning step (PER sample of
+BATCH rows, IS weights, double-DQN Huber loss, global-norm clipping to 10, Adam with torch's
+defaults, new priorities, a hard target sync every TARGET_PERIOD steps). A variable number of
+rows becomes a masked write: the rows that fire get their slots in order by a prefix sum, the
+others distinct indices past the array, whose updates XLA drops (`mode="drop"`,
+`unique_indices=True`: no write, no conflicts). A transition is one row of the replay (h, h2, a,
+r, d: ROW floats) and a closed trade one row of the ring, so a step writes the replay in one
+scatter of rows and one of priorities (the three pushes' rows concatenated, their slots those
+of three pushes in turn), the ring in one, and a batch is one gather. Replay row N and ring row
+RING are blank rows that are never written: priority 0 (never sampled), never due. HER forward
+pushes at most B rows a step (the entries closed LOOKAHEAD steps ago; each entry comes due once),
+compacted from the ring by `jnp.nonzero(size=B)`, not the whole ring. PER sampling draws BATCH
+i.i.d. uniforms (not stratified) and finds them in the prefix sum of the priorities, as
+torch.multinomial with replacement does.
 
 Precision: float32 runs the matmuls in full float32 (jax.default_matmul_precision("float32"));
 tf32 leaves JAX's default, which on the GPU is TF32. Timing: one call runs 100 steps; after the
@@ -102,24 +106,20 @@ class Learner(NamedTuple):
 
 
 class Replay(NamedTuple):
-    s_h: jax.Array  # float32 [N + 1, H]
-    s_h2: jax.Array  # float32 [N + 1, H]
-    s_a: jax.Array  # int32 [N + 1]
-    s_r: jax.Array  # float32 [N + 1]
-    s_d: jax.Array  # float32 [N + 1]
+    rows: jax.Array  # float32 [N + 1, ROW]: h [H], h2 [H], a, r, d of each transition (one row)
     prio: jax.Array  # float32 [N + 1] priority^alpha; row N is a blank row (priority 0)
     head: jax.Array  # int32 scalar: rows pushed (folded into [N, 2N) once full)
     max_p: jax.Array  # float32 scalar
 
 
 class Her(NamedTuple):
-    r_entry: jax.Array  # float32 [RING + 1]
-    r_dir: jax.Array  # float32 [RING + 1]
-    r_actual: jax.Array  # float32 [RING + 1] realised PnL of the closed trade
+    ring: jax.Array  # float32 [RING + 1, 4 + H]: entry, dir, actual, env, then h at the close
     r_step: jax.Array  # int32 [RING + 1] step of the close, -1 when judged or empty
-    r_h: jax.Array  # float32 [RING + 1, H] observation at the close
-    r_env: jax.Array  # int32 [RING + 1]
     r_head: jax.Array  # int32 scalar, in [0, RING)
+
+
+ROW = 2 * H + 3  # a replay row: h, h2, a, r, d
+R_ENTRY, R_DIR, R_ACTUAL, R_ENV, R_H = 0, 1, 2, 3, 4  # a ring row's columns (h from R_H)
 
 
 class State(NamedTuple):
@@ -214,50 +214,69 @@ def track(book: Book, env: Env) -> Env:
     return env._replace(peak=jnp.where(env.pos > 0, jnp.maximum(env.peak, m), short))
 
 
-OUT = 1 << 30  # an index past every array: a scatter with mode="drop" skips it
+OUT = 1 << 30  # past every array: a scatter with mode="drop" skips OUT + i
 
 
 def slots(fire: jax.Array, head: jax.Array, size: int) -> tuple[jax.Array, jax.Array]:
-    """Slots int32 [n]: the rows where fire, in order from head (mod size); OUT (dropped) for
-    the others. Also the number of rows that fire."""
+    """Slots int32 [n]: the rows where fire, in order from head (mod size); OUT + i (dropped,
+    and every index unique) for the others. Also the number of rows that fire."""
     n = jnp.cumsum(fire.astype(i32))
-    return jnp.where(fire, (head + n - 1) % size, OUT), n[-1]
+    skip = OUT + jnp.arange(fire.shape[0], dtype=i32)
+    return jnp.where(fire, (head + n - 1) % size, skip), n[-1]
 
 
-def push(rp: Replay, fire: jax.Array, h, h2, a, r, d, p) -> Replay:
-    """Push the rows where fire (h, h2 [n, H]; a, r, d, p [n] or scalars) at head."""
+def write(array: jax.Array, idx: jax.Array, values: jax.Array) -> jax.Array:
+    """array.at[idx].set(values) for unique idx, those past the end dropped."""
+    return array.at[idx].set(values, mode="drop", unique_indices=True)
+
+
+def push(rp: Replay, fire: jax.Array, rows: jax.Array, p: jax.Array) -> Replay:
+    """Push the rows [n, ROW] where fire, with priorities p [n], at head: one scatter of whole
+    rows and one of priorities."""
     N = rp.prio.shape[0] - 1
     idx, n = slots(fire, rp.head, N)
-    cols = dict(s_h=h, s_h2=h2, s_a=a, s_r=r, s_d=d, prio=p)
-    new = {k: getattr(rp, k).at[idx].set(x, mode="drop") for k, x in cols.items()}
     head = rp.head + n  # folded into [N, 2N) once the buffer is full: no int32 overflow
-    return rp._replace(head=jnp.where(head >= 2 * N, head - N, head), **new)
+    return rp._replace(rows=write(rp.rows, idx, rows), prio=write(rp.prio, idx, p),
+                       head=jnp.where(head >= 2 * N, head - N, head))  # fmt: skip
+
+
+def replay_rows(h, h2, a, r, d) -> jax.Array:
+    """Rows float32 [n, ROW] of transitions (h, h2 [n, H]; a, r, d [n])."""
+    cols = [x.astype(f32)[:, None] for x in (a, r, d)]
+    return jnp.concatenate([h, h2, *cols], 1)
 
 
 def remember(book: Book, s: State, env: Env, h, h2, a, tr) -> tuple[Replay, Her, dict]:
-    """PER push of the B real rows, HER backward, ring record of the closes, HER forward."""
+    """The ring record of the closes, HER forward and backward, then one PER push of the B real
+    rows, the backward rows and the forward rows, in that order."""
     rp, her, closing = s.replay, s.her, tr["closing"]
+    B = closing.shape[0]
     boost = (BOOST * rp.max_p) ** ALPHA
-    rp = push(rp, jnp.ones_like(closing), h, h2, a, tr["reward"], closing, rp.max_p**ALPHA)
     peak_pnl = tr["peak_pnl"]
     fire = closing & (peak_pnl > 0) & (peak_pnl > THRESHOLD * tr["actual"])
-    rp = push(rp, fire, h, h, a, peak_pnl, 1.0, boost)
-    # --- ring record of the closed trades ---
+    # --- ring record of the closed trades (one scatter of whole rows) ---
     idx, n = slots(closing, her.r_head, RING)
-    env_id = jnp.arange(closing.shape[0], dtype=i32)
-    cols = dict(r_entry=s.env.entry, r_dir=s.env.pos, r_actual=tr["actual"], r_h=h, r_env=env_id)
-    new = {k: getattr(her, k).at[idx].set(x, mode="drop") for k, x in cols.items()}
-    r_step = her.r_step.at[idx].set(s.t, mode="drop")
-    her = her._replace(r_step=r_step, r_head=(her.r_head + n) % RING, **new)
+    env_id = jnp.arange(B, dtype=f32)
+    record = jnp.stack([s.env.entry, s.env.pos.astype(f32), tr["actual"], env_id], 1)
+    ring = write(her.ring, idx, jnp.concatenate([record, h], 1))
+    r_step = write(her.r_step, idx, jnp.broadcast_to(s.t, (B,)))
     # --- HER forward: every ring entry LOOKAHEAD steps after its close ---
-    due = (her.r_step >= 0) & (s.t - her.r_step >= LOOKAHEAD)
-    fwd = her.r_dir * (book.mid[env.cursor[her.r_env]] - her.r_entry) * LOT_MULT
-    ffire = due & (fwd > 0) & (fwd > THRESHOLD * her.r_actual)
+    due = (r_step >= 0) & (s.t - r_step >= LOOKAHEAD)
+    r_dir, r_entry = ring[:, R_DIR], ring[:, R_ENTRY]
+    fwd = r_dir * (book.mid[env.cursor[ring[:, R_ENV].astype(i32)]] - r_entry) * LOT_MULT
+    ffire = due & (fwd > 0) & (fwd > THRESHOLD * ring[:, R_ACTUAL])
     # at most B entries come due a step: the B rows to push, blank row RING past the last one
-    (j,) = jnp.nonzero(ffire, size=closing.shape[0], fill_value=RING)
-    rp = push(rp, j < RING, her.r_h[j], her.r_h[j], jnp.where(her.r_dir[j] > 0, 1, 2), fwd[j],
-              1.0, boost)  # fmt: skip
-    her = her._replace(r_step=jnp.where(due, -1, her.r_step))
+    (j,) = jnp.nonzero(ffire, size=B, fill_value=RING)
+    her = Her(ring=ring, r_step=jnp.where(due, -1, r_step), r_head=(her.r_head + n) % RING)
+    h_f = ring[j, R_H:]
+    rows = jnp.concatenate([
+        replay_rows(h, h2, a, tr["reward"], closing),
+        replay_rows(h, h, a, peak_pnl, jnp.ones(B, f32)),
+        replay_rows(h_f, h_f, jnp.where(r_dir[j] > 0, 1, 2), fwd[j], jnp.ones(B, f32)),
+    ])  # fmt: skip
+    fires = jnp.concatenate([jnp.ones(B, bool), fire, j < RING])
+    p = jnp.concatenate([jnp.full(B, rp.max_p**ALPHA), jnp.full(2 * B, boost)])
+    rp = push(rp, fires, rows, p)
     return rp, her, dict(closes=closing.sum(), back=fire.sum(), fwd=ffire.sum())
 
 
@@ -293,7 +312,10 @@ def learn(ln: Learner, rp: Replay, t: jax.Array, key: jax.Array) -> tuple[Learne
     u = jax.random.uniform(key, (BATCH,)) * cdf[-1]
     idx = jnp.minimum(jnp.searchsorted(cdf, u, side="right").astype(i32), size - 1)
     w = (size * (rp.prio[idx] / cdf[-1])) ** -BETA
-    rows = rp.s_h[idx], rp.s_a[idx], rp.s_r[idx], rp.s_d[idx], rp.s_h2[idx]
+    batch = rp.rows[idx]  # one gather of whole rows
+    h, h2 = batch[:, :H], batch[:, H : 2 * H]
+    a, r, d = batch[:, 2 * H].astype(i32), batch[:, 2 * H + 1], batch[:, 2 * H + 2]
+    rows = h, a, r, d, h2
     grad = jax.value_and_grad(td_loss, has_aux=True)
     (loss, td), grads = grad(ln.params, ln.target, *rows, w / w.max())
     ln = adam(ln, grads)
@@ -337,12 +359,10 @@ def make(B: int, *, seed: int = 0, precision: str = "float32", log2: int = LOG2)
     cursor = jax.random.randint(k_cursor, (B,), max(HORIZONS), book.T - 2, i32)
     env = Env(cursor=cursor, pos=jnp.zeros(B, i32), entry=jnp.zeros(B, f32),
               peak=jnp.zeros(B, f32), tlen=jnp.zeros(B, f32))  # fmt: skip
-    rows = lambda *shape, dt=f32: jnp.zeros((N + 1, *shape), dt)  # noqa: E731
-    replay = Replay(s_h=rows(H), s_h2=rows(H), s_a=rows(dt=i32), s_r=rows(), s_d=rows(),
-                    prio=rows(), head=zero, max_p=jnp.asarray(1.0, f32))  # fmt: skip
-    ring = lambda *shape, dt=f32: jnp.zeros((RING + 1, *shape), dt)  # noqa: E731
-    her = Her(r_entry=ring(), r_dir=ring(), r_actual=ring(), r_step=ring(dt=i32) - 1,
-              r_h=ring(H), r_env=ring(dt=i32), r_head=zero)  # fmt: skip
+    replay = Replay(rows=jnp.zeros((N + 1, ROW), f32), prio=jnp.zeros(N + 1, f32), head=zero,
+                    max_p=jnp.asarray(1.0, f32))  # fmt: skip
+    her = Her(ring=jnp.zeros((RING + 1, R_H + H), f32), r_step=jnp.full(RING + 1, -1, i32),
+              r_head=zero)  # fmt: skip
     learner = Learner(params=params, target=params, m=moment, v=moment, count=zero)
     state = State(env, learner, replay, her, zero, key)
     state = jax.tree.map(jnp.copy, state)  # params and target: separate buffers, both donated
@@ -428,7 +448,7 @@ def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int
     if h0 + steps * B + back + fwd <= N:  # nothing overwritten yet: every done row accounted for
         counts = [out0, out1, jit_out]
         done = sum(int(np.sum(o[k])) for o in counts for k in ("closes", "back", "fwd"))
-        assert want[".replay.s_d"].sum() == done, "done rows"
+        assert want[".replay.rows"][:, 2 * H + 2].sum() == done, "done rows"
     for name in (n for n in want if n.startswith(".learner.params")):
         assert not np.allclose(want[name], start[name]), f"{name} unchanged over the window"
     if exact:
