@@ -491,9 +491,9 @@ extern "C" __global__ void mlp_dueling_backward(const float* __restrict__ dQ,
 //   [row][k] (rows padded by 4 floats), the others [k][row] (padded by 8): either way the
 //   fragment reads of a warp fall on 32 different banks. The operands are rounded to TF32 as the
 //   fragments are read (rounding each value once in place, after it lands, was slower: 65536 x
-//   256 x 256 in 129.9 µs against 120.6 on the H200). 128 x 128 on 8 warps (mlp_gemm_tf32) for the products that fill the GPU
-//   with such tiles, 64 x 64 on 4 warps (mlp_gemm_tf32_64), 32 x 32 on 4 warps
-//   (mlp_gemm_tf32_32) for the learner's few hundred rows.
+//   256 x 256 in 129.9 µs against 120.6 on the H200). 128 x 128 on 8 warps (mlp_gemm_tf32) for
+//   the products that fill the GPU with such tiles, 64 x 64 on 4 warps (mlp_gemm_tf32_64), 32 x
+//   32 on 4 warps (mlp_gemm_tf32_32) for the learner's few hundred rows.
 // mlp_gemm_tf32_pair: mlp_gemm_pair's two forward products on the 32 x 32 TF32 tile, each
 //   exactly as its own mlp_gemm_tf32_32 launch.
 #define MLP_TC_TILE 128      // output tile side of mlp_gemm_tf32 (8 warps)
@@ -728,6 +728,11 @@ MLP_TC_KERNEL(mlp_gemm_tf32, TcHuge, TcHuge::THREADS, 2)  // two blocks per SM
 MLP_TC_KERNEL(mlp_gemm_tf32_64, TcWide, TcWide::THREADS)
 MLP_TC_KERNEL(mlp_gemm_tf32_32, TcSmall, TcSmall::THREADS)
 // the dynamic shared memory each launch needs (bytes; the pair's is the 32 tile's)
+#define MLP_TC_THREADS (TcHuge::THREADS)  // threads a block (the others: MLP_TC_SMALL_THREADS)
+#define MLP_TC_SMALL_THREADS (TcWide::THREADS)
+static_assert(TcSmall::THREADS == MLP_TC_SMALL_THREADS, "the 64 and 32 tiles share a block size");
+ALPHA_RL_EXPORT(MLP_TC_THREADS);
+ALPHA_RL_EXPORT(MLP_TC_SMALL_THREADS);
 #define MLP_TC_SMEM (mlp_tc_smem_bytes<TcHuge>())
 #define MLP_TC_WIDE_SMEM (mlp_tc_smem_bytes<TcWide>())
 #define MLP_TC_SMALL_SMEM (mlp_tc_smem_bytes<TcSmall>())
@@ -754,3 +759,4 @@ mlp_gemm_tf32_pair(const float* __restrict__ X1, const float* __restrict__ W1,
                                           tile - tiles_1);
     }
 }
+

@@ -187,6 +187,8 @@ def test_tf32_learner_runs_the_tf32_products_and_learns_the_bandit() -> None:
         "mlp_gemm_rows",
         "mlp_gemm_partial",
     )
+    # a batch of 64 rows: no split-K; the weight gradients on the float32 tile all the same
+    assert ops.grad_gemm.decl.name == "mlp_gemm" and ops.grad_gemm.launches > 0
     assert greedy.tolist() == best_action(np.arange(CONTEXTS)).tolist()
     assert losses[-20:].mean() < 0.25 * losses[:20].mean()
     fp32, fp32_losses, _ = train_bandit(NumpyBackend(), BANDIT)

@@ -38,6 +38,7 @@ CONSTANTS: dict[str, dict[str, int]] = {
         "MLP_BK": 32, "MLP_THREADS": 256, "MLP_TILE": 32, "MLP_WIDE_TILE": 64, "MLP_HUGE_TILE": 128,
         "MLP_TC_TILE": 128, "MLP_TC_WIDE_TILE": 64, "MLP_TC_SMALL_TILE": 32,
         "MLP_TC_SMEM": 110592, "MLP_TC_WIDE_SMEM": 55296, "MLP_TC_SMALL_SMEM": 30720,
+        "MLP_TC_THREADS": 256, "MLP_TC_SMALL_THREADS": 128,
         "MLP_ROWS_MAX_N": 8, "MLP_ROWS_WARPS": 8, "MLP_BG_COLS": 32, "MLP_BG_LANES": 32,
     },
     "perception": {

@@ -116,3 +116,13 @@ def test_a_tf32_product_is_held_to_its_bound_not_to_the_bit() -> None:
     with runtime.auditing([gemm.decl.name]) as audit:
         gemm(**args)
     assert audit.mismatches == {"mlp_gemm_tf32": 1} and audit.first == ["mlp_gemm_tf32.C[7]"]
+
+
+def test_a_bound_counts_equal_infinities_as_equal_and_an_inf_bound_as_no_licence() -> None:
+    """Both sides inf: equal; a finite value where the oracle gives inf (its bound inf): not."""
+    from alpha_rl.kernels.audit import count_mismatches
+
+    want = np.array([np.inf, -np.inf, np.inf, 1.0], np.float32)
+    got = np.array([np.inf, -np.inf, 3.0, 1.5], np.float32)
+    bound = np.array([1.0, 1.0, np.inf, 0.25])
+    assert count_mismatches("C", got, want, bound).tolist() == [2, 3]

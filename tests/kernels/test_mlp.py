@@ -202,9 +202,9 @@ TF32_TILES = [mlp.GEMM_TF32, mlp.GEMM_TF32_64, mlp.GEMM_TF32_32]
 def test_the_tf32_product_is_the_tf32_rounded_operands_product_within_float32(
     cuda_backend, rows: int, decl
 ) -> None:
-    """mlp_gemm_tf32(_64) against the product of its operands rounded to TF32 (its oracle, in
-    float64): within float32 accumulation's bound, K x 2^-23 x sum |a||b| per output; and not
-    mlp_gemm's float32 product (it is the tensor cores' path, ~2^-11 apart)."""
+    """mlp_gemm_tf32 (each tile) against the product of its operands rounded to TF32 (its
+    oracle, in float64): within a truncating float32 accumulation's bound, 2 K x 2^-23 x
+    sum |a||b| per output; and not mlp_gemm's float32 product (~2^-11 apart)."""
     gen = np.random.default_rng(rows + 7)
     f = lambda *s: gen.normal(size=s).astype(np.float32).ravel()  # noqa: E731
     for hidden, n_in in ((256, 32), (256, 256), (67, 45), (3, 256)):
@@ -216,7 +216,7 @@ def test_the_tf32_product_is_the_tf32_rounded_operands_product_within_float32(
                               relu)  # fmt: skip
             size = np.zeros(M * N)
             ref.mlp_gemm(np.abs(as64(A)), np.abs(as64(B)), None, None, size, M, N, K, ta, tb, 0)
-            bound = K * 2.0**-23 * size + 2.0**-23 * np.abs(want) + 1e-30
+            bound = 2 * K * 2.0**-23 * size + 2.0**-23 * np.abs(want) + 1e-30
             assert not np.isnan(got).any()
             assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) / bound)
             if K >= 32 and M * N >= 64:  # enough products that TF32's rounding shows

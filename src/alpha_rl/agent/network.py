@@ -36,12 +36,15 @@ class MlpOps:
     gemm_rows_pair: Kernel | None = None
     gemm_partial: Kernel | None = None
     sum_splits: Kernel | None = None
+    grad_gemm: Kernel | None = None  # the unsplit weight gradients' tile (None: gemm's)
 
     @classmethod
     def bind(cls, runtime: KernelRuntime, precision: str = "fp32") -> MlpOps:
-        """Every mlp_* kernel, bound on `runtime`; with precision "tf32" the dense products'
-        tiles (gemm, gemm_64, gemm_128, gemm_pair) are the TF32 tensor-core ones, and the head's
-        warp per row, the split-K weight gradients and the bias gradients stay float32."""
+        """Every mlp_* kernel, bound on `runtime`; with precision "tf32" the forward and
+        input-gradient products' tiles (gemm, gemm_64, gemm_128, gemm_pair) are the TF32
+        tensor-core ones; the head's warp per row (at most ROWS_MAX_N outputs: C51's wider head
+        runs on the tiles), the weight gradients (split-K, or grad_gemm = mlp_gemm below
+        SPLIT_ROWS x 2 rows) and the bias gradients stay float32."""
         bind = runtime.bind
         if precision not in ("fp32", "tf32"):
             raise ValueError(f"precision={precision!r}: fp32 or tf32")
@@ -58,6 +61,7 @@ class MlpOps:
             bias_grad=bind(mlp.BIAS_GRAD),
             duel_f=bind(mlp.DUELING_FORWARD),
             duel_b=bind(mlp.DUELING_BACKWARD),
+            grad_gemm=bind(mlp.GEMM) if tf32 else None,
         )
 
 
@@ -210,7 +214,7 @@ class QNetwork:
             self.ops.sum_splits(P=bufs.work, dY=d, C=gW, db=gb, MN=n_out * n_in, splits=S,
                                 M=bufs.rows, N=n_out, stream=stream)  # fmt: skip
         else:
-            gemm = self.gemm(n_out, n_in, bufs.rows)
+            gemm = self.ops.grad_gemm or self.gemm(n_out, n_in, bufs.rows)
             gemm(A=d, B=x_in, bias=None, mask=None, C=gW, M=n_out, N=n_in, K=bufs.rows,
                  trans_a=1, trans_b=0, relu=0, stream=stream)  # fmt: skip
             self.ops.bias_grad(dY=d, db=gb, M=bufs.rows, N=layer.n_out, stream=stream)

@@ -164,7 +164,8 @@ class Trainer:
         return self.t >= self.plan.agent.learn_start
 
     def audited_step(self) -> KernelAudit:
-        """`step()` with the env, PER-push and HER kernels checked against their oracles."""
+        """`step()` with the env, n-step, PER-push and HER kernels (and the TF32 products)
+        checked against their oracles."""
         with self.session.runtime.auditing(AUDITED) as audit:
             self.launch_step()
             self.t += 1

@@ -21,7 +21,7 @@ def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
     if bias is not None:
         out = out + bias[:N]
     if relu:
-        out = np.maximum(out, 0)
+        out = np.fmax(out, 0)  # as the kernels' fmaxf: a NaN becomes 0
     if mask is not None:
         out = np.where(mask[: M * N].reshape(M, N) > 0, out, 0)
     C[: M * N] = out.ravel()
@@ -33,11 +33,14 @@ mlp_gemm_128 = mlp_gemm
 
 def tf32(x: np.ndarray) -> np.ndarray:
     """float32 `x` rounded to TF32 as cvt.rna.tf32.f32 rounds it: 10 mantissa bits, to nearest,
-    ties away from zero (the magnitude's bits + half an ulp, truncated); inf and NaN kept."""
+    ties away from zero (the magnitude's bits + half an ulp, then the 13 low bits cleared; a
+    finite value may round up to inf); inf kept. NaN: the low 13 bits cleared alike (a NaN whose
+    payload lies only there would become inf; the device's conversion of such NaNs is not
+    tested)."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
     finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
-    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    return np.where(finite, rounded, bits).view(np.float32)
+    rounded = np.where(finite, bits + np.uint32(0x1000), bits) & np.uint32(0xFFFFE000)
+    return rounded.view(np.float32)
 
 
 def mlp_gemm_tf32(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
@@ -55,17 +58,20 @@ mlp_gemm_tf32_32 = mlp_gemm_tf32
 
 def tf32_bound(A, B, bias, M, N, K, trans_a, trans_b) -> np.ndarray:
     """How far a TF32 product's outputs [M * N] may lie from its oracle's when both add the same
-    TF32-rounded products in float32, each in its own order (the tensor cores may truncate
-    where the oracle rounds): (K + 1) x 2^-21 x (sum_k |a_k b_k| + |bias|), four times the
-    truncating bound of one side. A wrong element is off by its whole size; this is ~2^-13 of it
-    at K = 256."""
+    TF32-rounded (exact) products in float32, each in its own order: (K + 1) x 2^-21 x
+    (sum_k |a_k b_k| + |bias|), plus (K + 1) x 2^-149 for flushed subnormals. A tensor core that
+    aligns an mma's eight products to the largest and truncates loses ~9 x 2^-23 of their size an
+    mma, ~1.1 K x 2^-23 over K; the float32 oracle K x 2^-24; the bound is ~2.4 times their sum.
+    At K = 256 it is ~2^-13 of sum |a||b| and a wrong element is off by about its whole size:
+    the audit catches wrong products, not whether the operands were rounded (a GPU test
+    does)."""
     M, N, K = int(M), int(N), int(K)
     size = np.abs(_op(tf32(A[: M * K]), M, K, trans_a)).astype(np.float64) @ np.abs(
         _op(tf32(B[: K * N]), K, N, trans_b)
     ).astype(np.float64)
     if bias is not None:
         size = size + np.abs(bias[:N]).astype(np.float64)
-    return ((K + 1) * 2.0**-21 * size).ravel()
+    return ((K + 1) * (2.0**-21 * size + 2.0**-149)).ravel()
 
 
 def _gemm_tolerance(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> dict:
