@@ -6,9 +6,9 @@ For every product shape the step launches (acting forward over the envs, the lea
 forward over h_t and h_tp1 together and target forward, the input and weight gradients; H = 32,
 hidden 256 x 256, 3 actions) it times mlp_gemm (32 x 32 tiles), mlp_gemm_64 (64 x 64 tiles) and
 torch.matmul in FP32 with TF32 off (cuBLAS, what a hand-written FP32 kernel is measured
-against), and the TF32 tensor-core tiles (mlp_gemm_tf32_64, mlp_gemm_tf32) against cuBLAS with
-TF32 on; the Q head's forward also on mlp_gemm_rows (a warp per row) and the weight gradients
-as the step runs them over 256+ rows (split-K: mlp_gemm_partial + mlp_sum_splits). Each is
+against), and the TF32 tensor-core tiles (mlp_gemm_tf32_32, _64 and mlp_gemm_tf32) against
+cuBLAS with TF32 on; the Q head's forward also on mlp_gemm_rows (a warp per row) and the weight
+gradients as the step runs them over 256+ rows (split-K: mlp_gemm_partial + mlp_sum_splits). Each is
 launched 50 times inside one CUDA graph (cuBLAS in a torch CUDA graph), so launch cost is not in
 the figure; CUDA events, median of 7 repeats. Prints µs per product, TFLOP/s of what the step
 uses and the per-step totals.

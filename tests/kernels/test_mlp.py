@@ -12,11 +12,15 @@ from alpha_rl.reference import mlp as ref
 pytestmark = pytest.mark.gpu
 
 
+def as64(x):
+    """x in float64 (None stays None): the oracles' exact sums."""
+    return None if x is None else x.astype(np.float64)
+
+
 def _gemm(
     cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu, decl=mlp.GEMM
 ) -> tuple[np.ndarray, np.ndarray]:
     want = np.zeros(M * N)
-    as64 = lambda x: None if x is None else x.astype(np.float64)  # noqa: E731
     ref.mlp_gemm(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb, relu)
     up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
     C = cuda_backend.upload(np.full(M * N, np.nan, np.float32))
@@ -211,7 +215,6 @@ def test_the_tf32_product_is_the_tf32_rounded_operands_product_within_float32(
         for A, B, bias, mask, M, N, K, ta, tb, relu in learner_cases(f, rows, hidden, n_in):
             got, exact = _gemm(cuda_backend, A, B, bias, mask, M, N, K, ta, tb, relu, decl)
             want = np.zeros(M * N)
-            as64 = lambda x: None if x is None else x.astype(np.float64)  # noqa: E731
             ref.mlp_gemm_tf32(as64(A), as64(B), as64(bias), as64(mask), want, M, N, K, ta, tb,
                               relu)  # fmt: skip
             size = np.zeros(M * N)

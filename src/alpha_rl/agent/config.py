@@ -14,8 +14,9 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import c51
 
 WHERE = "conf/agent/"  # the files an error about an agent.* key points to
-# agent.precision: "fp32" (every product in float32, the kernels' sums in their oracles' order) or
-# "tf32" (the network's dense products on the tensor cores with TF32 operands, float32 sums)
+# agent.precision: "fp32" (every product in float32 on the CUDA cores, each sum in k order) or
+# "tf32" (the network's forward and input-gradient products on the tensor cores with TF32
+# operands, float32 sums; the Q head and the weight and bias gradients stay float32)
 PRECISIONS = ("fp32", "tf32")
 
 
@@ -104,7 +105,7 @@ class AgentConfig:
     atoms: int  # C51's atoms
     v_min: float  # C51's support [v_min, v_max], reward units
     v_max: float
-    precision: str = "fp32"  # PRECISIONS: what the network's dense products multiply
+    precision: str = "fp32"  # one of PRECISIONS
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> AgentConfig:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from alpha_rl.agent.config import PRECISIONS
 from alpha_rl.agent.layout import MAX_SPLITS, SPLIT_ROWS, NetLayout, gemm_kind
 from alpha_rl.kernels import mlp
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -46,8 +47,8 @@ class MlpOps:
         runs on the tiles), the weight gradients (split-K, or grad_gemm = mlp_gemm below
         SPLIT_ROWS x 2 rows) and the bias gradients stay float32."""
         bind = runtime.bind
-        if precision not in ("fp32", "tf32"):
-            raise ValueError(f"precision={precision!r}: fp32 or tf32")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision={precision!r}: one of {', '.join(PRECISIONS)}")
         tf32 = precision == "tf32"
         return cls(
             gemm=bind(mlp.GEMM_TF32_32 if tf32 else mlp.GEMM),

@@ -209,6 +209,18 @@ class BoundKernel:
         return f"<{self.decl.name} on {self._backend.name}>"
 
 
+def _reference(decl: KernelDecl) -> Any:
+    """The module of `decl`'s oracle: alpha_rl.reference.<its stem>."""
+    return importlib.import_module(f"alpha_rl.reference.{stems()[decl.stem].name}")
+
+
+def _by_name(decl: KernelDecl, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Callable:
+    """`fn(*values)` for launch values in `decl`'s order, passed to it by the declared names
+    (a function whose parameters are not those names fails loudly), with `kwargs` beside."""
+    names = [a.name for a in decl.args]
+    return lambda *values: fn(**dict(zip(names, values, strict=True)), **kwargs)
+
+
 def _device_address(array: Any) -> int:
     """What a PyCUDA prepared call takes for a pointer parameter: the address, 0 for NULL."""
     return 0 if array is None else int(array.gpudata)
@@ -253,27 +265,21 @@ class KernelRuntime:
         declaration order, passed to it by name (so an oracle whose parameters are not the
         declared names fails loudly)."""
         stem = stems()[decl.stem]
-        fn = getattr(importlib.import_module(f"alpha_rl.reference.{stem.name}"), decl.name, None)
+        fn = getattr(_reference(decl), decl.name, None)
         if fn is None:
             raise KernelCallError(f"alpha_rl.reference.{stem.name} has no oracle {decl.name}")
         kwargs = {
             axis.kwarg(): v
             for axis, v in zip(stem.axes, stem.select(self.defines).values(), strict=True)
         }
-        names = [a.name for a in decl.args]
-        return lambda *values: fn(**dict(zip(names, values, strict=True)), **kwargs)
+        return _by_name(decl, fn, kwargs)
 
     def tolerance(self, decl: KernelDecl) -> Callable[..., dict] | None:
         """The audit's bound for `decl`'s outputs, where its oracle's module declares one
         (`TOLERANCES[name]`: the values in declaration order -> {array: bound per element});
         None: compared element for element."""
-        stem = stems()[decl.stem]
-        module = importlib.import_module(f"alpha_rl.reference.{stem.name}")
-        fn = getattr(module, "TOLERANCES", {}).get(decl.name)
-        if fn is None:
-            return None
-        names = [a.name for a in decl.args]
-        return lambda *values: fn(**dict(zip(names, values, strict=True)))
+        fn = getattr(_reference(decl), "TOLERANCES", {}).get(decl.name)
+        return None if fn is None else _by_name(decl, fn, {})
 
     @contextmanager
     def auditing(self, names: Iterable[str]) -> Iterator[Any]:
