@@ -414,13 +414,14 @@ ALPHA_RL_EXPORT(MLP_ROWS_WARPS);
 ALPHA_RL_EXPORT(MLP_BG_COLS);
 ALPHA_RL_EXPORT(MLP_BG_LANES);
 
-// Columns [block * MLP_BG_COLS, +MLP_BG_COLS) of db = sum_m dY[m, :] by a block of
-// MLP_BG_COLS x MLP_BG_LANES threads (see mlp_bias_grad).
+// Columns [block * COLS, +COLS) of db = sum_m dY[m, :] by a block of COLS x MLP_BG_LANES
+// threads (see mlp_bias_grad): each column's sum in the same order whatever COLS.
+template <int COLS = MLP_BG_COLS>
 __device__ __forceinline__ void bias_grad_block(const float* __restrict__ dY, float* __restrict__ db,
                                                 int M, int N, int block) {
-    __shared__ float part[MLP_BG_LANES][MLP_BG_COLS + 1];
-    const int c = threadIdx.x % MLP_BG_COLS, lane = threadIdx.x / MLP_BG_COLS;
-    const int n = block * MLP_BG_COLS + c;
+    __shared__ float part[MLP_BG_LANES][COLS + 1];
+    const int c = threadIdx.x % COLS, lane = threadIdx.x / COLS;
+    const int n = block * COLS + c;
     float s = 0.0f;
     if (n < N) {
         for (int m = lane; m < M; m += MLP_BG_LANES) s += dY[static_cast<size_t>(m) * N + n];
@@ -519,6 +520,16 @@ __device__ __forceinline__ uint32_t mlp_tf32(float x) {
     uint32_t r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
+}
+
+// c += a b for one 16 x 8 x 8 tile: a, b TF32 fragments (see the fragment layouts below)
+__device__ __forceinline__ void mlp_mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ void copy_async_16(float* dst, const float* src, bool valid) {
@@ -641,13 +652,7 @@ __device__ __forceinline__ void mlp_gemm_tc(const float* __restrict__ A,
             for (int i = 0; i < T::MI; ++i)
 #pragma unroll
                 for (int j = 0; j < T::NJ; ++j)
-                    asm volatile(
-                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
-                          "+f"(acc[i][j][3])
-                        : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b[j][0]),
-                          "r"(b[j][1]));
+                    mlp_mma_tf32(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     copy_async_wait<0>();  // no copy left in flight (the groups past the last step are empty)
@@ -760,3 +765,56 @@ mlp_gemm_tf32_pair(const float* __restrict__ X1, const float* __restrict__ W1,
     }
 }
 
+
+// mlp_gemm_splitk: mlp_gemm_partial, mlp_sum_splits and the bias gradient in one launch, bit for
+// bit: the first splits x tiles blocks compute their split's partial tile into P as
+// mlp_gemm_partial; the last of a tile's blocks to finish (a counter per tile, back at 0 after
+// it: the counters must not be shared by launches that may overlap) adds the tile's splits in
+// order as mlp_sum_splits and writes C; with
+// with_bias, the blocks after them compute db[n] = sum_k dY[k, n] (dY [K, M]: the output
+// gradient whose transpose is op(A)) MLP_SPLITK_BG_COLS columns a block, each column's sum in
+// mlp_bias_grad's order.
+#define MLP_SPLITK_BG_COLS (MLP_THREADS / MLP_BG_LANES)
+
+extern "C" __global__ void __launch_bounds__(MLP_THREADS)
+mlp_gemm_splitk(const float* __restrict__ A, const float* __restrict__ B,
+                const float* __restrict__ dY, float* P, float* __restrict__ C,
+                float* __restrict__ db, unsigned int* __restrict__ counters, int M, int N, int K,
+                int trans_a, int trans_b, int splits, int with_bias) {
+    using T = MlpSmall;
+    const int tiles_n = (N + T::BN - 1) / T::BN, tiles = ((M + T::BM - 1) / T::BM) * tiles_n;
+    const int partial_blocks = splits * tiles;
+    if (static_cast<int>(blockIdx.x) >= partial_blocks) {  // the bias gradient's blocks
+        const int block = blockIdx.x - partial_blocks;
+        if (with_bias && dY != nullptr && db != nullptr)
+            bias_grad_block<MLP_SPLITK_BG_COLS>(dY, db, K, M, block);
+        return;
+    }
+    const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
+    const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
+    const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
+    const size_t MN = static_cast<size_t>(M) * N;
+    mlp_gemm_tile<T>(A, B, nullptr, nullptr, P + split * MN, M, N, K, trans_a, trans_b, 0, tile,
+                     k_begin, k_end);
+    // the tile's count: atomicInc wraps it to 0 for its last block, ready for the next launch
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's partial (its threads' stores, by the barrier), then
+        last = atomicInc(counters + tile, static_cast<unsigned>(splits - 1)) ==
+               static_cast<unsigned>(splits - 1);
+        if (last) __threadfence();  // ... every other split's partial, after their counts
+    }
+    __syncthreads();
+    if (!last) return;
+    const int m0 = (tile / tiles_n) * T::BM, n0 = (tile % tiles_n) * T::BN;
+    for (int e = threadIdx.x; e < T::BM * T::BN; e += MLP_THREADS) {
+        const int m = m0 + e / T::BN, n = n0 + e % T::BN;
+        if (m >= M || n >= N) continue;
+        const size_t i = static_cast<size_t>(m) * N + n;
+        float sum = 0.0f;
+        for (int k = 0; k < splits; ++k) sum += __ldcg(P + k * MN + i);
+        C[i] = sum;
+    }
+}
+ALPHA_RL_EXPORT(MLP_SPLITK_BG_COLS);

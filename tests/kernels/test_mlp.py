@@ -242,3 +242,32 @@ def test_the_device_rounds_operands_as_the_oracle(cuda_backend, decl, trans_a: i
     np.testing.assert_array_equal(got.reshape(M, K), ref.tf32(np.ascontiguousarray(a)))
     got, _ = _gemm(cuda_backend, eye, x, None, None, K, M, K, 0, 1, 0, decl)  # I @ x^T
     np.testing.assert_array_equal(got.reshape(K, M), ref.tf32(x).reshape(M, K).T)
+
+
+@pytest.mark.parametrize("splits", [2, 4, 8])
+def test_split_k_in_one_launch_is_the_two_launches_bit_for_bit(cuda_backend, splits) -> None:
+    """mlp_gemm_splitk: C and db exactly as mlp_gemm_partial + mlp_sum_splits compute them, at
+    the learner's weight-gradient shapes (and odd ones), three launches each on one set of
+    counters shared by every shape: left zero after each launch."""
+    rows = 512
+    gen = np.random.default_rng(splits)
+    bind = KernelRuntime(cuda_backend, {}).bind
+    up = cuda_backend.upload
+    nan = lambda n: up(np.full(n, np.nan, np.float32))  # noqa: E731
+    counters = up(np.zeros(mlp.tiles(256, 256), np.uint32))  # one set for every shape, as a net
+    for n_out, n_in in ((3, 256), (256, 256), (256, 32), (67, 45), (256, 256)):
+        d = up(gen.normal(size=rows * n_out).astype(np.float32))  # dY [rows, n_out]
+        x = up(gen.normal(size=rows * n_in).astype(np.float32))  # X [rows, n_in]
+        P, C, db = nan(splits * n_out * n_in), nan(n_out * n_in), nan(n_out)
+        for _ in range(3):
+            bind(mlp.GEMM_SPLITK)(A=d, B=x, dY=d, P=P, C=C, db=db, counters=counters, M=n_out,
+                                  N=n_in, K=rows, trans_a=1, trans_b=0, splits=splits,
+                                  with_bias=1)  # fmt: skip
+            assert not cuda_backend.download(counters).any()
+            P2, C2, db2 = nan(splits * n_out * n_in), nan(n_out * n_in), nan(n_out)
+            bind(mlp.GEMM_PARTIAL)(A=d, B=x, P=P2, M=n_out, N=n_in, K=rows, trans_a=1,
+                                   trans_b=0, splits=splits)  # fmt: skip
+            bind(mlp.SUM_SPLITS)(P=P2, dY=d, C=C2, db=db2, MN=n_out * n_in, splits=splits,
+                                 M=rows, N=n_out)  # fmt: skip
+            np.testing.assert_array_equal(cuda_backend.download(C), cuda_backend.download(C2))
+            np.testing.assert_array_equal(cuda_backend.download(db), cuda_backend.download(db2))

@@ -158,6 +158,33 @@ def test_backward_with_split_k_matches_finite_differences() -> None:
     assert np.abs(grad - num).max() < 1e-6 * max(1.0, np.abs(num).max())
 
 
+def test_split_k_in_one_launch_gives_the_same_gradients() -> None:
+    """With gemm_splitk (and a counter allocator) each split-K weight gradient, its sums and its
+    bias gradient are one launch; the gradients equal the two-launch path's to the bit."""
+    launches = []
+
+    def splitk(stream=None, **a):
+        launches.append(a["splits"])
+        mlp_ref.mlp_gemm_splitk(**a)
+
+    two = oracle_ops(gemm_partial=mlp_ref.mlp_gemm_partial, sum_splits=mlp_ref.mlp_sum_splits)
+    one = dataclasses.replace(two, gemm_splitk=splitk)
+    layout = NetLayout.build(H, (5, 6), A, False)
+    rows, gen = 300, np.random.default_rng(9)
+    theta = init_params(layout, 2).astype(np.float64) + gen.normal(0, 0.1, layout.size)
+    x, dq = gen.normal(size=rows * H), gen.normal(size=rows * A)
+    grads = []
+    for ops, counts in ((two, None), (one, lambda n: np.zeros(n, np.uint32))):
+        net = QNetwork(layout, ops, lambda n: np.zeros(n, np.float64), counts)
+        bufs = net.buffers(rows)
+        net.forward(layer_views(theta, layout), x, bufs)
+        grad = np.zeros(layout.size)
+        net.backward(layer_views(theta, layout), x, bufs, dq.copy(), layer_views(grad, layout))
+        grads.append(grad)
+    assert launches == [2, 2, 2] and bufs.counters is not None and not bufs.counters.any()
+    np.testing.assert_array_equal(*grads)
+
+
 def test_wide_gemm_is_used_only_where_it_fills_the_gpu() -> None:
     calls = []
 

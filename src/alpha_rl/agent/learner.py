@@ -95,7 +95,8 @@ class Learner:
                                           ("grad", self.grad))}  # fmt: skip
         self.views |= self.noise.views(self.views)
         ops = MlpOps.bind(runtime, cfg.precision)
-        self.net = QNetwork(self.layout, ops, lambda n: be.zeros(n, F32))
+        self.net = QNetwork(self.layout, ops, lambda n: be.zeros(n, F32),
+                            lambda n: be.zeros(n, np.uint32))  # fmt: skip
         self.kernels = LearnerKernels.bind(runtime)
         self.bias: Bias = make_bias(alpha, cfg, runtime, st.aux_w, obs_dim, batch)
         self._allocate(be, num_envs, batch)

@@ -38,6 +38,7 @@ class MlpOps:
     gemm_partial: Kernel | None = None
     sum_splits: Kernel | None = None
     grad_gemm: Kernel | None = None  # the unsplit weight gradients' tile (None: gemm's)
+    gemm_splitk: Kernel | None = None  # split-K, its sums and the bias gradient in one launch
 
     @classmethod
     def bind(cls, runtime: KernelRuntime, precision: str = "fp32") -> MlpOps:
@@ -63,6 +64,7 @@ class MlpOps:
             duel_f=bind(mlp.DUELING_FORWARD),
             duel_b=bind(mlp.DUELING_BACKWARD),
             grad_gemm=bind(mlp.GEMM) if tf32 else None,
+            gemm_splitk=bind(mlp.GEMM_SPLITK),
         )
 
 
@@ -70,7 +72,9 @@ class MlpOps:
 class Activations:
     """A forward's buffers for `rows` inputs: h (outputs) and d (their gradients) per layer,
     float32 [rows * n_out] each; q [rows * outputs], the dueling combination (None without the
-    dueling head); the split-K scratch `work` [splits * biggest W] (None with one split)."""
+    dueling head); the split-K scratch `work` [splits * biggest W] (None with one split) and
+    `counters` (uint32, one per output tile of the biggest W, zeros between launches; None
+    unless ops have gemm_splitk)."""
 
     rows: int
     h: tuple[Any, ...]
@@ -78,14 +82,18 @@ class Activations:
     q: Any | None
     splits: int
     work: Any | None
+    counters: Any | None = None
 
 
 class QNetwork:
     """Forward and backward passes of the MLP, launched through `ops` on buffers from
     `alloc(n)`."""
 
-    def __init__(self, layout: NetLayout, ops: MlpOps, alloc: Callable[[int], Any]) -> None:
-        self.layout, self.ops, self.alloc = layout, ops, alloc
+    def __init__(self, layout: NetLayout, ops: MlpOps, alloc: Callable[[int], Any],
+                 alloc_counts: Callable[[int], Any] | None = None) -> None:  # fmt: skip
+        """alloc(n): a float32 buffer of n zeros; alloc_counts(n): a uint32 one (needed by
+        ops.gemm_splitk; without it split-K runs as gemm_partial + sum_splits)."""
+        self.layout, self.ops, self.alloc, self.alloc_counts = layout, ops, alloc, alloc_counts
 
     def gemm(self, M: int, N: int, K: int) -> Kernel:
         """The gemm for an [M, N] output over K (`gemm_kind`), where `ops` has it; else the
@@ -116,6 +124,11 @@ class QNetwork:
             q=self.alloc(rows * self.layout.outputs) if self.layout.dueling else None,
             splits=splits,
             work=self.alloc(splits * biggest) if splits > 1 else None,
+            counters=self.alloc_counts(
+                max(mlp.tiles(ly.n_out, ly.n_in) for ly in self.layout.layers)
+            )
+            if splits > 1 and self.ops.gemm_splitk is not None and self.alloc_counts is not None
+            else None,
         )
 
     def first_rows(self, bufs: Activations, rows: int) -> Activations:
@@ -133,6 +146,7 @@ class QNetwork:
             q=None if bufs.q is None else bufs.q[: rows * self.layout.outputs],
             splits=splits,
             work=bufs.work if splits > 1 else None,
+            counters=bufs.counters if splits > 1 else None,
         )
 
     def forward(self, params: list, x: Any, bufs: Activations, stream: Any = None) -> Any:
@@ -209,7 +223,11 @@ class QNetwork:
         """Layer i's dW = dY^T X and db = sum over rows of dY, from its output gradient d."""
         layer, (gW, gb) = self.layout.layers[i], grads
         n_out, n_in, S = layer.n_out, layer.n_in, bufs.splits
-        if S > 1:  # dW = dY^T X over many rows and few outputs: split K across blocks
+        if S > 1 and bufs.counters is not None:  # split-K, its sums and db in one launch
+            self.ops.gemm_splitk(A=d, B=x_in, dY=d, P=bufs.work, C=gW, db=gb,
+                                 counters=bufs.counters, M=n_out, N=n_in, K=bufs.rows, trans_a=1,
+                                 trans_b=0, splits=S, with_bias=1, stream=stream)  # fmt: skip
+        elif S > 1:  # dW = dY^T X over many rows and few outputs: split K across blocks
             self.ops.gemm_partial(A=d, B=x_in, P=bufs.work, M=n_out, N=n_in, K=bufs.rows,
                                   trans_a=1, trans_b=0, splits=S, stream=stream)  # fmt: skip
             self.ops.sum_splits(P=bufs.work, dY=d, C=gW, db=gb, MN=n_out * n_in, splits=S,

@@ -148,6 +148,29 @@ GEMM_PARTIAL = STEM.kernel(
 )
 
 BG_THREADS, BG_COLS = MLP["MLP_BG_COLS"] * MLP["MLP_BG_LANES"], MLP["MLP_BG_COLS"]
+SPLITK_BG_COLS = MLP["MLP_SPLITK_BG_COLS"]  # bias-gradient columns a block of mlp_gemm_splitk
+
+GEMM_SPLITK = STEM.kernel(
+    "mlp_gemm_splitk",
+    In("A", F32, "M*K"),
+    In("B", F32, "K*N"),
+    In("dY", F32, "K*M", nullable=True),
+    Out("P", F32, "splits*M*N"),
+    Out("C", F32, "M*N"),
+    Out("db", F32, "M", nullable=True),
+    Out("counters", np.uint32, f"((M+{TILE - 1})//{TILE})*((N+{TILE - 1})//{TILE})"),
+    *(Scalar(name, I32) for name in ("M", "N", "K", "trans_a", "trans_b", "splits", "with_bias")),
+    launch=Launch(
+        block=THREADS,
+        blocks=lambda v: (
+            _tiles(v) * int(v["splits"])
+            + (-(-int(v["M"]) // SPLITK_BG_COLS) if int(v["with_bias"]) else 0)
+        ),
+    ),
+    doc="mlp_gemm_partial + mlp_sum_splits (+ the bias gradient of dY [K, M] when with_bias) in "
+    "one launch, bit for bit: the last split of a tile adds the splits (counters: zeros, left "
+    "zero)",
+)
 
 SUM_SPLITS = STEM.kernel(
     "mlp_sum_splits",

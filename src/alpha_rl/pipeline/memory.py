@@ -36,7 +36,7 @@ from alpha_rl.agent import ACTIONS, MAX_SPLITS, SPLIT_ROWS, AgentConfig, NetLayo
 from alpha_rl.env import OUT_F32, OUT_I32, OUT_U8, STATE_F32, STATE_I32, STATS, EnvConfig
 from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import ENV_STATE, HerConfig
-from alpha_rl.kernels import dqn, her, per
+from alpha_rl.kernels import dqn, her, mlp, per
 from alpha_rl.kernels.per import STATE_WORDS, tree_layout
 from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.replay import ReplayConfig
@@ -120,12 +120,14 @@ def replay_bytes(cfg: ReplayConfig, obs_dim: int, max_push: int, discounts: bool
 
 def net_buffers(layout: NetLayout, rows: int) -> int:
     """QNetwork.buffers(rows): activations and their gradients per layer, the dueling
-    combination, the split-K scratch of the weight gradients."""
+    combination, the split-K scratch of the weight gradients and its counters (one uint32 per
+    output tile of the biggest weight)."""
     widths = sum(ly.n_out for ly in layout.layers)
     splits = max(1, min(MAX_SPLITS, rows // SPLIT_ROWS))
     biggest = max(ly.n_in * ly.n_out for ly in layout.layers)
+    counters = max(mlp.tiles(ly.n_out, ly.n_in) for ly in layout.layers)
     size = 2 * rows * widths + (rows * layout.outputs if layout.dueling else 0)
-    return (size + (splits * biggest if splits > 1 else 0)) * F32
+    return (size + (splits * biggest + counters if splits > 1 else 0)) * F32
 
 
 def net_layout(agent: AgentConfig, obs_dim: int) -> NetLayout:

@@ -143,6 +143,18 @@ def mlp_sum_splits(P, dY, C, db, MN, splits, M, N) -> None:
         mlp_bias_grad(dY, db, M, N)
 
 
+def mlp_gemm_splitk(
+    A, B, dY, P, C, db, counters, M, N, K, trans_a, trans_b, splits, with_bias
+) -> None:
+    """mlp_gemm_partial, then mlp_sum_splits of its partials into C, then (with_bias) the bias
+    gradient of dY [K, M] into db; the counters stay zero."""
+    M, N, K = int(M), int(N), int(K)
+    mlp_gemm_partial(A, B, P, M, N, K, trans_a, trans_b, splits)
+    mlp_sum_splits(P, None, C, None, M * N, splits, 0, 0)
+    if with_bias:
+        mlp_bias_grad(dY, db, K, M)
+
+
 def mlp_bias_grad(dY, db, M, N) -> None:
     """db[n] = sum_m dY[m, n]."""
     db[: int(N)] = dY[: int(M) * int(N)].reshape(int(M), int(N)).sum(axis=0)
