@@ -30,6 +30,14 @@ B1, B2, ADAM_EPS = 0.9, 0.999, 1e-8  # torch.optim.Adam's defaults
 WARMUP, STEPS, REPEATS = 300, 100, 7  # steps before timing; steps per sample; samples
 
 
+def ring_for(B: int) -> int:
+    """Closed trades a ring must hold so that none is overwritten before it is judged: the
+    smallest power of two >= B x (LOOKAHEAD + 1), as the pipeline's her.closed_ring=auto. (RING,
+    the torch peers' fixed ring, holds that only up to 1,285 envs; above it their forward HER
+    judges only what survives.)"""
+    return 1 << (B * (LOOKAHEAD + 1) - 1).bit_length()
+
+
 def book() -> dict[str, np.ndarray | float | int]:
     """The synthetic book every peer trades (float32, prices as offsets from the first mid)."""
     from omegaconf import OmegaConf

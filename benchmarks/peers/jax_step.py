@@ -14,12 +14,14 @@ others distinct indices past the array, whose updates XLA drops (`mode="drop"`,
 `unique_indices=True`: no write, no conflicts). A transition is one row of the replay (h, h2, a,
 r, d: ROW floats) and a closed trade one row of the ring, so a step writes the replay in one
 scatter of rows and one of priorities (the three pushes' rows concatenated, their slots those
-of three pushes in turn), the ring in one, and a batch is one gather. Replay row N and ring row
-RING are blank rows that are never written: priority 0 (never sampled), never due. HER forward
-pushes at most B rows a step (the entries closed LOOKAHEAD steps ago; each entry comes due once),
-compacted from the ring by `jnp.nonzero(size=B)`, not the whole ring. PER sampling draws BATCH
-i.i.d. uniforms (not stratified) and finds them in the prefix sum of the priorities, as
-torch.multinomial with replacement does.
+of three pushes in turn), the ring in one, and a batch is one gather. HER forward judges only
+the entries closed LOOKAHEAD steps ago (each comes due once): a step's closes take one run of
+ring slots, whose start and length the step keeps for LOOKAHEAD steps, so the due entries are
+one gather of B slots, not a scan of the ring; the ring holds B x (LOOKAHEAD + 1) closes
+(`ring_for`), so none is overwritten before it is judged. PER sampling draws BATCH i.i.d.
+uniforms (not stratified), as torch.multinomial with replacement does, and finds them in two
+levels of prefix sums (the sums of GROUPS groups, then the drawn groups' rows) rather than one
+over N; a row drawn twice keeps its last draw's new priority.
 
 Precision: float32 runs the matmuls in full float32 (jax.default_matmul_precision("float32"));
 tf32 leaves JAX's default, which on the GPU is TF32. Timing: one call runs 100 steps; after the
@@ -62,7 +64,6 @@ from benchmarks.peers.common import (
     LOT_MULT,
     LR,
     REPEATS,
-    RING,
     STEPS,
     TARGET_PERIOD,
     THRESHOLD,
@@ -71,6 +72,7 @@ from benchmarks.peers.common import (
     arguments,
     book,
     report,
+    ring_for,
 )  # fmt: skip
 
 f32, i32 = jnp.float32, jnp.int32
@@ -106,16 +108,18 @@ class Learner(NamedTuple):
 
 
 class Replay(NamedTuple):
-    rows: jax.Array  # float32 [N + 1, ROW]: h [H], h2 [H], a, r, d of each transition (one row)
-    prio: jax.Array  # float32 [N + 1] priority^alpha; row N is a blank row (priority 0)
+    rows: jax.Array  # float32 [N, ROW]: h [H], h2 [H], a, r, d of each transition (one row)
+    prio: jax.Array  # float32 [N] priority^alpha (0: never written)
     head: jax.Array  # int32 scalar: rows pushed (folded into [N, 2N) once full)
     max_p: jax.Array  # float32 scalar
+    claim: jax.Array  # int32 [N] -1; in an update, the last batch position that drew the row
 
 
 class Her(NamedTuple):
-    ring: jax.Array  # float32 [RING + 1, 4 + H]: entry, dir, actual, env, then h at the close
-    r_step: jax.Array  # int32 [RING + 1] step of the close, -1 when judged or empty
-    r_head: jax.Array  # int32 scalar, in [0, RING)
+    ring: jax.Array  # float32 [R, 4 + H]: entry, dir, actual, env, then h at the close
+    r_step: jax.Array  # int32 [R] step of the close (-1: empty); R = ring_for(B)
+    r_head: jax.Array  # int32 scalar, in [0, R)
+    closed: jax.Array  # int32 [LOOKAHEAD, 2]: step t's closes (first slot, count) at t % LOOKAHEAD
 
 
 ROW = 2 * H + 3  # a replay row: h, h2, a, r, d
@@ -233,7 +237,7 @@ def write(array: jax.Array, idx: jax.Array, values: jax.Array) -> jax.Array:
 def push(rp: Replay, fire: jax.Array, rows: jax.Array, p: jax.Array) -> Replay:
     """Push the rows [n, ROW] where fire, with priorities p [n], at head: one scatter of whole
     rows and one of priorities."""
-    N = rp.prio.shape[0] - 1
+    N = rp.prio.shape[0]
     idx, n = slots(fire, rp.head, N)
     head = rp.head + n  # folded into [N, 2N) once the buffer is full: no int32 overflow
     return rp._replace(rows=write(rp.rows, idx, rows), prio=write(rp.prio, idx, p),
@@ -255,26 +259,32 @@ def remember(book: Book, s: State, env: Env, h, h2, a, tr) -> tuple[Replay, Her,
     peak_pnl = tr["peak_pnl"]
     fire = closing & (peak_pnl > 0) & (peak_pnl > THRESHOLD * tr["actual"])
     # --- ring record of the closed trades (one scatter of whole rows) ---
-    idx, n = slots(closing, her.r_head, RING)
+    R = her.r_step.shape[0]
+    idx, n = slots(closing, her.r_head, R)
     env_id = jnp.arange(B, dtype=f32)
     record = jnp.stack([s.env.entry, s.env.pos.astype(f32), tr["actual"], env_id], 1)
     ring = write(her.ring, idx, jnp.concatenate([record, h], 1))
     r_step = write(her.r_step, idx, jnp.broadcast_to(s.t, (B,)))
-    # --- HER forward: every ring entry LOOKAHEAD steps after its close ---
-    due = (r_step >= 0) & (s.t - r_step >= LOOKAHEAD)
-    r_dir, r_entry = ring[:, R_DIR], ring[:, R_ENTRY]
-    fwd = r_dir * (book.mid[env.cursor[ring[:, R_ENV].astype(i32)]] - r_entry) * LOT_MULT
-    ffire = due & (fwd > 0) & (fwd > THRESHOLD * ring[:, R_ACTUAL])
-    # at most B entries come due a step: the B rows to push, blank row RING past the last one
-    (j,) = jnp.nonzero(ffire, size=B, fill_value=RING)
-    her = Her(ring=ring, r_step=jnp.where(due, -1, r_step), r_head=(her.r_head + n) % RING)
-    h_f = ring[j, R_H:]
+    # --- HER forward: the closes of step t - LOOKAHEAD (their slots are one run from the head
+    # of then), those not overwritten since ---
+    at = s.t % LOOKAHEAD
+    first, count = her.closed[at, 0], her.closed[at, 1]
+    lane = jnp.arange(B, dtype=i32)
+    j = (first + lane) % R
+    due = (lane < count) & (r_step[j] == s.t - LOOKAHEAD)
+    entry = ring[j]
+    r_dir = entry[:, R_DIR]
+    fwd = r_dir * (book.mid[env.cursor[entry[:, R_ENV].astype(i32)]] - entry[:, R_ENTRY]) * LOT_MULT
+    ffire = due & (fwd > 0) & (fwd > THRESHOLD * entry[:, R_ACTUAL])
+    closed = her.closed.at[at].set(jnp.stack([her.r_head, n]))
+    her = Her(ring=ring, r_step=r_step, r_head=(her.r_head + n) % R, closed=closed)
+    h_f = entry[:, R_H:]
     rows = jnp.concatenate([
         replay_rows(h, h2, a, tr["reward"], closing),
         replay_rows(h, h, a, peak_pnl, jnp.ones(B, f32)),
-        replay_rows(h_f, h_f, jnp.where(r_dir[j] > 0, 1, 2), fwd[j], jnp.ones(B, f32)),
+        replay_rows(h_f, h_f, jnp.where(r_dir > 0, 1, 2), fwd, jnp.ones(B, f32)),
     ])  # fmt: skip
-    fires = jnp.concatenate([jnp.ones(B, bool), fire, j < RING])
+    fires = jnp.concatenate([jnp.ones(B, bool), fire, ffire])
     p = jnp.concatenate([jnp.full(B, rp.max_p**ALPHA), jnp.full(2 * B, boost)])
     rp = push(rp, fires, rows, p)
     return rp, her, dict(closes=closing.sum(), back=fire.sum(), fwd=ffire.sum())
@@ -304,14 +314,32 @@ def adam(ln: Learner, grads: Params) -> Learner:
     return ln._replace(params=params, m=m, v=v, count=count)
 
 
+GROUPS = 1024  # PER samples in two levels: a group of N / GROUPS rows, then a row in it
+
+
+def sample(prio: jax.Array, size: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """BATCH rows drawn i.i.d. with probability prio / sum(prio) over prio [N] (N a multiple of
+    GROUPS), clipped to the size - 1 rows filled, and that sum. Two levels of prefix sums: the
+    groups' sums, then the rows of each drawn group (BATCH x N / GROUPS), not one over N."""
+    N = prio.shape[0]
+    groups = prio.reshape(GROUPS, N // GROUPS)
+    g_sum = groups.sum(1)
+    g_cdf = jnp.cumsum(g_sum)
+    total = g_cdf[-1]
+    u = jax.random.uniform(key, (BATCH,)) * total
+    g = jnp.minimum(jnp.searchsorted(g_cdf, u, side="right").astype(i32), GROUPS - 1)
+    rest = u - (g_cdf[g] - g_sum[g])  # u's place inside group g
+    within = jnp.sum(jnp.cumsum(groups[g], 1) <= rest[:, None], 1).astype(i32)
+    row = g * (N // GROUPS) + jnp.minimum(within, N // GROUPS - 1)
+    return jnp.minimum(row, size - 1), total
+
+
 def learn(ln: Learner, rp: Replay, t: jax.Array, key: jax.Array) -> tuple[Learner, Replay, dict]:
-    """PER sample (prefix sum + searchsorted), loss, Adam, new priorities, target sync."""
-    N = rp.prio.shape[0] - 1
+    """PER sample (two levels of prefix sums), loss, Adam, new priorities, target sync."""
+    N = rp.prio.shape[0]
     size = jnp.minimum(rp.head, N)
-    cdf = jnp.cumsum(rp.prio[:N])
-    u = jax.random.uniform(key, (BATCH,)) * cdf[-1]
-    idx = jnp.minimum(jnp.searchsorted(cdf, u, side="right").astype(i32), size - 1)
-    w = (size * (rp.prio[idx] / cdf[-1])) ** -BETA
+    idx, total = sample(rp.prio, size, key)
+    w = (size * (rp.prio[idx] / total)) ** -BETA
     batch = rp.rows[idx]  # one gather of whole rows
     h, h2 = batch[:, :H], batch[:, H : 2 * H]
     a, r, d = batch[:, 2 * H].astype(i32), batch[:, 2 * H + 1], batch[:, 2 * H + 2]
@@ -321,8 +349,15 @@ def learn(ln: Learner, rp: Replay, t: jax.Array, key: jax.Array) -> tuple[Learne
     ln = adam(ln, grads)
     sync = t % TARGET_PERIOD == 0
     ln = ln._replace(target=jax.tree.map(lambda o, g: jnp.where(sync, o, g), ln.params, ln.target))
+    # a row drawn more than once keeps its last draw's priority (as the kernels do): each
+    # position claims its row, the highest claim wins, and the claims are cleared after
+    lane = jnp.arange(BATCH, dtype=i32)
+    claim = rp.claim.at[idx].max(lane)
+    last = claim[idx] == lane
     new = jnp.abs(td) + 1e-6
-    rp = rp._replace(prio=rp.prio.at[idx].set(new**ALPHA), max_p=jnp.maximum(rp.max_p, new.max()))
+    prio = write(rp.prio, jnp.where(last, idx, OUT + lane), new**ALPHA)
+    max_p = jnp.maximum(rp.max_p, jnp.max(jnp.where(last, new, 0.0)))
+    rp = rp._replace(prio=prio, max_p=max_p, claim=claim.at[idx].set(-1))
     return ln, rp, dict(loss=loss)
 
 
@@ -351,6 +386,8 @@ def make(B: int, *, seed: int = 0, precision: str = "float32", log2: int = LOG2)
     """The initial State of B envs over N = 2^log2 replay rows, and its step function."""
     _precision(precision)
     book, N = load_book(), 1 << log2
+    if N % GROUPS:
+        raise ValueError(f"N = 2^{log2} replay rows: PER's two levels need a multiple of {GROUPS}")
     k_cursor, k_proj, k_q, key = jax.random.split(jax.random.key(seed), 4)
     proj = jax.random.normal(k_proj, (11, H), f32) / 3.0
     params = init_mlp(k_q)
@@ -359,10 +396,11 @@ def make(B: int, *, seed: int = 0, precision: str = "float32", log2: int = LOG2)
     cursor = jax.random.randint(k_cursor, (B,), max(HORIZONS), book.T - 2, i32)
     env = Env(cursor=cursor, pos=jnp.zeros(B, i32), entry=jnp.zeros(B, f32),
               peak=jnp.zeros(B, f32), tlen=jnp.zeros(B, f32))  # fmt: skip
-    replay = Replay(rows=jnp.zeros((N + 1, ROW), f32), prio=jnp.zeros(N + 1, f32), head=zero,
-                    max_p=jnp.asarray(1.0, f32))  # fmt: skip
-    her = Her(ring=jnp.zeros((RING + 1, R_H + H), f32), r_step=jnp.full(RING + 1, -1, i32),
-              r_head=zero)  # fmt: skip
+    replay = Replay(rows=jnp.zeros((N, ROW), f32), prio=jnp.zeros(N, f32), head=zero,
+                    max_p=jnp.asarray(1.0, f32), claim=jnp.full(N, -1, i32))  # fmt: skip
+    R = ring_for(B)
+    her = Her(ring=jnp.zeros((R, R_H + H), f32), r_step=jnp.full(R, -1, i32), r_head=zero,
+              closed=jnp.zeros((LOOKAHEAD, 2), i32))  # fmt: skip
     learner = Learner(params=params, target=params, m=moment, v=moment, count=zero)
     state = State(env, learner, replay, her, zero, key)
     state = jax.tree.map(jnp.copy, state)  # params and target: separate buffers, both donated
@@ -409,11 +447,13 @@ def _assert_same(got: dict, want: dict, rtol: float = 1e-2) -> None:
 
 
 def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int = 5) -> str:
-    """Run `steps` steps jitted (what is timed) and op by op from one warm state; raise if a part
-    of the jitted step did nothing or miscounted, and, on the CPU, if the two differ. On the GPU
-    XLA orders float sums differently under jit than op by op (the PER prefix sum among them), so
-    a sampled row can flip and the runs part within steps: there only the jitted run's own
-    accounting is checked. Returns a one-line summary."""
+    """Run `steps` steps jitted (what is timed) from a warm state; raise if a part of the jitted
+    step did nothing or miscounted, and, on the CPU, if its first step's env, HER ring and replay
+    rows differ from the step called op by op. XLA orders float sums differently under jit than
+    op by op (on the CPU too), so a PER draw near a row's boundary can take its neighbour, and
+    the learner's state and priorities part from the first update: those, and on the GPU
+    everything, are checked only by the jitted run's own accounting. Returns a one-line
+    summary."""
     state, step_fn = make(B, precision=precision, log2=log2)
     N, init, run = 1 << log2, _host(state), runner(step_fn)
     state, out0 = run(state, 1)
@@ -423,17 +463,20 @@ def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int
         assert np.array_equal(first[tgt], first[name]), f"{tgt} not synced at t = 0"
         assert not np.array_equal(first[name], init[name]), f"{name} unchanged by the first step"
     state, out1 = run(state, LOOKAHEAD + 5)  # closed trades become due: HER forward fires
-    start, h0, eager, outs = _host(state), int(state.replay.head), jax.tree.map(jnp.copy, state), []
-    for _ in range(steps):
-        eager, out = step_fn(eager)
-        outs.append(out)
-    eager_out = {k: np.stack([np.asarray(o[k]) for o in outs]) for k in outs[0]}
-    state, jit_out = run(state, steps)
-    exact = jax.default_backend() == "cpu"
-    jit_out = {k: np.asarray(v) for k, v in jit_out.items()}
-    got, want = _host(eager), _host(state)  # `want`: the jitted run, checked below
-    if exact:
-        _assert_same(jit_out, eager_out)
+    start, h0 = _host(state), int(state.replay.head)
+    eager, eager_out = step_fn(jax.tree.map(jnp.copy, state))
+    state, jit_first = run(state, 1)
+    if jax.default_backend() == "cpu":  # (jitted, op by op) after one step, before learning
+        learned = (".learner", ".replay.prio", ".replay.max_p", ".replay.claim", ".key", "loss")
+        acted = lambda name: not name.startswith(learned)  # noqa: E731
+        both = [{k: v for k, v in d.items() if acted(k)} for d in (_host(state), _host(eager))]
+        _assert_same(*both)
+        _assert_same({k: np.asarray(v)[0] for k, v in jit_first.items() if acted(k)},
+                     {k: np.asarray(v) for k, v in eager_out.items() if acted(k)})  # fmt: skip
+    state, jit_rest = run(state, steps - 1)
+    jit_out = {k: np.concatenate([np.asarray(jit_first[k]), np.asarray(jit_rest[k])])
+               for k in jit_first}  # fmt: skip
+    want = _host(state)  # the jitted run, checked below
     assert np.isfinite(jit_out["loss"]).all(), f"loss {jit_out['loss']}"
     back, fwd = int(jit_out["back"].sum()), int(jit_out["fwd"].sum())
     assert back > 0 and fwd > 0, f"no HER rows in the window (backward {back}, forward {fwd})"
@@ -442,7 +485,6 @@ def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int
     assert int(want[".replay.head"]) == head, f"head {int(want['.replay.head'])}, not {head}"
     prio, rows = want[".replay.prio"], min(head, N)
     assert (prio[:N] > 0).sum() == rows, "a pushed row has no priority"
-    assert prio[N] == 0 and want[".her.r_step"][RING] == -1, "a blank row was written"
     t = int(want[".t"])  # pushes give at most 2 priorities a step: the rest are learned ones
     assert len(np.unique(prio[:rows])) > 2 * t, "priorities not rewritten from |td|"
     if h0 + steps * B + back + fwd <= N:  # nothing overwritten yet: every done row accounted for
@@ -451,10 +493,8 @@ def check(B: int = 256, precision: str = "float32", log2: int = LOG2, steps: int
         assert want[".replay.rows"][:, 2 * H + 2].sum() == done, "done rows"
     for name in (n for n in want if n.startswith(".learner.params")):
         assert not np.allclose(want[name], start[name]), f"{name} unchanged over the window"
-    if exact:
-        _assert_same(want, got)  # (jitted, op by op)
     losses = ", ".join(f"{x:.4g}" for x in jit_out["loss"])
-    same = "jit == op by op" if exact else "jit (its accounting checked)"
+    same = "the first jit == op by op" if jax.default_backend() == "cpu" else "jit"
     return (
         f"check B={B} {precision} N=2^{log2}: {steps} steps {same} from t={t - steps}; "
         f"head {h0} -> {head} ({steps}x{B} real + {back} HER backward + {fwd} HER forward); "
