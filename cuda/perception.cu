@@ -4,7 +4,9 @@
 //   features into shared memory, then the block's threads share the H outputs of its envs (each
 //   output summed over f in order, as before). For env b at tick t = cursor[b], position dir d:
 //   features x [F], F = K + 7, each independent of the instrument's price level:
-//     x[k]   = (mid_t - mid_{max(t - h_k, 0)}) / tick / sqrt(h_k)      k < K, h = horizons
+//     x[k]   = (mid_t - mid_{max(t - h_k, s_t)}) / tick / sqrt(h_k)    k < K, h = horizons,
+//              s_t = session_first[t]: a return never reaches back across a session break (at a
+//              session's first ticks it is over the session's own ticks, as at the data's start)
 //     x[K]   = (ask0 - bid0) / tick - 1                                 spread beyond one tick
 //     x[K+1] = (bid_sz0 - ask_sz0) / (bid_sz0 + ask_sz0)                level-0 imbalance
 //     x[K+2] = (sum bid_sz - sum ask_sz) / (sum bid_sz + sum ask_sz)    all-level imbalance
@@ -15,7 +17,8 @@
 //   (the last three are 0 when flat; an imbalance with zero total size is 0).
 //   h[b*H + j] = x[j] when proj_w is NULL (then H == F), else
 //   h[b*H + j] = tanh(proj_b[j] + sum_{f<F} proj_w[j*F + f] * x[f]), summed in order of f.
-// Arrays: bid_px, ask_px, bid_sz, ask_sz [T*L] f32 (prices as offsets); cursor, pos, trade_len
+// Arrays: bid_px, ask_px, bid_sz, ask_sz [T*L] f32 (prices as offsets); session_first [T] i32 (per
+//   tick, the first tick of its session; 0 without breaks); cursor, pos, trade_len
 //   [B] i32; entry_px, peak_mid [B] f32; horizons [K] i32 (>= 1); proj_w [H*F], proj_b [H] f32
 //   or both NULL; h [B*H] f32 written.
 #include "common.cuh"
@@ -49,14 +52,14 @@ ALPHA_RL_EXPORT(PERCEPTION_THREADS);
 // The features x [K + 7] of env b (see the header).
 __device__ __forceinline__ void perception_features(
     const float* __restrict__ bid_px, const float* __restrict__ ask_px,
-    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz, int t, int d, int len,
-    float entry, float peak, const int* __restrict__ horizons, int L, int K, float tick,
-    float inv_pnl_scale, float inv_time_scale, float* __restrict__ x) {
+    const float* __restrict__ bid_sz, const float* __restrict__ ask_sz, int first_tick, int t,
+    int d, int len, float entry, float peak, const int* __restrict__ horizons, int L, int K,
+    float tick, float inv_pnl_scale, float inv_time_scale, float* __restrict__ x) {
     const float dir = static_cast<float>(d);
     const float mid = mid_at(bid_px, ask_px, t, L);
     for (int k = 0; k < K; ++k) {
         const int hk = horizons[k];
-        const float past = mid_at(bid_px, ask_px, max(t - hk, 0), L);
+        const float past = mid_at(bid_px, ask_px, max(t - hk, first_tick), L);
         x[k] = DIV(DIV(SUB(mid, past), tick), sqrtf(static_cast<float>(hk)));
     }
     x[K] = SUB(DIV(SUB(ask_px[t * L], bid_px[t * L]), tick), 1.0f);
@@ -77,7 +80,8 @@ __device__ __forceinline__ void perception_features(
 extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_observe(
     const float* __restrict__ bid_px, const float* __restrict__ ask_px,
     const float* __restrict__ bid_sz, const float* __restrict__ ask_sz,
-    const int* __restrict__ cursor, const int* __restrict__ pos,
+    const int* __restrict__ session_first, const int* __restrict__ cursor,
+    const int* __restrict__ pos,
     const int* __restrict__ trade_len, const float* __restrict__ entry_px,
     const float* __restrict__ peak_mid, const int* __restrict__ horizons,
     const float* __restrict__ proj_w, const float* __restrict__ proj_b, float* __restrict__ h,
@@ -88,9 +92,10 @@ extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_obse
     const int F = K + PERCEPTION_EXTRA_FEATURES;
     if (threadIdx.x < envs) {
         const int b = first + threadIdx.x;
-        perception_features(bid_px, ask_px, bid_sz, ask_sz, cursor[b], pos[b], trade_len[b],
-                            entry_px[b], peak_mid[b], horizons, L, K, tick, inv_pnl_scale,
-                            inv_time_scale, xs[threadIdx.x]);
+        const int t = cursor[b];
+        perception_features(bid_px, ask_px, bid_sz, ask_sz, session_first[t], t, pos[b],
+                            trade_len[b], entry_px[b], peak_mid[b], horizons, L, K, tick,
+                            inv_pnl_scale, inv_time_scale, xs[threadIdx.x]);
     }
     __syncthreads();
     for (int idx = threadIdx.x; idx < envs * H; idx += PERCEPTION_THREADS) {

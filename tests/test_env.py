@@ -192,6 +192,32 @@ def check_session_ledger(backend: Backend, book: Book | None = None) -> None:
     assert env.harvest_trade_stats().trades == 2
 
 
+def test_the_first_ticks_of_a_session_never_look_back_across_its_break() -> None:
+    """perceive on a book with a break at tick 200 observes ticks 200.. of the later session as
+    on the book cut at the break (returns over up to 64 ticks stop at the session's first tick,
+    as at the data's start; to float32 rounding, the cut book's prices being offsets from
+    another reference), and ticks before the break exactly as on the uncut book."""
+    whole = random_book(4)
+    split = Book(whole.bid_px, whole.ask_px, whole.bid_sz, whole.ask_sz, 0.01, "split",
+                 breaks=[200])  # fmt: skip
+    cut = whole.slice(200, whole.T)
+    overrides = ["env.num_envs=70", "env.perception.horizons=[1,4,16,64]"]
+    be = NumpyBackend()
+
+    def observe(book: Book, ticks: np.ndarray) -> np.ndarray:
+        env = make_env(be, book, overrides, seed=3)
+        env.reset(ticks)
+        h = be.zeros(70 * env.cfg.perception.dim, np.float32)
+        env.perceive(h)
+        return be.download(h)
+
+    later = np.arange(200, 270, dtype=np.int32)
+    np.testing.assert_allclose(observe(split, later), observe(cut, later - 200), atol=1e-5)
+    assert not np.allclose(observe(split, later), observe(whole, later), atol=1e-3), "unseen"
+    earlier = np.arange(100, 170, dtype=np.int32)
+    np.testing.assert_array_equal(observe(split, earlier), observe(whole, earlier))
+
+
 def random_book(seed: int, T: int = 400, L: int = 3) -> Book:
     gen = np.random.default_rng(seed)
     mid_ticks = 4000 + np.cumsum(gen.integers(-2, 3, size=T))

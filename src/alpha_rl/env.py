@@ -112,6 +112,7 @@ class DeviceBook:
     ask_px: DeviceArray
     bid_sz: DeviceArray
     ask_sz: DeviceArray
+    session_first: DeviceArray  # [T] int32: per tick, the first tick of its session
     session_last: DeviceArray  # [T] int32: per tick, the last tick of its session
     T: int
     L: int
@@ -129,6 +130,7 @@ class DeviceBook:
             backend.upload(as_offsets(book.ask_px)),
             backend.upload(as_sizes(book.bid_sz)),
             backend.upload(as_sizes(book.ask_sz)),
+            backend.upload(book.session_first()),
             backend.upload(book.session_last()),
             book.T,
             book.L,
@@ -277,6 +279,7 @@ class Environment:
         a, book, p = self.arrays, self.device_book, self.cfg.perception
         self._observe(
             bid_px=book.bid_px, ask_px=book.ask_px, bid_sz=book.bid_sz, ask_sz=book.ask_sz,
+            session_first=book.session_first,
             **{k: a[k] for k in ("cursor", "pos", "trade_len", "entry_px", "peak_mid")},
             horizons=self.horizons, proj_w=self.proj_w, proj_b=self.proj_b, h=h,
             n=self.num_envs, T=book.T, L=book.L, K=len(p.horizons), H=p.dim, tick=book.tick,

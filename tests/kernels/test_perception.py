@@ -29,6 +29,8 @@ def inputs(n: int, seed: int) -> dict:
         "bid_px": (mids[:, None] - spread[:, None] / 2 - levels).astype(np.float32).ravel(),
         "ask_px": (mids[:, None] + spread[:, None] / 2 + levels).astype(np.float32).ravel(),
         "bid_sz": sizes[0].ravel(), "ask_sz": sizes[1].ravel(),
+        # sessions from ticks 0, 40, 41 (one tick long) and 150: returns stop at their first ticks
+        "session_first": np.repeat(np.array([0, 40, 41, 150], np.int32), [40, 1, 109, T - 150]),
         "cursor": gen.integers(0, T, size=n).astype(np.int32),
         "pos": gen.integers(-1, 2, size=n).astype(np.int32),
         "trade_len": gen.integers(0, 300, size=n).astype(np.int32),

@@ -27,7 +27,8 @@ TINY = ["backend=numpy", "debug=tiny"]
 def _book_uploads(book, history: int) -> int:
     """What one Environment uploads of its book (not in the estimate: see pipeline/memory.py)."""
     last = book.session_last()
-    return 4 * book.T * book.L * 4 + last.nbytes + start_ticks(last, history).nbytes
+    return (4 * book.T * book.L * 4 + book.session_first().nbytes + last.nbytes
+            + start_ticks(last, history).nbytes)  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,7 @@ def projection_weights(seed: int, features: int, hidden: int) -> tuple[np.ndarra
 OBSERVE = STEM.kernel(
     "perception_observe",
     *(In(name, F32, "T*L") for name in ("bid_px", "ask_px", "bid_sz", "ask_sz")),
+    In("session_first", I32, "T"),
     In("cursor", I32, "n"),
     In("pos", I32, "n"),
     In("trade_len", I32, "n"),

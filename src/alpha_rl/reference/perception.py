@@ -1,7 +1,7 @@
 """Oracle of cuda/perception.cu: the observation h [B, H] of each env.
 
 Features x [B, F], F = K + 7 (K = len(horizons)), in float32 with one rounding per operation:
-    x[k]   = (mid_t - mid_{max(t - h_k, 0)}) / tick / sqrt(h_k)
+    x[k]   = (mid_t - mid_{max(t - h_k, s_t)}) / tick / sqrt(h_k),  s_t = session_first[t]
     x[K]   = (ask0 - bid0) / tick - 1
     x[K+1] = level-0 size imbalance (b - a) / (b + a);  x[K+2] the same over all levels
     x[K+3] = d;  x[K+4] = d (mid - entry_px) / tick * inv_pnl_scale
@@ -50,17 +50,18 @@ def _imbalance(bid_size: np.ndarray, ask_size: np.ndarray) -> np.ndarray:
 
 
 def features(
-    bid_px, ask_px, bid_sz, ask_sz, cursor, pos, trade_len, entry_px, peak_mid, horizons,
-    n, L, tick, inv_pnl_scale, inv_time_scale,
+    bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len, entry_px, peak_mid,
+    horizons, n, L, tick, inv_pnl_scale, inv_time_scale,
 ) -> np.ndarray:  # fmt: skip
     """The [n, F] float32 feature matrix (see the module docstring)."""
     t, d = cursor[:n], pos[:n]
+    first = session_first[t]
     tick, inv_pnl, inv_time = F32(tick), F32(inv_pnl_scale), F32(inv_time_scale)
     mid = _mid(bid_px, ask_px, t, L)
     K = len(horizons)
     x = np.zeros((n, feature_count(K)), dtype=F32)
     for k, hk in enumerate(horizons):
-        past = _mid(bid_px, ask_px, np.maximum(t - int(hk), 0), L)
+        past = _mid(bid_px, ask_px, np.maximum(t - int(hk), first), L)
         x[:, k] = ((mid - past) / tick) / np.sqrt(F32(hk))
     x[:, K] = (ask_px[t * L] - bid_px[t * L]) / tick - F32(1)
     x[:, K + 1] = _imbalance(bid_sz[t * L], ask_sz[t * L])
@@ -79,16 +80,17 @@ def features(
 
 
 def perception_observe(
-    bid_px, ask_px, bid_sz, ask_sz, cursor, pos, trade_len, entry_px, peak_mid, horizons,
-    proj_w, proj_b, h,
+    bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len, entry_px, peak_mid,
+    horizons, proj_w, proj_b, h,
     n, T, L, K, H, tick, inv_pnl_scale, inv_time_scale,
 ) -> None:  # fmt: skip
     """h[b*H + j] for b < n: the features, or their frozen tanh projection."""
     n, L, H = int(n), int(L), int(H)
     if n <= 0:
         return
-    x = features(bid_px, ask_px, bid_sz, ask_sz, cursor, pos, trade_len, entry_px, peak_mid,
-                 horizons[: int(K)], n, L, tick, inv_pnl_scale, inv_time_scale)  # fmt: skip
+    x = features(bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len,
+                 entry_px, peak_mid, horizons[: int(K)], n, L, tick, inv_pnl_scale,
+                 inv_time_scale)  # fmt: skip
     out = h[: n * H].reshape(n, H)
     if proj_w is None:
         out[:] = x[:, :H]
