@@ -329,16 +329,27 @@ mlp_gemm_pair(const float* __restrict__ X1, const float* __restrict__ W1,
     }
 }
 
+// Split `split` (of `splits`, whole MLP_BK steps of K each) of output tile `tile` of
+// op(A) op(B) into Ps, that split's [M, N] partial (a block of mlp_gemm_partial or
+// mlp_gemm_splitk).
+__device__ __forceinline__ void mlp_partial_tile(const float* __restrict__ A,
+                                                 const float* __restrict__ B, float* Ps, int M,
+                                                 int N, int K, int trans_a, int trans_b,
+                                                 int splits, int split, int tile) {
+    const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
+    const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
+    mlp_gemm_tile<MlpSmall>(A, B, nullptr, nullptr, Ps, M, N, K, trans_a, trans_b, 0, tile,
+                            k_begin, k_end);
+}
+
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ P,
                  int M, int N, int K, int trans_a, int trans_b, int splits) {
     using T = MlpSmall;
     const int tiles = ((M + T::BM - 1) / T::BM) * ((N + T::BN - 1) / T::BN);
     const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
-    const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
-    const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
-    mlp_gemm_tile<T>(A, B, nullptr, nullptr, P + static_cast<size_t>(split) * M * N, M, N, K,
-                     trans_a, trans_b, 0, tile, k_begin, k_end);
+    mlp_partial_tile(A, B, P + static_cast<size_t>(split) * M * N, M, N, K, trans_a, trans_b,
+                     splits, split, tile);
 }
 
 #define MLP_ROWS_MAX_N 8  // mlp_gemm_rows: outputs per row
@@ -765,7 +776,6 @@ mlp_gemm_tf32_pair(const float* __restrict__ X1, const float* __restrict__ W1,
     }
 }
 
-
 // mlp_gemm_splitk: mlp_gemm_partial, mlp_sum_splits and the bias gradient in one launch, bit for
 // bit: the first splits x tiles blocks compute their split's partial tile into P as
 // mlp_gemm_partial; the last of a tile's blocks to finish (a counter per tile, back at 0 after
@@ -791,11 +801,8 @@ mlp_gemm_splitk(const float* __restrict__ A, const float* __restrict__ B,
         return;
     }
     const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
-    const int chunk = ((K + splits - 1) / splits + MLP_BK - 1) / MLP_BK * MLP_BK;
-    const int k_begin = split * chunk, k_end = min(K, k_begin + chunk);
     const size_t MN = static_cast<size_t>(M) * N;
-    mlp_gemm_tile<T>(A, B, nullptr, nullptr, P + split * MN, M, N, K, trans_a, trans_b, 0, tile,
-                     k_begin, k_end);
+    mlp_partial_tile(A, B, P + split * MN, M, N, K, trans_a, trans_b, splits, split, tile);
     // the tile's count: atomicInc wraps it to 0 for its last block, ready for the next launch
     __shared__ bool last;
     __syncthreads();
