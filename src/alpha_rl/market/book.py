@@ -72,18 +72,20 @@ class Book:
         """[T] float64: (best bid + best ask) / 2."""
         return (self.bid_px[:, 0] + self.ask_px[:, 0]) / 2.0
 
+    def _session_of_tick(self) -> np.ndarray:
+        """[T]: per tick, the index of its session (0 before the first break)."""
+        return np.searchsorted(self.breaks, np.arange(self.T), side="right")
+
     def session_first(self) -> np.ndarray:
         """[T] int32: per tick, the index of the first tick of its session (0 without breaks):
         perception's returns reach back no further."""
-        firsts = np.append(0, self.breaks)
-        session = np.searchsorted(self.breaks, np.arange(self.T), side="right")
-        return firsts[session].astype(np.int32)
+        return np.append(0, self.breaks)[self._session_of_tick()].astype(np.int32)
 
     def session_last(self) -> np.ndarray:
         """[T] int32: per tick, the index of the last tick of its session (T - 1 without breaks):
         an env force-closes at the step that reaches it, as at the end of the data."""
         ends = np.append(self.breaks - 1, self.T - 1)
-        return ends[np.searchsorted(self.breaks, np.arange(self.T), side="right")].astype(np.int32)
+        return ends[self._session_of_tick()].astype(np.int32)
 
     def slice(self, start: int, stop: int) -> Book:
         """Ticks [start, stop) of this book (views); `start` stays counted in the source series."""
