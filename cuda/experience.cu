@@ -17,7 +17,10 @@
 //     c6 aux_align = scale_b * max(0, aux * d) * max(0, c0), aux = 2 * aux_prob[b] - 1,
 //                    stride 7 only; 0 when aux_prob or isv is NULL or scale_b == 0
 //   reward_raw = sum_c w_c * rc_c (w_0..5 at isv[w_idx..], w_6 at isv[w_aux_idx]);
-//   reward = reward_raw * isv[scale_idx]; done = 1 exactly when a trade closed.
+//   reward = reward_raw * isv[scale_idx]; done = 1 exactly when a trade closed. stored = 0 on
+//   the last step of an episode that closes nothing (flat at the end of the data or a session):
+//   its next state is the new episode's first, no state of its own, so the transition is not
+//   stored (stored = 1 otherwise; a close's done = 1 bootstraps from nothing).
 //   A NULL isv reads as unit weights and scale, no penalties, beta off.
 //   After the step: peak_mid moves in the trade's favour with mid_{t+1}, trade_len counts steps
 //   in the trade, cursor = t + 1, or on the last step a new episode at a seeded start tick:
@@ -34,7 +37,8 @@
 //   isv [isv_size] f32 or NULL;
 //   state (read and written): cursor, pos, trade_len, episode [B] i32; entry_px, entry_mid,
 //   peak_mid [B] f32;
-//   written: rc [B*RC_STRIDE] f32; reward_raw, reward, done [B] f32; opened, closed [B] u8;
+//   written: rc [B*RC_STRIDE] f32; reward_raw, reward, done [B] f32; opened, closed, stored [B]
+//   u8;
 //   prev_dir, closed_dir, eff_action [B] i32; fill_mid (mid_t), post_mid (mid_{t+1}) [B] f32;
 //   accumulated: stat_trades, stat_realised, stat_available, stat_duration [B] f32.
 #include "common.cuh"
@@ -67,7 +71,8 @@ extern "C" __global__ void experience_env_step(
     int* __restrict__ trade_len, int* __restrict__ episode, float* __restrict__ entry_px,
     float* __restrict__ entry_mid, float* __restrict__ peak_mid, float* __restrict__ rc,
     float* __restrict__ reward_raw, float* __restrict__ reward, float* __restrict__ done,
-    uint8_t* __restrict__ opened, uint8_t* __restrict__ closed, int* __restrict__ prev_dir,
+    uint8_t* __restrict__ opened, uint8_t* __restrict__ closed, uint8_t* __restrict__ stored,
+    int* __restrict__ prev_dir,
     int* __restrict__ closed_dir, int* __restrict__ eff_action, float* __restrict__ fill_mid,
     float* __restrict__ post_mid, float* __restrict__ stat_trades,
     float* __restrict__ stat_realised, float* __restrict__ stat_available,
@@ -151,6 +156,7 @@ extern "C" __global__ void experience_env_step(
     done[b] = was_closed ? 1.0f : 0.0f;
     opened[b] = was_opened ? 1 : 0;
     closed[b] = was_closed ? 1 : 0;
+    stored[b] = last && !was_closed ? 0 : 1;
     prev_dir[b] = d;
     closed_dir[b] = was_closed ? d : 0;
     eff_action[b] = direction_action(target);

@@ -10,9 +10,13 @@
 //   round-to-nearest, no FMA contraction), discount = gamma^k (k products from 1), state h_s,
 //   action a_s, next state h_tp1[b], done = done[b].
 //   A boundary — done[b] != 0 (a trade closed: the return is cut at the close) or episode[b] !=
-//   episode_seen[b] (the env began a new episode, so h_tp1 is its first observation) — emits
-//   every held step, oldest first, and empties the ring. Otherwise, once held == n, the oldest is
-//   emitted (k = n) and n - 1 stay. Env b's emissions go to rows b * n + j (j = 0 the oldest) of
+//   episode_seen[b] (step t was its episode's last, so h_tp1 is the next episode's first
+//   observation) — empties the ring. At a close every held step is emitted, oldest first. At an
+//   episode's end that closes nothing (a truncation: the end of the data or of a session, flat)
+//   no transition may reach h_tp1: each held step s < t is emitted ending at t - 1 (k = t - s,
+//   R from r_s to r_{t-1}, next state h_t[b], the last state of its episode, done 0) and step t's
+//   own transition is dropped, as the env's stored = 0 drops it with n = 1. Otherwise, once
+//   held == n, the oldest is emitted (k = n) and n - 1 stay. Env b's emissions go to rows b * n + j (j = 0 the oldest) of
 //   the staging arrays out_h_t, out_h_tp1 [B * n * H], out_action, out_reward, out_done,
 //   out_discount [B * n] with flags[b * n + j] = 1; its other rows get flag 0 and keep their
 //   values. Then pos[b] = (pos[b] + 1) mod n, episode_seen[b] = episode[b].
@@ -39,8 +43,10 @@ extern "C" __global__ void __launch_bounds__(NSTEP_BLOCK) nstep_accumulate(
     if (b >= B) return;  // the whole warp
     const int p = pos[b];
     const int held = count[b] + 1;
-    const bool boundary = done[b] != 0.0f || episode[b] != episode_seen[b];
-    const int emit = boundary ? held : (held == n ? 1 : 0);
+    const bool closed = done[b] != 0.0f, restarted = episode[b] != episode_seen[b];
+    const bool boundary = closed || restarted;
+    const int cut = restarted && !closed ? 1 : 0;  // a truncation: returns end at t - 1, at h_t
+    const int emit = boundary ? held - cut : (held == n ? 1 : 0);
     const size_t ub = static_cast<size_t>(B);
     for (int k = lane; k < H; k += 32) {
         ring_h[(static_cast<size_t>(p) * ub + b) * H + k] = h_t[static_cast<size_t>(b) * H + k];
@@ -53,7 +59,8 @@ extern "C" __global__ void __launch_bounds__(NSTEP_BLOCK) nstep_accumulate(
         for (int k = lane; k < H; k += 32) {
             out_h_t[row * H + k] = slot == p ? h_t[static_cast<size_t>(b) * H + k]
                                              : ring_h[(static_cast<size_t>(slot) * ub + b) * H + k];
-            out_h_tp1[row * H + k] = h_tp1[static_cast<size_t>(b) * H + k];
+            out_h_tp1[row * H + k] = cut ? h_t[static_cast<size_t>(b) * H + k]
+                                         : h_tp1[static_cast<size_t>(b) * H + k];
         }
     }
     if (lane != 0) return;
@@ -62,10 +69,11 @@ extern "C" __global__ void __launch_bounds__(NSTEP_BLOCK) nstep_accumulate(
         const size_t row = static_cast<size_t>(b) * n + j;
         flags[row] = j < emit ? 1 : 0;
         if (j >= emit) continue;
-        const int steps = held - j;  // k of this transition
-        float ret = r_t, discount = 1.0f;
-        for (int i = steps - 2; i >= 0; --i) {  // r of the steps before t, newest first
-            const int slot = (p - (steps - 1 - i) + n) % n;
+        const int steps = held - j - cut;  // k of this transition
+        float ret = cut ? ring_reward[static_cast<size_t>((p - 1 + n) % n) * ub + b] : r_t;
+        float discount = 1.0f;
+        for (int i = steps - 2; i >= 0; --i) {  // r of the earlier steps, newest first
+            const int slot = (p - cut - (steps - 1 - i) + 2 * n) % n;
             ret = ADD(ring_reward[static_cast<size_t>(slot) * ub + b], MUL(gamma, ret));
         }
         for (int i = 0; i < steps; ++i) discount = MUL(discount, gamma);

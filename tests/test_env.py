@@ -190,6 +190,15 @@ def check_session_ledger(backend: Backend, book: Book | None = None) -> None:
     assert got["episode"].tolist() == [1] and got["pos"].tolist() == [0]
     assert got["cursor"].tolist() == restart.tolist()
     assert env.harvest_trade_stats().trades == 2
+    assert got["stored"].tolist() == [1], "a close at a session's end is stored (done 1)"
+    # flat through the session's last step: a truncation, not stored (its next state would be
+    # the next episode's first)
+    env.reset(np.array([5]))
+    env.step(backend.upload(np.array([FLAT], np.int32)))  # t = 5
+    assert backend.download(a["stored"]).tolist() == [1]
+    env.step(backend.upload(np.array([FLAT], np.int32)))  # t = 6, whose next tick ends the session
+    got = {k: backend.download(a[k]).tolist() for k in ("done", "stored", "episode", "pos")}
+    assert got == {"done": [0.0], "stored": [0], "episode": [1], "pos": [0]}, got
 
 
 def test_the_first_ticks_of_a_session_never_look_back_across_its_break() -> None:

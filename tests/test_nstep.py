@@ -20,7 +20,7 @@ from tests.her_scenarios import LONG, build, wave_book
 from tests.pipeline.test_run import history, job, theta
 
 B, H, N, GAMMA = 2, 2, 3, 0.5
-# env 0 closes a trade at step 3; env 1 begins a new episode at step 4 (flat: done 0)
+# env 0 closes a trade at step 3; step 4 is env 1's episode's last, flat (a truncation: done 0)
 REWARDS = np.array([[1, 2, 4, 8, 16, 32], [10, 20, 30, 40, 50, 60]], np.float32)
 DONE = np.zeros((2, 6), np.float32)
 DONE[0, 3] = 1
@@ -72,10 +72,11 @@ LEDGER = [
      1: (h(2, 0), h(4, 0), action(2, 0), 4 + 0.5 * 8, 1.0, 0.25),
      2: (h(3, 0), h(4, 0), action(3, 0), 8, 1.0, 0.5),
      3: (h(1, 1), h(4, 1), action(1, 1), 20 + 0.5 * 30 + 0.25 * 40, 0.0, 0.125)},
-    # env 0 starts afresh (nothing held); env 1's new episode flushes its three (done 0)
-    {3: (h(2, 1), h(5, 1), action(2, 1), 30 + 0.5 * 40 + 0.25 * 50, 0.0, 0.125),
-     4: (h(3, 1), h(5, 1), action(3, 1), 40 + 0.5 * 50, 0.0, 0.25),
-     5: (h(4, 1), h(5, 1), action(4, 1), 50, 0.0, 0.5)},
+    # env 0 starts afresh (nothing held); env 1's truncation flushes its steps 2 and 3, ending
+    # at step 3 and bootstrapping from h_4, its episode's last state (h_5 is the next episode's
+    # first), done 0; step 4's own transition is dropped
+    {3: (h(2, 1), h(4, 1), action(2, 1), 30 + 0.5 * 40, 0.0, 0.25),
+     4: (h(3, 1), h(4, 1), action(3, 1), 40, 0.0, 0.5)},
     {},
 ]  # fmt: skip
 
@@ -124,8 +125,9 @@ def test_learning_before_the_first_n_step_transition_is_refused(tmp_path: Path) 
 
 
 def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty() -> None:
-    """Env 0 holds a long to the data's end (the forced close: done 1), env 1 stays flat (the new
-    episode: done 0); n = 3, so each held 3 steps when the episode ended."""
+    """Env 0 holds a long to the data's end (the forced close: done 1), env 1 stays flat (a
+    truncation: done 0); n = 3, so each held 3 steps when the episode ended. Env 0's three end at
+    the close; env 1's first two end the step before and bootstrap from its last state, h_t."""
 
     be = NumpyBackend()
     book = wave_book(T=30)
@@ -142,17 +144,22 @@ def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty
         env.perceive(h_tp1)
         acc.push(h_t, h_tp1, replay)
         flagged.append(be.download(acc.staged["flags"]).reshape(2, 3).sum(axis=1).tolist())
-    assert flagged == [[0, 0], [0, 0], [1, 1], [1, 1], [3, 3]]
+    assert flagged == [[0, 0], [0, 0], [1, 1], [1, 1], [3, 2]]
     assert be.download(env.arrays["episode"]).tolist() == [1, 1]
     assert be.download(acc.arrays["count"]).tolist() == [0, 0]  # the new episode starts empty
     done = be.download(acc.staged["out_done"]).reshape(2, 3)
     discount = be.download(acc.staged["out_discount"]).reshape(2, 3)
-    assert done.tolist() == [[1, 1, 1], [0, 0, 0]]
+    assert done[0].tolist() == [1, 1, 1] and done[1, :2].tolist() == [0, 0]
     g = np.float32(0.9)
     assert discount[0].tolist() == [np.float32(np.float32(g * g) * g), np.float32(g * g), g]
-    # every flushed row bootstraps from the new episode's first observation
+    assert discount[1, :2].tolist() == [np.float32(g * g), g]
+    next_state = be.download(acc.staged["out_h_tp1"]).reshape(2, 3, -1)
+    # env 0's rows may reach the new episode's first observation (done 1: never bootstrapped);
+    # env 1's bootstrap from the last state of its own episode, not from h_tp1
     np.testing.assert_array_equal(
-        be.download(acc.staged["out_h_tp1"]).reshape(2, 3, -1)[1],
-        np.tile(be.download(h_tp1).reshape(2, -1)[1], (3, 1)),
+        next_state[0], np.tile(be.download(h_tp1).reshape(2, -1)[0], (3, 1))
     )
-    assert int(replay.read_state()[0]) == 2 + 2 + 6
+    np.testing.assert_array_equal(
+        next_state[1, :2], np.tile(be.download(h_t).reshape(2, -1)[1], (2, 1))
+    )
+    assert int(replay.read_state()[0]) == 2 + 2 + 5

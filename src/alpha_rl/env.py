@@ -142,7 +142,7 @@ class DeviceBook:
 STATE_I32 = ("cursor", "pos", "trade_len", "episode")
 STATE_F32 = ("entry_px", "entry_mid", "peak_mid")
 OUT_F32 = ("reward_raw", "reward", "done", "fill_mid", "post_mid")
-OUT_U8 = ("opened", "closed")
+OUT_U8 = ("opened", "closed", "stored")
 OUT_I32 = ("prev_dir", "closed_dir", "eff_action")
 STATS = ("stat_trades", "stat_realised", "stat_available", "stat_duration")
 

@@ -3,7 +3,9 @@
 With `agent.n_step` = n > 1 the step pushes, instead of the one-step transition of every env, the
 n-step transitions that end this step: (h_s, a_s, R_s, h_{t+1}, gamma^k, done), R_s the
 discounted reward of the k <= n steps s .. t, cut at a trade close (done = 1) or where the env
-began a new episode, so a return never spans a close or a restart. The kernel (cuda/nstep.cu)
+began a new episode, so a return never spans a close or a restart; at an episode's end that
+closes nothing (a truncation) the returns end at t - 1 and bootstrap from h_t, the last state of
+their episode, and step t's own transition is dropped. The kernel (cuda/nstep.cu)
 stages them in rows b * n + j, and the replay's push takes those rows in order; the learner then
 bootstraps each with its own stored discount. HER's synthetic transitions stay one step (done = 1,
 discount gamma). With n = 1 none of this is allocated or launched: the step is exactly the

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from alpha_rl.errors import ReplayError
+from alpha_rl.kernels.per import HEAD
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.evaluate import Evaluator, sharpe
 from alpha_rl.pipeline.ledger import UNITS
@@ -16,7 +17,7 @@ from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
 from alpha_rl.session import open_session
 from alpha_rl.vocabulary import BASELINES, baseline_key, eval_key
-from tests.helpers import compose_train
+from tests.helpers import FX_LIKE, compose_train, write_fx_like
 
 TINY = ["backend=numpy", "debug=tiny"]
 
@@ -256,3 +257,37 @@ def test_a_log_point_refuses_a_batch_sampled_from_an_empty_replay() -> None:
         trainer.backend.write(trainer.replay.arrays["state"], state)
         with pytest.raises(ReplayError, match="sampled while the replay buffer was empty"):
             trainer.read_log_point()
+
+
+def test_a_file_run_with_sessions_bootstraps_no_row_from_another_episode(tmp_path) -> None:
+    """An hourly FX-like file (a session a week, the market shut at the weekend), 32 envs, 300
+    steps: each step's stored one-step rows are the envs with `stored`, in env order, each with
+    its done and the next state just observed; every row that bootstraps (done 0) has its next
+    state in its own episode, and an episode's last step that closes nothing (flat at a
+    session's end) is not stored."""
+    path = write_fx_like(tmp_path / "fx.csv", hours=2000)
+    over = [*FX_LIKE, f"market.path={path}", "env.num_envs=32", "her='off'"]
+    with trainer_for(over) as (trainer, _):
+        be, env, replay = trainer.backend, trainer.env, trainer.replay
+        H, N = env.obs_dim, replay.cfg.capacity
+        truncated = 0
+        for _ in range(300):
+            before = be.download(env.arrays["episode"]).copy()
+            head = int(replay.read_state()[HEAD])
+            trainer.step()
+            got = {k: be.download(env.arrays[k]) for k in ("stored", "done", "episode")}
+            envs = np.flatnonzero(got["stored"])
+            slots = (head + np.arange(envs.size)) % N
+            assert int(replay.read_state()[HEAD]) == head + envs.size
+            done = be.download(replay.arrays["s_done"])[slots]
+            np.testing.assert_array_equal(done, got["done"][envs])
+            stored_next = be.download(replay.arrays["s_h_tp1"]).reshape(N, H)[slots]
+            np.testing.assert_array_equal(
+                stored_next, be.download(trainer.h_tp1).reshape(-1, H)[envs]
+            )
+            bootstraps = envs[done == 0]
+            assert (got["episode"][bootstraps] == before[bootstraps]).all(), "another episode's"
+            ended = got["episode"] != before
+            assert (got["stored"][ended] == got["done"][ended]).all()  # a close at the end stays
+            truncated += int((ended & (got["done"] == 0)).sum())
+        assert truncated > 10, truncated

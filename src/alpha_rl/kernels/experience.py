@@ -44,6 +44,7 @@ ENV_STEP = STEM.kernel(
     *(Out(name, F32, "n") for name in ("reward_raw", "reward", "done")),
     Out("opened", np.uint8, "n"),
     Out("closed", np.uint8, "n"),
+    Out("stored", np.uint8, "n"),
     *(Out(name, I32, "n") for name in ("prev_dir", "closed_dir", "eff_action")),
     Out("fill_mid", F32, "n"),
     Out("post_mid", F32, "n"),

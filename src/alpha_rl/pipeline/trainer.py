@@ -145,8 +145,9 @@ class Trainer:
             hs.track(s)  # 6
         if self.nstep is not None:  # 7: the n-step transitions that end now
             self.nstep.push(self.h_t, self.h_tp1, replay, s)
-        else:  # 7: this step's one-step transitions
-            replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"], stream=s)
+        else:  # 7: this step's one-step transitions (not an episode's flat last: env's stored)
+            replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"],
+                        flags=a["stored"], stream=s)  # fmt: skip
         if hs is not None:
             hs.inject(self.h_t, s)  # 8
             hs.forward(self.h_t, s)  # 9

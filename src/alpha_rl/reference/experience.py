@@ -9,7 +9,8 @@ in short, for env b at tick t with position d and target position `target`:
     open (target != d, target != 0) at the touch of t:  entry_px = ask (long) / bid (short)
     c1 = target * (mid_{t+1} - ref) * lot_mult, ref = entry_px when just opened else mid_t
     c2 = -fee * lot * fills;  c3 = -kappa * |mid_{t+1} - mid_t| * lot_mult when flat after;
-    c4 = -lambda * lot while in a trade;  reward = (sum_c w_c rc_c) * scale;  done = closed.
+    c4 = -lambda * lot while in a trade;  reward = (sum_c w_c rc_c) * scale;  done = closed;
+    stored = 0 on an episode's last step that closes nothing (its next state is another episode's).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def _touch(bid_px: np.ndarray, ask_px: np.ndarray, t: np.ndarray, L: int):
 def experience_env_step(
     bid_px, ask_px, session_last, starts, action, aux_prob, isv,
     cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid,
-    rc, reward_raw, reward, done, opened, closed, prev_dir, closed_dir, eff_action,
+    rc, reward_raw, reward, done, opened, closed, stored, prev_dir, closed_dir, eff_action,
     fill_mid, post_mid, stat_trades, stat_realised, stat_available, stat_duration,
     n, T, L, lot, lot_mult, fee,
     w_idx, scale_idx, kappa_idx, lambda_idx, rho_idx, w_aux_idx, beta_scale_idx,
@@ -142,6 +143,7 @@ def experience_env_step(
     done[:n] = close.astype(F32)
     opened[:n] = open_
     closed[:n] = close
+    stored[:n] = ~(last & ~close)
     prev_dir[:n] = d
     closed_dir[:n] = np.where(close, d, 0)
     eff_action[:n] = np.where(target > 0, ACTION_LONG, np.where(target < 0, ACTION_SHORT, 0))

@@ -27,8 +27,10 @@ def nstep_accumulate(h_t, h_tp1, eff_action, reward, done, episode, ring_h, ring
     ra, rr = ring_action.reshape(n, B), ring_reward.reshape(n, B)
     for b in range(B):
         p, held = int(pos[b]), int(count[b]) + 1
-        boundary = done[b] != 0 or episode[b] != episode_seen[b]
-        emit = held if boundary else (1 if held == n else 0)
+        closed, restarted = done[b] != 0, episode[b] != episode_seen[b]
+        boundary = closed or restarted
+        cut = 1 if restarted and not closed else 0  # a truncation: returns end at t - 1, at h_t
+        emit = held - cut if boundary else (1 if held == n else 0)
         rh[p, b] = ht[b]
         ra[p, b], r_t = eff_action[b], F32(reward[b])
         for j in range(n):
@@ -36,13 +38,13 @@ def nstep_accumulate(h_t, h_tp1, eff_action, reward, done, episode, ring_h, ring
             flags[row] = 1 if j < emit else 0
             if j >= emit:
                 continue
-            steps, first = held - j, (p - held + 1 + j) % n
-            ret, discount = r_t, F32(1)
-            for i in range(steps - 2, -1, -1):  # the rewards before t, newest first
-                ret = F32(rr[(p - (steps - 1 - i)) % n, b] + F32(gamma * ret))
+            steps, first = held - j - cut, (p - held + 1 + j) % n
+            ret, discount = (F32(rr[(p - 1) % n, b]) if cut else r_t), F32(1)
+            for i in range(steps - 2, -1, -1):  # the earlier rewards, newest first
+                ret = F32(rr[(p - cut - (steps - 1 - i)) % n, b] + F32(gamma * ret))
             for _ in range(steps):
                 discount = F32(discount * gamma)
-            oh_t[row], oh_tp1[row] = rh[first, b], htp1[b]
+            oh_t[row], oh_tp1[row] = rh[first, b], (ht[b] if cut else htp1[b])
             out_action[row], out_reward[row] = ra[first, b], ret
             out_done[row], out_discount[row] = done[b], discount
         rr[p, b] = r_t
