@@ -19,15 +19,17 @@ FLAT, LONG, SHORT = 0, 1, 2
 TICK = 0.25
 
 
-def wave_book(T: int = 60, L: int = 2) -> Book:
-    """Mid rises one tick per step for T/2 ticks, then falls; spread one tick."""
+def wave_book(T: int = 60, L: int = 2, breaks: tuple[int, ...] = ()) -> Book:
+    """Mid rises one tick per step for T/2 ticks, then falls; spread one tick; a session begins
+    at each tick of `breaks`."""
     half = T // 2
     mid_ticks = np.concatenate([np.arange(half), half - np.arange(T - half)]) + 400
     bid0 = (mid_ticks - 0.5) * TICK
     ask0 = bid0 + TICK
     sizes = np.full((T, L), 3.0)
     levels = np.arange(L) * TICK
-    return Book(bid0[:, None] - levels, ask0[:, None] + levels, sizes, sizes.copy(), TICK, "waves")
+    return Book(bid0[:, None] - levels, ask0[:, None] + levels, sizes, sizes.copy(), TICK, "waves",
+                breaks=list(breaks))  # fmt: skip
 
 
 def build(backend: Backend, book: Book, overrides: list[str], seed: int = 0):

@@ -12,11 +12,12 @@ from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import nstep
+from alpha_rl.kernels.per import HEAD
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.nstep import NStep, allocate
+from alpha_rl.nstep import NStep, OneStep, allocate
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.replay import Replay, ReplayConfig
-from tests.her_scenarios import LONG, build, wave_book
+from tests.her_scenarios import FLAT, LONG, build, wave_book
 from tests.pipeline.test_run import history, job, theta
 
 B, H, N, GAMMA = 2, 2, 3, 0.5
@@ -89,6 +90,77 @@ def check_ledger(backend: Backend) -> None:
 
 def test_the_n_step_ledger_across_a_close_and_an_episode_end() -> None:
     check_ledger(NumpyBackend())
+
+
+def check_break_ledger(backend: Backend, n: int) -> None:
+    """A session break at tick 15 and two envs from tick 9; step k acts at tick 9 + k, and step
+    4 (tick 13, whose next tick ends the session) is the episode's last. Env 0 opens a long and
+    holds it: the forced close there is terminal (done 1) and stored. Env 1 stays flat: its last
+    step is a truncation, never stored, and no row of it bootstraps from the next episode.
+    Every row the replay holds after the five steps, in push order, by hand: (h_t, next state,
+    action, return, done, discount)."""
+    book = wave_book(T=30, breaks=(15,))
+    env, _, _, runtime, isv = build(backend, book, ["env.num_envs=2", "her='off'"])
+    replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, 32), env.obs_dim, runtime, 0, 2 * n,
+                    isv, discounts=n > 1)  # fmt: skip
+    push = NStep(n, 0.9, env, runtime) if n > 1 else OneStep(env)
+    env.reset(np.array([9, 9]))
+    H, down = env.obs_dim, backend.download
+    h_t, h_tp1 = backend.zeros(2 * H, np.float32), backend.zeros(2 * H, np.float32)
+    seen: dict[str, list] = {"h_t": [], "h_tp1": [], "eff_action": [], "reward": [], "done": []}
+    for _ in range(5):
+        env.perceive(h_t)
+        env.step(backend.upload(np.array([LONG, FLAT], np.int32)))
+        env.perceive(h_tp1)
+        push.push(h_t, h_tp1, replay)
+        seen["h_t"].append(down(h_t).reshape(2, H).copy())
+        seen["h_tp1"].append(down(h_tp1).reshape(2, H).copy())
+        for k in ("eff_action", "reward", "done"):
+            seen[k].append(down(env.arrays[k]).copy())
+    obs, nxt, act, rew, done = (np.array(seen[k]) for k in seen)  # [step, env, ...]
+    assert done.tolist() == [[0, 0]] * 4 + [[1, 0]], "env 0's close at the last step only"
+    assert down(env.arrays["episode"]).tolist() == [1, 1] and down(env.arrays["stored"])[1] == 0
+    g = np.float32(0.9)
+
+    def row(b: int, s: int, last: int, to: np.ndarray) -> tuple:
+        """Env b's return of steps s..last (Horner from the newest), bootstrapping from `to`."""
+        ret = rew[last, b]
+        for i in range(last - 1, s - 1, -1):
+            ret = np.float32(rew[i, b] + np.float32(g * ret))
+        discount = np.float32(1)
+        for _ in range(last - s + 1):
+            discount = np.float32(discount * g)
+        ends = float(done[last, b])
+        return obs[s, b].tolist(), to.tolist(), int(act[s, b]), float(ret), ends, float(discount)
+
+    if n == 1:  # each step's row for each env but env 1's truncation; one step, discount gamma
+        want = [row(b, k, k, nxt[k, b]) for k in range(4) for b in (0, 1)]
+        want.append(row(0, 4, 4, nxt[4, 0]))
+        for k in range(4):  # a row that bootstraps does so from its own episode's next state
+            np.testing.assert_array_equal(nxt[k], obs[k + 1])
+    else:  # n = 3: full windows at steps 2 and 3; at step 4 env 0's close ends its last three
+        # (done 1), env 1's truncation ends its steps 2 and 3 at h_4 (done 0) and drops step 4
+        want = [row(b, k - 2, k, nxt[k, b]) for k in (2, 3) for b in (0, 1)]
+        want += [row(0, s, 4, nxt[4, 0]) for s in (2, 3, 4)]
+        want += [row(1, s, 3, obs[4, 1]) for s in (2, 3)]
+    a, filled = replay.arrays, int(replay.read_state()[HEAD])
+    assert filled == len(want)
+    stored = {k: down(v) for k, v in a.items() if k.startswith("s_")}
+    states = stored["s_h_t"].reshape(-1, H), stored["s_h_tp1"].reshape(-1, H)
+    discounts = stored["s_discount"] if n > 1 else np.full(filled, g)
+    got = [(states[0][i].tolist(), states[1][i].tolist(), int(stored["s_action"][i]),
+            float(stored["s_reward"][i]), float(stored["s_done"][i]), float(discounts[i]))
+           for i in range(filled)]  # fmt: skip
+    assert "s_discount" in a if n > 1 else "s_discount" not in a  # n = 1: the learner's gamma
+    for i, (have, expect) in enumerate(zip(got, want, strict=True)):
+        assert have == expect, f"n = {n}, row {i}"
+    if n > 1:
+        assert down(push.arrays["count"]).tolist() == [0, 0]  # the next episodes start empty
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_session_break_ends_each_row_in_its_own_session_by_hand(n: int) -> None:
+    check_break_ledger(NumpyBackend(), n)
 
 
 @pytest.mark.slow

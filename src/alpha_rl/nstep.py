@@ -8,8 +8,8 @@ closes nothing (a truncation) the returns end at t - 1 and bootstrap from h_t, t
 their episode, and step t's own transition is dropped. The kernel (cuda/nstep.cu)
 stages them in rows b * n + j, and the replay's push takes those rows in order; the learner then
 bootstraps each with its own stored discount. HER's synthetic transitions stay one step (done = 1,
-discount gamma). With n = 1 none of this is allocated or launched: the step is exactly the
-one-step one.
+discount gamma). With n = 1 none of this is allocated or launched: `OneStep` pushes every env's
+transition of the step except a truncation's (the env's `stored`), with the same boundary.
 """
 
 from __future__ import annotations
@@ -48,6 +48,22 @@ def allocate(be: Backend, B: int, H: int, n: int) -> tuple[dict[str, Any], dict[
         "out_discount": be.zeros(B * n, F32),
     }
     return state, staged
+
+
+class OneStep:
+    """n = 1: every env's transition of this step into the replay as it is, except an episode's
+    last step that closes nothing (the env's `stored` is 0 there: its next observation is the
+    next episode's first, so it has no next state of its own to bootstrap from)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.arrays: dict[str, Any] = {}  # nothing carried between steps (a checkpoint's part)
+
+    def push(self, h_t: Any, h_tp1: Any, replay: Replay, stream: Any = None) -> None:
+        """Step t's stored transitions (after the env step and the observation of t + 1)."""
+        a = self.env.arrays
+        replay.push(h_t, h_tp1, a["eff_action"], a["reward"], a["done"], flags=a["stored"],
+                    stream=stream)  # fmt: skip
 
 
 class NStep:

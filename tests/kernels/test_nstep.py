@@ -9,13 +9,18 @@ import pytest
 from alpha_rl.kernels import nstep
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.nstep import allocate
-from tests.test_nstep import check_ledger
+from tests.test_nstep import check_break_ledger, check_ledger
 
 pytestmark = pytest.mark.gpu
 
 
 def test_the_n_step_ledger_on_the_gpu(cuda_backend) -> None:
     check_ledger(cuda_backend)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_session_break_ledger_on_the_gpu(cuda_backend, n: int) -> None:
+    check_break_ledger(cuda_backend, n)
 
 
 @pytest.mark.parametrize(("B", "H", "n"), [(1, 5, 2), (33, 32, 3), (5000, 32, 5), (300, 39, 8)])

@@ -9,6 +9,7 @@ import pytest
 
 from alpha_rl.errors import ReplayError
 from alpha_rl.kernels.per import HEAD
+from alpha_rl.nstep import OneStep
 from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.evaluate import Evaluator, sharpe
 from alpha_rl.pipeline.ledger import UNITS
@@ -72,7 +73,7 @@ def test_n_step_pushes_the_accumulated_transitions_instead_of_the_one_step_ones(
         order = record_launches(trainer.session.runtime)
         trainer.step()
         B = trainer.env.num_envs
-        staged = trainer.backend.download(trainer.nstep.staged["flags"])
+        staged = trainer.backend.download(trainer.transitions.staged["flags"])
         head = int(trainer.replay.read_state()[0])
     pos = {name: order.index(name) for name in ("perception_observe", "nstep_accumulate",
                                                 "per_push", "her_inject")}  # fmt: skip
@@ -81,7 +82,8 @@ def test_n_step_pushes_the_accumulated_transitions_instead_of_the_one_step_ones(
     # the first step emits only where a trade closed or an episode began: fewer than B rows
     assert staged.size == 3 * B and head - trainer.hindsight.totals()["backward"] < B
     with trainer_for(["agent.learn_start=0"]) as (one_step, _):
-        assert one_step.nstep is None and "s_discount" not in one_step.replay.arrays
+        assert isinstance(one_step.transitions, OneStep)
+        assert "s_discount" not in one_step.replay.arrays
 
 
 def test_later_steps_take_h_t_from_the_last_h_tp1_and_a_restore_observes_afresh() -> None:

@@ -32,7 +32,7 @@ from alpha_rl.kernels import aux, experience, mlp, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
-from alpha_rl.nstep import NStep
+from alpha_rl.nstep import NStep, OneStep
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
@@ -58,7 +58,8 @@ class Trainer:
         B, H = self.env.num_envs, self.env.obs_dim
         n_step = plan.agent.n_step
         self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv, discounts=n_step > 1)
-        self.nstep = NStep(n_step, plan.agent.gamma, self.env, rt) if n_step > 1 else None
+        self.transitions = (NStep(n_step, plan.agent.gamma, self.env, rt) if n_step > 1
+                            else OneStep(self.env))  # fmt: skip
         self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed,
                                plan.alpha)  # fmt: skip
         self.controller = None
@@ -143,11 +144,7 @@ class Trainer:
         # --- replay and hindsight ---
         if hs is not None:
             hs.track(s)  # 6
-        if self.nstep is not None:  # 7: the n-step transitions that end now
-            self.nstep.push(self.h_t, self.h_tp1, replay, s)
-        else:  # 7: this step's one-step transitions (not an episode's flat last: env's stored)
-            replay.push(self.h_t, self.h_tp1, a["eff_action"], a["reward"], a["done"],
-                        flags=a["stored"], stream=s)  # fmt: skip
+        self.transitions.push(self.h_t, self.h_tp1, replay, s)  # 7: those that end now
         if hs is not None:
             hs.inject(self.h_t, s)  # 8
             hs.forward(self.h_t, s)  # 9
@@ -314,7 +311,7 @@ class Trainer:
         named structure (env, learner state, HER, and the replay when it is saved) and the ISV."""
         parts = {"env": self.env.arrays, "learner": self.learner.state.arrays(),
                  "her": self.hindsight.arrays if self.hindsight is not None else {},
-                 "nstep": self.nstep.arrays if self.nstep is not None else {},
+                 "nstep": self.transitions.arrays,
                  "alpha": self.learner.alpha.arrays() if self.learner.alpha is not None else {},
                  "replay": self.replay.arrays if with_replay else {}}  # fmt: skip
         out = {f"{part}.{k}": v for part, arrays in parts.items() for k, v in arrays.items()}
