@@ -7,7 +7,7 @@ backend and its CUDA context are released when the session closes, whatever happ
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,17 +64,45 @@ def cubin_dir(cfg: DictConfig) -> Path:
 def open_session(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> Iterator[Session]:
     """Validate `cfg`, open its backend and its kernel runtime, and upload the ISV (the parts
     bind the kernels they launch)."""
-    layout = layout_from_config(cfg, choices)
-    defines = build_defines(cfg)
-    cubins = cubin_dir(cfg)
+    with open_sessions([(cfg, choices)]) as (session,):
+        yield session
+
+
+@contextmanager
+def open_sessions(
+    jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]],
+) -> Iterator[list[Session]]:
+    """One session per (cfg, choices) of `jobs`, all on one backend (one CUDA context): each
+    with its own ISV and kernel runtime, so the runs share nothing on the device but the
+    context, and each can run on its own stream beside the others. Every job is validated
+    before the backend opens; the jobs must name the same `backend.name` and `backend.device`."""
+    if not jobs:
+        raise ValueError("open_sessions needs at least one job")
+    first = jobs[0][0]
+    for i, (cfg, _) in enumerate(jobs[1:], 1):
+        for key in ("name", "device"):
+            if cfg.backend.get(key) != first.backend.get(key):
+                raise ConfigError(
+                    f"backend.{key}: job {i} has {cfg.backend.get(key)!r} and job 0 "
+                    f"{first.backend.get(key)!r}; jobs that share a process share one backend "
+                    "(run them in separate processes, or give them the same backend)"
+                )
+    layouts = [layout_from_config(cfg, choices) for cfg, choices in jobs]
+    defines = [build_defines(cfg) for cfg, _ in jobs]
+    cubins = [cubin_dir(cfg) for cfg, _ in jobs]
+
+    def problems(arch: str) -> list[str]:
+        found = (p for d, c in zip(defines, cubins, strict=True) for p in stale_cubins(c, d, arch))
+        return list(dict.fromkeys(found))  # each once, however many jobs share a variant
+
     backend, reason = open_backend(
-        cfg.backend.name,
-        cubin_problems=lambda arch: stale_cubins(cubins, defines, arch),
-        device=cfg.backend.device,
+        first.backend.name, cubin_problems=problems, device=first.backend.device
     )
     try:
-        runtime = KernelRuntime(backend, defines, cubin_dir=cubins)
-        isv = DeviceIsv(layout, backend)
-        yield Session(cfg, backend, reason, runtime, isv)
+        sessions = []
+        for (cfg, _), layout, d, c in zip(jobs, layouts, defines, cubins, strict=True):
+            runtime = KernelRuntime(backend, d, cubin_dir=c)
+            sessions.append(Session(cfg, backend, reason, runtime, DeviceIsv(layout, backend)))
+        yield sessions
     finally:
         backend.close()
