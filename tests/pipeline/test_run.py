@@ -123,7 +123,7 @@ def test_a_bad_config_fails_before_anything_is_allocated(tmp_path, monkeypatch) 
         raise AssertionError("the market or the backend was touched before the config check")
 
     monkeypatch.setattr(pipeline_run, "market_and_config", touched)
-    monkeypatch.setattr(pipeline_run, "open_session", touched)
+    monkeypatch.setattr(pipeline_run, "open_sessions", touched)
     with pytest.raises(ConfigError, match=r"eval\.num_envs"):
         job(tmp_path, ["eval.num_envs=0"])
     with pytest.raises(ConfigError, match=r"replay\.capacity_log2"):

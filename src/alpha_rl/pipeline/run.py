@@ -19,7 +19,7 @@ import os
 import shlex
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,7 +64,7 @@ from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.replay import ReplayConfig
-from alpha_rl.session import Session, open_session
+from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
 from alpha_rl.tracking.system import SystemMetrics
@@ -110,6 +110,76 @@ class Outcome:
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
     """Run the job `cfg` describes; see the module docstring for what happens on failure."""
+    (result,) = run_jobs([(cfg, job)])
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception]:
+    """Run `jobs` in this process as one pack: every job's run on one backend (one CUDA
+    context), each its own trainer, stream, run directory, MLflow run, checkpoints and outcome.
+    The pack steps every run once, then again: each run's launches queue on its own stream, so
+    the device runs them side by side, and each run is bit for bit what it is alone.
+
+    A job that fails (a bad config, a diverging run, an error of its own) ends as it would alone
+    and its result is the Outcome or the exception; the other jobs go on. A stop signal stops
+    them all, each with its checkpoint. In a pack of more than one job a cluster's requeue
+    signal stops the runs like SIGTERM (the requeue is a single job's)."""
+    results: list[Outcome | Exception | None] = [None] * len(jobs)
+    requeue = len(jobs) == 1 and checkpoint.checkpoint_config(jobs[0][0]).requeue
+    with StopSignals(requeue) as stop:
+        live: dict[int, Generator] = {}
+        asks = {}
+        try:
+            for i, (cfg, job) in enumerate(jobs):
+                run = _job_steps(cfg, job, stop)
+                try:
+                    asks[i] = next(run)  # its config, ready for a session
+                    live[i] = run
+                except Exception as exc:
+                    results[i] = exc
+            if live:
+                with open_sessions([asks[i] for i in live]) as sessions:
+                    try:
+                        _drive(live, dict(zip(live, sessions, strict=True)), results)
+                    finally:
+                        for run in live.values():  # any still open: ended before the backend
+                            run.close()
+        finally:
+            for run in live.values():
+                run.close()
+    return results  # type: ignore[return-value]
+
+
+def _drive(live: dict[int, Generator], sessions: dict[int, Session],
+           results: list[Outcome | Exception | None]) -> None:  # fmt: skip
+    """Advance every live run a step at a time, round robin, until each has returned its
+    Outcome or raised; a run that raises leaves the pack with its exception as its result."""
+
+    def advance(i: int, sent: Session | None = None) -> None:
+        try:
+            live[i].send(sent)
+        except StopIteration as done:
+            results[i] = done.value
+            del live[i]
+        except Exception as exc:
+            if len(results) > 1:
+                log.error("run %d of the pack stopped: %s; the others go on", i, exc)
+            results[i] = exc
+            del live[i]
+
+    for i, session in sessions.items():
+        advance(i, session)  # builds its trainer and takes its first step
+    while live:
+        for i in list(live):
+            advance(i)
+
+
+def _job_steps(cfg: DictConfig, job: Job,
+               stop: StopSignals) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+    """One job as a generator: it yields its scaled config and choices once (send it its
+    session), then after every step; it returns the job's Outcome."""
     if job.gpu is not None and job.gpu.ordinal is not None:
         cfg = cfg.copy()
         with open_dict(cfg):
@@ -122,15 +192,16 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
         plan = dataclasses.replace(plan, run=dataclasses.replace(plan.run, resume=job.output_dir))
     run_dir = job.output_dir if plan.run.resume is None else resume_dir(plan.run.resume)
     with owner.owned(run_dir) as run_dir:  # nothing of ours is written before this
-        outcome = _owned_job(cfg, job, plan, saving, tracking, run_dir)
+        outcome = yield from _owned_job(cfg, job, plan, saving, tracking, run_dir, stop)
     if outcome.stopped_by is not None and checkpoint.saved(run_dir):
         outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
     return outcome
 
 
 def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.CheckpointConfig,
-               tracking: TrackingConfig, run_dir: Path) -> Outcome:  # fmt: skip
-    """run_job in the run directory it owns."""
+               tracking: TrackingConfig, run_dir: Path,
+               stop: StopSignals) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+    """_job_steps in the run directory it owns."""
     meta = None
     if plan.run.resume is not None:
         meta = checkpoint.read_meta(run_dir)
@@ -146,42 +217,44 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
             log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
                      IDENTITY_FILE)  # fmt: skip
         identity = write_identity(run_dir, plan.run.seed, digest)
-    with StopSignals(saving.requeue) as stop, open_session(scaled, job.choices) as session:
-        log.info("%s", session.isv.layout.table())
-        units = money_units(session.cfg)
-        log.info("money: %s; rewards: %s", units["units.pnl"], units["units.reward"])
-        log_beta_anneal(cfg, plan)
-        trainer = Trainer(session, market.train, plan)
-        evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
-        resume_id = None
-        if meta is not None:
-            meta = checkpoint.restore(run_dir, trainer)
-            resume_id = previous_run_id(run_dir)
-            check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
-                                 run_id=resume_id, checkpoint_id=meta.get("identity"))  # fmt: skip
-            keep_diag_until(run_dir / DIAG_FILE, trainer.t)
-            log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
-        parent = parent_run_for(job.sweep_dir, tracking) if job.sweep_dir else None
-        tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
-                               parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
-        owner.set_run_id(run_dir, tracker.run_id)
-        set_identity_run(run_dir, identity, tracker.run_id)
-        if meta is None:
-            describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
-            if cfg.search.trial is not None:
-                tracker.set_tags(search_tags(cfg))
-        tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
-                          RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
-        summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps,
-                          title=curves_title(cfg, job.choices, run_dir))  # fmt: skip
-        saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving,
-                      identity["id"])  # fmt: skip
-        system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
-        try:
-            outcome = _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
-        finally:
-            system.stop()
-            trainer.close()
+    session = yield scaled, job.choices
+    if session is None:
+        raise RuntimeError("a job's steps are sent the session of its config first")
+    log.info("%s", session.isv.layout.table())
+    units = money_units(session.cfg)
+    log.info("money: %s; rewards: %s", units["units.pnl"], units["units.reward"])
+    log_beta_anneal(cfg, plan)
+    trainer = Trainer(session, market.train, plan)
+    evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+    resume_id = None
+    if meta is not None:
+        meta = checkpoint.restore(run_dir, trainer)
+        resume_id = previous_run_id(run_dir)
+        check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
+                             run_id=resume_id, checkpoint_id=meta.get("identity"))  # fmt: skip
+        keep_diag_until(run_dir / DIAG_FILE, trainer.t)
+        log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
+    parent = parent_run_for(job.sweep_dir, tracking) if job.sweep_dir else None
+    tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
+                           parent_run_id=parent, resume_run_id=resume_id)  # fmt: skip
+    owner.set_run_id(run_dir, tracker.run_id)
+    set_identity_run(run_dir, identity, tracker.run_id)
+    if meta is None:
+        describe_run(tracker, session, cfg, job, plan, market, evaluator.probe.digest)
+        if cfg.search.trial is not None:
+            tracker.set_tags(search_tags(cfg))
+    tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+                      RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
+    summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps,
+                      title=curves_title(cfg, job.choices, run_dir))  # fmt: skip
+    saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving,
+                  identity["id"])  # fmt: skip
+    system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
+    try:
+        outcome = yield from _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
+    finally:
+        system.stop()
+        trainer.close()
     set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
     return outcome
 
@@ -275,9 +348,10 @@ def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
 
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
-          saver: Saver, stop: StopSignals, system: SystemMetrics) -> Outcome:  # fmt: skip
+          saver: Saver, stop: StopSignals,
+          system: SystemMetrics) -> Generator[None, Any, Outcome]:  # fmt: skip
     """Steps until `steps` (or a stop signal), with log points, evaluations, audits and
-    checkpoints; the system metrics stop before the run ends."""
+    checkpoints, yielding after each; the system metrics stop before the run ends."""
     run, run_dir = plan.run, saver.run_dir
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
@@ -305,6 +379,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 if t == run.steps and saver.missing_final():
                     tracker.set_tags(saver.missing_final())
             progress.update(t, metrics)
+            yield  # the pack's other runs take their step
         if stop.requested:
             status, reason = _stopped(trainer, tracker, saver, stop)
     except DivergenceError as exc:
