@@ -3,6 +3,7 @@ conf/train.yaml: one job, trained, tracked and reported."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import sys
@@ -19,7 +20,7 @@ from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.keys import check_command_line, command_line_overrides
 from alpha_rl.pipeline.owner import RunDirError
-from alpha_rl.pipeline.run import Job, Outcome, run_job, search_tags
+from alpha_rl.pipeline.run import Job, Outcome, run_job, run_jobs, search_tags
 from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.links import open_line
@@ -75,52 +76,98 @@ def run(cfg: DictConfig) -> float:
     stopped by SIGTERM or SIGINT exits 143 or 130 after saying how to resume it; in a sweep the
     stop ends the sweep, its parent run KILLED."""
     hc = HydraConfig.get()
+    job = job_of(hc)
     try:
         launcher = str(hc.launcher.get("_target_", ""))
-        with gpu_slot(launcher, sweep_dir_of(hc), hc.launcher.get("slots_dir")) as gpu:
-            job = job_of(hc, gpu)
+        with gpu_slot(launcher, job.sweep_dir, hc.launcher.get("slots_dir")) as gpu:
+            job = dataclasses.replace(job, gpu=gpu)
             outcome = run_job(cfg, job)
     except StoppedAtOnce:  # a second Ctrl-C; a first one before the run's loop is train.py's
         log.error("stopped at once; the last checkpoint written stays valid")
         sys.exit(130)
     except (AlphaRlError, OmegaConfBaseException) as exc:  # the latter: a ${...} that fails
-        if isinstance(exc, OmegaConfBaseException):
-            exc = ConfigError(f"the config cannot be resolved: {exc}".replace("\n", "; "))
-        log.error("%s", exc)
-        sweep_dir = sweep_dir_of(hc)
-        if sweep_dir is None:
+        refused = refuse(cfg, job, exc)
+        if job.sweep_dir is None:
             sys.exit(2)
-        overrides = list(OmegaConf.to_container(hc.overrides.task, resolve=False))
         if cfg.search.trial is not None:  # the search records the trial as failed, goes on
-            run_id = record_failed_run(sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
-                                       f"{cfg.search.study}_trial{cfg.search.trial}", overrides,
-                                       search_tags(cfg), exc)  # fmt: skip
-            if run_id is not None and not isinstance(exc, RunDirError):  # not another's dir
-                write_json(Path(hc.runtime.output_dir) / "tracking.json", {"run_id": run_id})
-            raise exc from None
-        record_failed_job(sweep_dir, Path(hc.runtime.output_dir), overrides, exc)
-        log.error("this job of the sweep did not start; the other jobs go on")
+            raise refused from None
         return math.nan
     report(outcome, cfg)
     if outcome.stopped_by is not None:
-        stopped(outcome, cfg, job.sweep_dir)
+        stopped([outcome], cfg, job.sweep_dir)
     if outcome.status != "FINISHED" and job.sweep_dir is None:
         sys.exit(1)  # in a sweep the other jobs go on: a failed run is a result too
     return outcome.objective if outcome.status == "FINISHED" else math.nan
 
 
-def stopped(outcome: Outcome, cfg: DictConfig, sweep_dir: Path | None) -> None:
-    """Say how to continue a run a signal stopped, end its sweep's parent KILLED, and exit with
-    the signal's status (128 + its number)."""
-    if outcome.resume_command:
-        log.warning("to continue it: %s", outcome.resume_command)
-    else:
-        log.warning("it stopped before its first checkpoint: run it again to start over")
+def refuse(cfg: DictConfig, job: Job, exc: Exception) -> Exception:
+    """A job refused with a user-caused error: say it and, in a multirun, record it (a search's
+    trial as a FAILED run, any other job in <sweep dir>/failed_jobs.jsonl). The error, as a
+    ConfigError when the config could not be resolved."""
+    if isinstance(exc, OmegaConfBaseException):
+        exc = ConfigError(f"the config cannot be resolved: {exc}".replace("\n", "; "))
+    log.error("%s", exc)
+    if job.sweep_dir is None:
+        return exc
+    overrides = list(job.overrides)
+    if cfg.search.trial is not None:
+        run_id = record_failed_run(job.sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
+                                   f"{cfg.search.study}_trial{cfg.search.trial}", overrides,
+                                   search_tags(cfg), exc)  # fmt: skip
+        if run_id is not None and not isinstance(exc, RunDirError):  # not another's dir
+            write_json(job.output_dir / "tracking.json", {"run_id": run_id})
+        return exc
+    record_failed_job(job.sweep_dir, job.output_dir, overrides, exc)
+    log.error("this job of the sweep did not start; the other jobs go on")
+    return exc
+
+
+def run_pack(jobs: list[tuple[DictConfig, Job]]) -> list[float | Exception]:
+    """The jobs of one pack of a multirun (hydra/launcher=packed), run in this process as one
+    (pipeline/run.py, run_jobs), each reported as `run` reports a job of a sweep: per job, the
+    objective (NaN unless it finished), or the error that the launcher marks the job FAILED with
+    (a search's failed trial, an unexpected error). A stop signal stops every run of the pack
+    with its checkpoint, then ends the sweep as `run` does."""
+    try:
+        results = run_jobs(jobs)
+    except StoppedAtOnce:
+        log.error("stopped at once; the last checkpoints written stay valid")
+        sys.exit(130)
+    values: list[float | Exception] = []
+    halted = []
+    for (cfg, job), result in zip(jobs, results, strict=True):
+        if isinstance(result, (AlphaRlError, OmegaConfBaseException)):
+            refused = refuse(cfg, job, result)
+            values.append(refused if cfg.search.trial is not None else math.nan)
+        elif isinstance(result, Exception):
+            log.error("job %s of the pack failed: %s: %s", job.output_dir,
+                      type(result).__name__, result)  # fmt: skip
+            values.append(result)
+        else:
+            report(result, cfg)
+            if result.stopped_by is not None:
+                halted.append(result)
+            values.append(result.objective if result.status == "FINISHED" else math.nan)
+    if halted:
+        stopped(halted, jobs[0][0], jobs[0][1].sweep_dir)
+    return values
+
+
+def stopped(outcomes: list[Outcome], cfg: DictConfig, sweep_dir: Path | None) -> None:
+    """Say how to continue each run a signal stopped, end its sweep's parent KILLED, and exit
+    with the signal's status (128 + its number)."""
+    for outcome in outcomes:
+        it = "it" if len(outcomes) == 1 else str(outcome.run_dir)  # a pack names each run
+        if outcome.resume_command:
+            log.warning("to continue %s: %s", it, outcome.resume_command)
+        else:
+            log.warning("%s stopped before its first checkpoint: run it again to start over",
+                        it)  # fmt: skip
     if sweep_dir is not None:
         stop_parent(sweep_dir, TrackingConfig.from_cfg(cfg.tracking),
-                    f"a job was stopped: {outcome.reason}")  # fmt: skip
+                    f"a job was stopped: {outcomes[0].reason}")  # fmt: skip
         log.warning("the sweep stops here; its parent run ends KILLED")
-    sys.exit(128 + outcome.stopped_by)
+    sys.exit(128 + int(outcomes[0].stopped_by or 0))
 
 
 def start() -> None:

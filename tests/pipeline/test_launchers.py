@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
+from alpha_rl.errors import ConfigError
 from alpha_rl.launch import LAUNCHER, NO_GPU, GpuSlot, gpu_slot, slots_dir_of, visible_gpus
 from hydra_plugins.alpha_rl_launcher.local_gpus import LocalGpusLauncher
+from hydra_plugins.alpha_rl_launcher.packed import PackedLauncher
 from tests.pipeline.test_cli import nested_sweep_runs, train
 
 SWEEP = ["-m", "experiment=her_ablation", "steps=60", "hydra.sweep.dir=multirun/sweep"]
@@ -125,3 +128,34 @@ def test_two_sweeps_started_together_never_share_a_gpu(
                       if r.data.tags["gpu_slot"] == gpu)  # fmt: skip
         for (_, end), (start, _) in itertools.pairwise(held):
             assert end <= start, f"two runs held GPU {gpu} at once"
+
+
+def l_q_by_job(tmp_path: Path) -> dict[tuple[str, str], list]:
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    out = {}
+    for run in nested_sweep_runs(tmp_path):
+        points = client.get_metric_history(run.info.run_id, "loss/l_q")
+        out[run.data.tags["her"], run.data.tags["seed"]] = sorted((p.step, p.value) for p in points)
+    return out
+
+
+@pytest.mark.slow
+def test_a_packed_sweep_gives_each_job_its_own_run_as_the_basic_launcher_does(
+    tmp_path: Path,
+) -> None:
+    """her_ablation's four jobs in packs of at most 3 (two packs: HER on and off share the
+    first): the same nested runs, each with the l_q history of the same job under the basic
+    launcher."""
+    packed, basic = tmp_path / "packed", tmp_path / "basic"
+    packed.mkdir(), basic.mkdir()
+    done = train(packed, *SWEEP, "hydra/launcher=packed", "hydra.launcher.agents=3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "4 jobs in 2 pack(s) of at most 3 runs" in done.stdout + done.stderr
+    assert train(basic, *SWEEP).returncode == 0
+    got, want = l_q_by_job(packed), l_q_by_job(basic)
+    assert got == want and all(len(v) == 10 for v in got.values())
+
+
+def test_a_pack_of_no_runs_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"hydra\.launcher\.agents=0"):
+        PackedLauncher(agents=0)

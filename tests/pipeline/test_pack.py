@@ -13,8 +13,10 @@ import pytest
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.pack import open_pack
+from alpha_rl.pipeline.run import Job, run_jobs
 from alpha_rl.session import open_sessions
-from tests.helpers import compose_train
+from tests.helpers import compose_train, seeded_store
+from tests.pipeline.test_run import ANNEAL, history, job, theta
 from tests.pipeline.test_trainer import trainer_for
 
 TINY = ["backend=numpy", "debug=tiny"]
@@ -74,3 +76,58 @@ def test_each_agent_of_a_pack_is_its_run_alone_on_the_gpu(built_cubins: Path) ->
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
                           text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def packed_jobs(tmp_path: Path, agents: list[list[str]], base: list[str] = TINY) -> list:
+    """run_jobs over one pack of `agents` (numpy, debug=tiny, tracked into tmp_path/mlflow.db),
+    each in tmp_path/pack<i>."""
+    uri = seeded_store(tmp_path / "mlflow.db")
+    jobs = []
+    for i, agent in enumerate(agents):
+        cfg, choices = compose_train([*base, f"tracking.uri={uri}", *agent])
+        jobs.append((cfg, Job(tmp_path / f"pack{i}", choices)))
+    return run_jobs(jobs)
+
+
+def test_a_packed_run_is_its_run_alone_history_and_parameters(tmp_path: Path) -> None:
+    """Three jobs run as one pack: each its own FINISHED MLflow run and directory, with the l_q
+    history and final parameters of the same job run alone."""
+    packed = packed_jobs(tmp_path, AGENTS)
+    assert [o.status for o in packed] == ["FINISHED"] * 3
+    assert len({o.run_id for o in packed}) == 3
+    for i, agent in enumerate(AGENTS):
+        alone = job(tmp_path, agent, f"alone{i}")
+        assert history(tmp_path, packed[i].run_id, "loss/l_q") == history(
+            tmp_path, alone.run_id, "loss/l_q"
+        )
+        np.testing.assert_array_equal(theta(packed[i].run_dir), theta(alone.run_dir))
+    assert history(tmp_path, packed[0].run_id, "loss/l_q") != history(
+        tmp_path, packed[1].run_id, "loss/l_q"
+    )
+
+
+def test_one_diverging_agent_fails_alone_and_the_pack_finishes(tmp_path: Path) -> None:
+    """A pack of a run that diverges, one with a bad config and a good one: the first ends FAILED
+    with its reason, the second is refused with its ConfigError, the third finishes as it does
+    alone."""
+    diverging = ["seed=1", "agent.lr=1e30", "agent.grad_clip=0"]
+    out = packed_jobs(tmp_path, [diverging, ["eval.num_envs=0"], ["seed=0"]])
+    assert out[0].status == "FAILED" and "NaN or infinite" in (out[0].reason or "")
+    assert isinstance(out[1], ConfigError) and "eval.num_envs" in str(out[1])
+    assert out[2].status == "FINISHED" and out[2].steps == 40
+    alone = job(tmp_path, ["seed=0"], "alone")
+    np.testing.assert_array_equal(theta(out[2].run_dir), theta(alone.run_dir))
+
+
+def test_an_agent_of_a_pack_resumes_alone(tmp_path: Path) -> None:
+    """A pack stopped at step 20 (steps=20 for both agents); agent 1 resumed alone to 40 equals
+    agent 1 run whole alone: a packed run's checkpoint is its own."""
+    half = packed_jobs(tmp_path, [["seed=0", "steps=20", ANNEAL], ["seed=1", "steps=20", ANNEAL]])
+    assert [o.status for o in half] == ["FINISHED", "FINISHED"]
+    resumed = job(tmp_path, ["seed=1", ANNEAL, f"resume={half[1].run_dir}"], "ignored")
+    whole = job(tmp_path, ["seed=1", ANNEAL], "whole")
+    assert resumed.status == "FINISHED" and resumed.run_id == half[1].run_id
+    np.testing.assert_array_equal(theta(resumed.run_dir), theta(whole.run_dir))
+    assert history(tmp_path, resumed.run_id, "loss/l_q") == history(
+        tmp_path, whole.run_id, "loss/l_q"
+    )
