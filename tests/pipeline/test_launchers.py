@@ -159,3 +159,16 @@ def test_a_packed_sweep_gives_each_job_its_own_run_as_the_basic_launcher_does(
 def test_a_pack_of_no_runs_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"hydra\.launcher\.agents=0"):
         PackedLauncher(agents=0)
+
+
+@pytest.mark.slow
+def test_a_packed_sweep_over_backends_packs_each_backend_apart(tmp_path: Path) -> None:
+    """Jobs that open different backends never share a pack (one backend per process): a sweep
+    over backend=numpy,auto runs as two packs and finishes."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "alpha_rl.train", "-m", "hydra/launcher=packed",
+           "backend=numpy,auto", "debug=tiny", "steps=12", "hydra.sweep.dir=multirun/sweep",
+           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 jobs in 2 pack(s) of at most 20 runs" in done.stdout + done.stderr

@@ -1,7 +1,8 @@
 """`hydra/launcher=packed`: a multirun's jobs as packs of runs in one process (one CUDA context).
 
 Each job is prepared as Hydra's basic launcher prepares it (its config, its output directory,
-the .hydra/ files beside it), then the jobs are run `agents` at a time as one pack
+the .hydra/ files beside it), then the jobs that open the same backend (`backend.name` and
+`backend.device`) are run `agents` at a time as one pack
 (alpha_rl.task.run_pack, alpha_rl.pipeline.run.run_jobs): every run keeps its own directory,
 MLflow run, checkpoints and outcome, and is bit for bit the run it is alone. Packs run one after
 another, in this process, on the configured `backend.device`.
@@ -22,6 +23,12 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 log = logging.getLogger("alpha_rl")
+
+
+def backend_of(cfg: DictConfig) -> tuple[Any, Any]:
+    """The backend a job opens (`backend.name`, `backend.device`, as configured; each job checks
+    them itself): what its pack must share."""
+    return cfg.backend.get("name"), cfg.backend.get("device")
 
 
 class PackedLauncher(Launcher):
@@ -68,7 +75,10 @@ class PackedLauncher(Launcher):
                                    config=sweep_config, job_dir_key="hydra.sweep.dir",
                                    job_subdir_key="hydra.sweep.subdir"))  # fmt: skip
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        packs = [ready[i : i + self.agents] for i in range(0, len(ready), self.agents)]
+        packs = []  # jobs that share a process share its backend: packs never mix backends
+        for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
+            same = [entry for entry in ready if backend_of(entry[1]) == key]
+            packs += [same[i : i + self.agents] for i in range(0, len(same), self.agents)]
         log.info("%d jobs in %d pack(s) of at most %d runs", len(ready), len(packs), self.agents)
         for number, pack in enumerate(packs, 1):
             log.info("pack %d of %d: %s", number, len(packs),
