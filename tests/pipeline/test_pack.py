@@ -16,10 +16,9 @@ from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, run_jobs
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
-from tests.pipeline.test_run import ANNEAL, history, job, theta
+from tests.pipeline.test_run import ANNEAL, TINY, history, job, theta
 from tests.pipeline.test_trainer import trainer_for
 
-TINY = ["backend=numpy", "debug=tiny"]
 # three agents: two seeds of one variant, and a third with another HER variant and ISV values
 AGENTS = [["seed=0"], ["seed=1"], ["seed=2", "her='off'", "agent.lr=0.0005"]]
 

@@ -26,9 +26,6 @@ class Pack:
     def __init__(self, trainers: Sequence[Trainer]) -> None:
         self.trainers = list(trainers)
 
-    def __len__(self) -> int:
-        return len(self.trainers)
-
     def step(self) -> None:
         """One env step of every agent (no device->host copy): each agent's launches queue on its
         own stream, so the device may run them concurrently."""
