@@ -16,10 +16,11 @@
 //   no transition may reach h_tp1: each held step s < t is emitted ending at t - 1 (k = t - s,
 //   R from r_s to r_{t-1}, next state h_t[b], the last state of its episode, done 0) and step t's
 //   own transition is dropped, as the env's stored = 0 drops it with n = 1. Otherwise, once
-//   held == n, the oldest is emitted (k = n) and n - 1 stay. Env b's emissions go to rows b * n + j (j = 0 the oldest) of
-//   the staging arrays out_h_t, out_h_tp1 [B * n * H], out_action, out_reward, out_done,
-//   out_discount [B * n] with flags[b * n + j] = 1; its other rows get flag 0 and keep their
-//   values. Then pos[b] = (pos[b] + 1) mod n, episode_seen[b] = episode[b].
+//   held == n, the oldest is emitted (k = n) and n - 1 stay. Env b's emissions go to rows
+//   b * n + j (j = 0 the oldest) of the staging arrays out_h_t, out_h_tp1 [B * n * H],
+//   out_action, out_reward, out_done, out_discount [B * n] with flags[b * n + j] = 1; its other
+//   rows get flag 0 and keep their values. Then pos[b] = (pos[b] + 1) mod n,
+//   episode_seen[b] = episode[b].
 #include "common.cuh"
 
 #define NSTEP_BLOCK 256  // threads a block: a warp per env
