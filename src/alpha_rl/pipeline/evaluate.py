@@ -16,7 +16,7 @@ trades come from the env kernel's closed-trade accumulators. Hindsight rewards n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import numpy as np
 
@@ -116,9 +116,19 @@ class Evaluator:
         return self.cfg.due(t, steps)
 
     def run(self) -> dict[str, float]:
-        """One evaluation: the agent's ledger figures (eval/pnl net of costs, eval/pnl_gross,
-        eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure, eval/max_drawdown,
-        eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over its
+        """One evaluation, start to end (see `steps`)."""
+        steps = self.steps()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def steps(self) -> Generator[None, None, dict[str, float]]:
+        """One evaluation as a generator that yields after each of its env steps (a pack's other
+        runs go on meanwhile) and returns its metrics: the agent's ledger figures (eval/pnl net
+        of costs, eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover,
+        eval/exposure, eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over its
         `sharpe_window` intervals (with their number and their PnL's skewness and kurtosis);
         eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy (the share of
         steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
@@ -141,6 +151,7 @@ class Evaluator:
                 trades += stats.trades
                 realised += stats.realised
                 available += stats.available
+            yield
         agent = settle(self.book, self.costs, self.path, targets, c.sharpe_window)
         rand = matched_random(self.book, self.costs, self.path, c.sharpe_window, self.seed,
                               agent.turnover)  # fmt: skip

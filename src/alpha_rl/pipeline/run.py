@@ -363,8 +363,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             metrics, diag = _step(trainer, t, audit_on and t % run.audit_every == 0)
             if t % run.log_every == 0 or t == run.steps:
                 mark = _log_point(trainer, tracker, mark, metrics, diag)
-            if evaluator.due(t, run.steps):
-                metrics |= evaluator.run()
+            if evaluator.due(t, run.steps):  # a step at a time: a pack's other runs go on
+                metrics |= yield from evaluator.steps()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
             if t == run.steps and plan.objective is not None:  # with the last point's metrics
                 objective = plan.objective.value(run_dir / DIAG_FILE, run.steps, (t, metrics))
