@@ -126,14 +126,14 @@ class Evaluator:
 
     def steps(self) -> Generator[None, None, dict[str, float]]:
         """One evaluation as a generator that yields after each of its env steps (a pack's other
-        runs go on meanwhile) and returns its metrics: the agent's ledger figures (eval/pnl net
-        of costs, eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover,
-        eval/exposure, eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over its
-        `sharpe_window` intervals (with their number and their PnL's skewness and kurtosis);
+        runs go on meanwhile) and returns its metrics: the agent's ledger figures (eval/pnl net of
+        costs, eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure,
+        eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over
+        its `sharpe_window` intervals (with their number and their PnL's skewness and kurtosis);
         eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy (the share of
-        steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps
-        where the mid moved); each baseline's figures under eval/baseline/<name>/; and the
-        probe's eval/l_q_probe and eval/q_probe_mean."""
+        steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps where
+        the mid moved); each baseline's figures under eval/baseline/<name>/; and the probe's
+        eval/l_q_probe and eval/q_probe_mean."""
         env, c = self.env, self.cfg
         env.reset()
         targets = np.zeros((c.steps, env.num_envs), np.int64)
