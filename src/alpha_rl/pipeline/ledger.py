@@ -147,61 +147,115 @@ class LedgerStats:
         return {name: float(getattr(self, name)) for name in UNITS}
 
 
+Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B]) -> targets [B]
+
+
+class PricedPath:
+    """`path` priced once on `book` with `costs`: per cell of its [S + 1, B] ticks the half
+    spread of a fill and the mid move a position held there earns (both x lot x multiplier), so
+    that every ledger of the evaluation (the agent's each time, the baselines') only weighs them
+    by its positions. Row S is where the envs stand after the last step: it holds nothing."""
+
+    def __init__(self, book: Book, costs: Costs, path: TickPath) -> None:
+        t = path.ticks
+        bid = np.asarray(book.bid_px[:, 0], np.float64)
+        ask = np.asarray(book.ask_px[:, 0], np.float64)
+        mid, lm = 0.5 * (bid + ask), costs.lot_mult
+        self.book, self.costs, self.path = book, costs, path
+        self.half = 0.5 * (ask[t] - bid[t]) * lm  # per fill, at the tick it trades at
+        ahead = np.minimum(t + 1, book.T - 1)  # row S: its tick may be the book's last
+        self.move = (mid[ahead] - mid[t]) * lm
+
+    def tiled(self, copies: int) -> PricedPath:
+        """The same path `copies` times side by side (envs b, B + b, ... are env b's copies)."""
+        out = PricedPath.__new__(PricedPath)
+        out.book, out.costs = self.book, self.costs
+        out.path = TickPath(np.tile(self.path.ticks, (1, copies)),
+                            np.tile(self.path.last, (1, copies)))  # fmt: skip
+        out.half, out.move = np.tile(self.half, (1, copies)), np.tile(self.move, (1, copies))
+        return out
+
+    def positions(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(want, held) [S + 1, B] int8: the position each step moves to (row S: the
+        liquidation, to flat) and the one it held before."""
+        S, B = self.path.steps, self.path.envs
+        want = np.zeros((S + 1, B), np.int8)
+        want[:S] = targets
+        held = np.zeros_like(want)
+        held[1:] = want[:-1]
+        return want, held
+
+    def fills(self, targets: np.ndarray) -> float:
+        """The fills of `targets` (a close and an open one each, the liquidation's included)."""
+        want, held = self.positions(targets)
+        change = want != held
+        closes, opens = change & (held != 0), change & (want != 0)
+        return float(np.count_nonzero(closes) + np.count_nonzero(opens))
+
+    def settle(self, targets: np.ndarray, window: int) -> LedgerStats:
+        """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's
+        tick to the next); see the module docstring. The last row closes what is open at the
+        touch of where the envs stand after the last step; its costs count in the last step."""
+        S, B = self.path.steps, self.path.envs
+        want, held = self.positions(targets)
+        half, fee = self.half, self.costs.fee
+        change = want != held
+        close, opening = change & (held != 0), change & (want != 0)
+        fills = close.astype(np.int64) + opening
+        gross = want * self.move
+        net = gross.sum(axis=1) - (half * fills).sum(axis=1) - fee * fills.sum(axis=1)
+        net = np.concatenate([net[: S - 1], [net[S - 1 :].sum()]]) if S else net[:0]
+        # round trips: trade k of an env is the one its k-th opening began; a step's gross and
+        # its opening half spread are the trade it holds, a close's half spread the trade it ends
+        k = opening.astype(np.int32)
+        for row in range(1, S + 1):  # a cumsum down the rows (numpy's along axis 0 is 10x slower)
+            np.add(k[row - 1], k[row], out=k[row])
+        width = int(k[-1].max()) + 1  # k only grows down the rows
+        mine = k + (np.arange(B, dtype=np.int64) * width)
+        ended = mine - opening
+        value = np.bincount(mine.ravel(), np.where(want != 0, gross - half * opening, 0).ravel(),
+                            minlength=B * width)  # fmt: skip
+        value -= np.bincount(ended.ravel(), np.where(close, half, 0).ravel(),
+                             minlength=B * width)  # fmt: skip
+        closed_at = np.full(B * width, -1)
+        closed_at[ended[close]] = np.nonzero(close)[0]  # the row of each trade's close
+        trades = value[closed_at >= 0]  # exit - entry at the touch, before fees
+        by_policy = value[(closed_at >= 0) & (closed_at < S)]
+        equity = np.cumsum(net)
+        return LedgerStats(
+            pnl=float(net.sum()), pnl_gross=float(gross.sum()),
+            cost_spread=float((half * fills).sum()), cost_fees=fee * float(fills.sum()),
+            realised=float(by_policy.sum()), fills=float(fills.sum()),
+            exposed=float(np.count_nonzero(want[:S])), round_trips=float(trades.size),
+            wins=float((trades - 2.0 * fee > 0).sum()), max_drawdown=drawdown(equity),
+            intervals=np.add.reduceat(net, np.arange(0, S, window)) if S else net,
+            equity=equity, envs=B, steps=S,
+        )  # fmt: skip
+
+    def walk(self, policy: Policy) -> np.ndarray:
+        """`policy`'s targets [S, B] over the path, forced flat at each session's last step as
+        the env forces it."""
+        path = self.path
+        targets = np.zeros((path.steps, path.envs), np.int64)
+        pos = np.zeros(path.envs, np.int64)
+        for s in range(path.steps):
+            pos = targets[s] = np.where(path.last[s], 0, policy(s, pos))
+        return targets
+
+    def play(self, window: int, policy: Policy) -> LedgerStats:
+        """The ledger of `policy` over the path (`walk`)."""
+        return self.settle(self.walk(policy), window)
+
+
 def settle(book: Book, costs: Costs, path: TickPath, targets: np.ndarray,
            window: int) -> LedgerStats:  # fmt: skip
-    """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's tick
-    to the next) over `path`; see the module docstring. A last row closes what is open at the
-    touch of where the envs stand after the last step; its costs count in the last step."""
-    S, B = path.steps, path.envs
-    want = np.zeros((S + 1, B), np.int64)  # row S: the liquidation, to flat
-    want[:S] = targets
-    held = np.vstack([np.zeros((1, B), np.int64), want[:-1]])  # each step's position before
-    t = path.ticks
-    bid, ask = np.asarray(book.bid_px[:, 0], np.float64), np.asarray(book.ask_px[:, 0], np.float64)
-    mid, lm = 0.5 * (bid + ask), costs.lot_mult
-    change = want != held
-    close, opening = change & (held != 0), change & (want != 0)
-    fills = close.astype(np.int64) + opening
-    half = 0.5 * (ask[t] - bid[t]) * lm  # per fill, at the tick it trades at
-    ahead = np.minimum(t + 1, book.T - 1)  # row S holds nothing: its tick may be the book's last
-    gross = want * (mid[ahead] - mid[t]) * lm
-    net = gross.sum(axis=1) - (half * fills).sum(axis=1) - costs.fee * fills.sum(axis=1)
-    net = np.concatenate([net[: S - 1], [net[S - 1 :].sum()]]) if S else net[:0]
-    # round trips: trade k of an env is the one its k-th opening began; a step's gross and its
-    # opening half spread are the trade it holds, a close's half spread the trade it ends
-    k = np.cumsum(opening, axis=0)
-    width = int(k.max()) + 1
-    mine = np.arange(B) * width + k
-    ended = mine - opening
-    value = np.bincount(mine.ravel(), np.where(want != 0, gross - half * opening, 0).ravel(),
-                        minlength=B * width)  # fmt: skip
-    value -= np.bincount(ended.ravel(), np.where(close, half, 0).ravel(), minlength=B * width)
-    closed_at = np.full(B * width, -1)
-    closed_at[ended[close]] = np.nonzero(close)[0]  # the row of each trade's close
-    trades = value[closed_at >= 0]  # exit - entry at the touch, before fees
-    by_policy = value[(closed_at >= 0) & (closed_at < S)]
-    equity = np.cumsum(net)
-    return LedgerStats(
-        pnl=float(net.sum()), pnl_gross=float(gross.sum()),
-        cost_spread=float((half * fills).sum()), cost_fees=costs.fee * float(fills.sum()),
-        realised=float(by_policy.sum()), fills=float(fills.sum()),
-        exposed=float((want[:S] != 0).sum()), round_trips=float(trades.size),
-        wins=float((trades - 2.0 * costs.fee > 0).sum()), max_drawdown=drawdown(equity),
-        intervals=np.add.reduceat(net, np.arange(0, S, window)) if S else net, equity=equity,
-        envs=B, steps=S,
-    )  # fmt: skip
-
-
-Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B]) -> targets [B]
+    """The ledger of `targets` [S, B] over `path` (PricedPath.settle)."""
+    return PricedPath(book, costs, path).settle(targets, window)
 
 
 def play(book: Book, costs: Costs, path: TickPath, window: int, policy: Policy) -> LedgerStats:
     """`policy` over `path`, forced flat at each session's last step as the env forces it."""
-    targets = np.zeros((path.steps, path.envs), np.int64)
-    pos = np.zeros(path.envs, np.int64)
-    for s in range(path.steps):
-        pos = targets[s] = np.where(path.last[s], 0, policy(s, pos))
-    return settle(book, costs, path, targets, window)
+    return PricedPath(book, costs, path).play(window, policy)
 
 
 def hold(direction: int) -> Policy:
@@ -243,17 +297,26 @@ RANDOM_WALKS = 4  # the random baseline is the mean of this many independent wal
 
 def matched_random(book: Book, costs: Costs, path: TickPath, window: int, seed: int,
                    turnover: float, walks: int = RANDOM_WALKS) -> LedgerStats:  # fmt: skip
-    """The random walk whose turnover (fills per env per 1,000 steps) is the agent's `turnover`:
-    its change rate from the walk's expected fills per change, then corrected once by the
-    turnover the first pass measured (session ends add fills of their own). Each env's figure
-    is the mean of `walks` independent walks over its window (one walk's luck is large)."""
-    copies = TickPath(np.tile(path.ticks, (1, walks)), np.tile(path.last, (1, walks)))
+    """The random walk whose turnover matches the agent's `turnover` over `path`
+    (`random_baseline` of the path priced once)."""
+    return random_baseline(PricedPath(book, costs, path).tiled(walks), window, seed, turnover,
+                           walks)  # fmt: skip
+
+
+def random_baseline(copies: PricedPath, window: int, seed: int, turnover: float,
+                    walks: int = RANDOM_WALKS) -> LedgerStats:  # fmt: skip
+    """The random walk whose turnover (fills per env per 1,000 steps) is the agent's `turnover`,
+    over `copies` (the evaluation's path tiled `walks` times): its change rate from the walk's
+    expected fills per change, then corrected once by the turnover the first walk made (session
+    ends add fills of their own; only its fills are counted). Each env's figure is the mean of
+    `walks` independent walks over its window (one walk's luck is large)."""
     rate = turnover / 1000.0 / FILLS_PER_CHANGE
-    stats = play(book, costs, copies, window, random_walk(seed, rate))
-    if turnover > 0 and stats.turnover > 0:
-        rate *= turnover / stats.turnover
-        stats = play(book, costs, copies, window, random_walk(seed, rate))
-    return _per_walk(stats, walks)
+    targets = copies.walk(random_walk(seed, rate))
+    first = per_env_kstep(copies.fills(targets), copies.path.envs, copies.path.steps)
+    if turnover > 0 and first > 0:
+        rate *= turnover / first
+        targets = copies.walk(random_walk(seed, rate))
+    return _per_walk(copies.settle(targets, window), walks)
 
 
 def _per_walk(stats: LedgerStats, walks: int) -> LedgerStats:
