@@ -145,6 +145,7 @@ OUT_F32 = ("reward_raw", "reward", "done", "fill_mid", "post_mid")
 OUT_U8 = ("opened", "closed", "stored")
 OUT_I32 = ("prev_dir", "closed_dir", "eff_action")
 STATS = ("stat_trades", "stat_realised", "stat_available", "stat_duration")
+CLEARED_AT_RESET = ("pos", "trade_len", "episode", *STATE_F32, *STATS)  # zero in a new episode 0
 
 
 @dataclass(frozen=True)
@@ -265,8 +266,15 @@ class Environment:
         if cursors.shape != (n,) or cursors.min() < 0 or cursors.max() > self.book.T - 2:
             raise ConfigError(f"reset: cursors must be [{n}] ticks in 0..{self.book.T - 2}")
         self.backend.write(self.arrays["cursor"], cursors)
-        for name in ("pos", "trade_len", "episode", *STATE_F32, *STATS):
+        for name in CLEARED_AT_RESET:
             self.backend.fill(self.arrays[name], 0)
+
+    def restart(self, cursors: DeviceArray, stream: Any) -> None:
+        """`reset` to the device-held `cursors` [B] int32, queued on `stream` (no host copy:
+        a CUDA graph may capture it)."""
+        self.backend.copy(self.arrays["cursor"], cursors, stream)
+        for name in CLEARED_AT_RESET:
+            self.backend.fill(self.arrays[name], 0, stream)
 
     def seeded_cursors(self) -> np.ndarray:
         """[B] int64: the tick each env starts episode 0 at (its seeded draw of the start table)."""

@@ -38,16 +38,18 @@ class Backend(ABC):
         """Copy a host array to a new device array (later host changes do not affect it)."""
 
     @abstractmethod
-    def download(self, arr: DeviceArray) -> np.ndarray:
-        """Copy a device array to a new host ndarray."""
+    def download(self, arr: DeviceArray, stream: Any = None) -> np.ndarray:
+        """Copy a device array to a new host ndarray once the device work queued before it is
+        done: all of it, or, given `stream`, only that queued on `stream` (other streams go on)."""
 
     @abstractmethod
     def write(self, arr: DeviceArray, host: np.ndarray) -> None:
         """Copy a host array of the same size and dtype into an existing device array."""
 
     @abstractmethod
-    def fill(self, arr: DeviceArray, value: float | int) -> None:
-        """Set every element of a device array to `value`."""
+    def fill(self, arr: DeviceArray, value: float | int, stream: Any = None) -> None:
+        """Set every element of a device array to `value` (queued on `stream` when given: a
+        CUDA graph may capture it)."""
 
     @abstractmethod
     def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:

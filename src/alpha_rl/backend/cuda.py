@@ -103,22 +103,32 @@ class CudaBackend(Backend):
     def upload(self, host: np.ndarray) -> Any:
         return self._track(self._gpuarray.to_gpu(np.ascontiguousarray(host)))
 
-    def download(self, arr: Any) -> np.ndarray:
-        return arr.get()
+    def download(self, arr: Any, stream: Any = None) -> np.ndarray:
+        if stream is None:
+            return arr.get()  # the legacy default stream: after all work of every stream
+        out = arr.get_async(stream=stream)  # into pageable memory: returns once copied
+        stream.synchronize()
+        return out
 
     def write(self, arr: Any, host: np.ndarray) -> None:
         arr.set(np.ascontiguousarray(host, dtype=arr.dtype).reshape(arr.shape))
 
-    def fill(self, arr: Any, value: float | int) -> None:
+    def fill(self, arr: Any, value: float | int, stream: Any = None) -> None:
         if arr.size == 0:
             return
         pattern = np.array([value], dtype=arr.dtype).view(np.uint8)
-        if arr.dtype.itemsize == 4:
-            self._drv.memset_d32(arr.gpudata, int(pattern.view(np.uint32)[0]), arr.size)
-        elif arr.dtype.itemsize == 2:
-            self._drv.memset_d16(arr.gpudata, int(pattern.view(np.uint16)[0]), arr.size)
-        elif arr.dtype.itemsize == 1:
-            self._drv.memset_d8(arr.gpudata, int(pattern[0]), arr.size)
+        size, drv = arr.dtype.itemsize, self._drv
+        if size in (4, 2, 1):
+            word = int(pattern.view({4: np.uint32, 2: np.uint16, 1: np.uint8}[size])[0])
+            if stream is None:
+                getattr(drv, f"memset_d{8 * size}")(arr.gpudata, word, arr.size)
+            else:
+                getattr(drv, f"memset_d{8 * size}_async")(arr.gpudata, word, arr.size, stream)
+        elif stream is not None:
+            raise BackendError(
+                f"a fill of {arr.dtype} cannot be queued on a stream: the driver has no 8-byte "
+                "memset (fill it without a stream)"
+            )
         else:  # no 8-byte memset in the driver API: copy a host-filled array
             self._drv.memcpy_htod(arr.gpudata, np.full(arr.shape, value, dtype=arr.dtype))
 

@@ -24,13 +24,13 @@ class NumpyBackend(Backend):
     def upload(self, host: np.ndarray) -> np.ndarray:
         return np.array(host, copy=True, order="C")
 
-    def download(self, arr: np.ndarray) -> np.ndarray:
+    def download(self, arr: np.ndarray, stream: Any = None) -> np.ndarray:
         return np.array(arr, copy=True)
 
     def write(self, arr: np.ndarray, host: np.ndarray) -> None:
         arr[...] = np.asarray(host, dtype=arr.dtype).reshape(arr.shape)
 
-    def fill(self, arr: np.ndarray, value: float | int) -> None:
+    def fill(self, arr: np.ndarray, value: float | int, stream: Any = None) -> None:
         arr.fill(value)
 
     def copy(self, dst: np.ndarray, src: np.ndarray, stream: Any = None) -> None:
