@@ -14,6 +14,7 @@ import pytest
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, run_jobs
+from alpha_rl.pipeline.workers import worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
 from tests.pipeline.test_run import ANNEAL, TINY, history, job, theta
@@ -88,17 +89,23 @@ def packed_jobs(tmp_path: Path, agents: list[list[str]], base: list[str] = TINY)
     return run_jobs(jobs)
 
 
+# evaluation figures of each kind: the agent's ledger (computed by the pack's worker processes),
+# the random baseline matched to its turnover, the aux head's calls, the trades and the probe
+EVAL_KEYS = ["eval/pnl", "eval/sharpe", "eval/baseline/random/pnl", "eval/aux_accuracy",
+             "eval/trades", "eval/capture_ratio", "eval/l_q_probe"]  # fmt: skip
+
+
 def test_a_packed_run_is_its_run_alone_history_and_parameters(tmp_path: Path) -> None:
     """Three jobs run as one pack: each its own FINISHED MLflow run and directory, with the l_q
-    history and final parameters of the same job run alone."""
+    history, the evaluations' figures and the final parameters of the same job run alone."""
     packed = packed_jobs(tmp_path, AGENTS)
     assert [o.status for o in packed] == ["FINISHED"] * 3
     assert len({o.run_id for o in packed}) == 3
     for i, agent in enumerate(AGENTS):
         alone = job(tmp_path, agent, f"alone{i}")
-        assert history(tmp_path, packed[i].run_id, "loss/l_q") == history(
-            tmp_path, alone.run_id, "loss/l_q"
-        )
+        for key in ["loss/l_q", *EVAL_KEYS]:
+            got, want = (history(tmp_path, o.run_id, key) for o in (packed[i], alone))
+            assert len(got) >= 3 and str(got) == str(want), key  # str: NaN equals NaN
         np.testing.assert_array_equal(theta(packed[i].run_dir), theta(alone.run_dir))
     assert history(tmp_path, packed[0].run_id, "loss/l_q") != history(
         tmp_path, packed[1].run_id, "loss/l_q"
@@ -130,3 +137,8 @@ def test_an_agent_of_a_pack_resumes_alone(tmp_path: Path) -> None:
     assert history(tmp_path, resumed.run_id, "loss/l_q") == history(
         tmp_path, whole.run_id, "loss/l_q"
     )
+
+
+def test_a_pack_gets_a_worker_per_run_up_to_its_cpus_but_one() -> None:
+    assert [worker_count(runs, cpus=16) for runs in (1, 2, 5, 20)] == [0, 2, 5, 15]
+    assert worker_count(3, cpus=2) == 1 and worker_count(3, cpus=1) == 1

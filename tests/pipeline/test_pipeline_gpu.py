@@ -114,6 +114,11 @@ def test_graph_replay_equals_kernel_by_kernel_launches(
     run(tmp_path, built_cubins, *over, "backend.graph=true", "hydra.run.dir=graph")
     l_q = lambda d: [(x["step"], x["metrics"].get("loss/l_q")) for x in diag(tmp_path / d)]  # noqa: E731
     assert len(l_q("graph")) == 12 and l_q("graph") == l_q("eager")
+    # the evaluation: one CUDA graph of its every step against its kernels launched one by one
+    evals = {d: [json.dumps({k: v for k, v in x["metrics"].items() if k.startswith("eval/")},
+                            sort_keys=True) for x in diag(tmp_path / d)]
+             for d in ("eager", "graph")}  # fmt: skip
+    assert sum("eval/pnl" in e for e in evals["graph"]) >= 1 and evals["graph"] == evals["eager"]
     theta = [np.load(checkpoint.latest(tmp_path / d) / "state.npz")["learner.theta"]
              for d in ("eager", "graph")]  # fmt: skip
     np.testing.assert_array_equal(*theta)

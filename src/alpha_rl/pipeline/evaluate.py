@@ -17,21 +17,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Generator
+from concurrent.futures import Executor
+from typing import Any
 
 import numpy as np
 
 from alpha_rl.abi import ENV_ACTIONS
-from alpha_rl.agent import GreedyPolicy, Learner, aux_calls
-from alpha_rl.env import Environment
+from alpha_rl.agent import GreedyPolicy, Learner
+from alpha_rl.backend.graph import Graph
+from alpha_rl.env import STATS, Environment
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.ledger import (
+    RANDOM_WALKS,
     Costs,
     LedgerStats,
+    PricedPath,
     hold,
-    matched_random,
-    play,
-    settle,
+    random_baseline,
     tick_path,
 )
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
@@ -45,6 +48,7 @@ from alpha_rl.vocabulary import (
 )
 
 F32 = np.float32
+ENV_RECORDED = ("eff_action", "fill_mid", "post_mid")  # each eval step's, with p_up, in `records`
 
 
 def sharpe(interval_pnl: np.ndarray) -> float:
@@ -87,33 +91,86 @@ class Reading:
     baselines: dict[str, LedgerStats]
 
 
-class Evaluator:
-    """Greedy evaluation of `learner` on the held-out `book`."""
+def ledgers(priced: PricedPath, targets: np.ndarray, window: int, seed: int,
+            copies: PricedPath | None = None) -> tuple[LedgerStats, LedgerStats]:  # fmt: skip
+    """The agent's ledger of `targets` over `priced` and the random baseline matched to its
+    turnover (over `copies`, the path tiled for its walks: tiled here when not given)."""
+    agent = priced.settle(targets, window)
+    copies = copies if copies is not None else priced.tiled(RANDOM_WALKS)
+    return agent, random_baseline(copies, window, seed, agent.turnover)
 
-    def __init__(self, session: Session, book: Book, plan: Plan, learner: Learner) -> None:
-        self.cfg = plan.eval
-        env_cfg = dataclasses.replace(plan.env, num_envs=plan.eval.num_envs)
+
+class Evaluator:
+    """Greedy evaluation of `learner` on the held-out `book`, queued on `stream` (the run's:
+    after its training steps, beside a pack's other runs). On the cuda backend with
+    `backend.graph` the whole evaluation (the envs' reset, every step, the per-step records and
+    the trade accumulators' windows) is one CUDA graph captured at the first evaluation."""
+
+    def __init__(self, session: Session, book: Book, plan: Plan, learner: Learner,
+                 stream: Any = None, workers: Executor | None = None) -> None:  # fmt: skip
+        self.cfg = c = plan.eval
+        be = session.backend
+        env_cfg = dataclasses.replace(plan.env, num_envs=c.num_envs)
         self.env = Environment(env_cfg, book, session.runtime, session.isv, plan.run.seed,
                                int(session.cfg.reward.stride))  # fmt: skip
-        self.policy = GreedyPolicy(learner, plan.eval.num_envs)
-        self.h = session.backend.zeros(plan.eval.num_envs * self.env.obs_dim, F32)
+        self.policy = GreedyPolicy(learner, c.num_envs)
+        self.h = be.zeros(c.num_envs * self.env.obs_dim, F32)
         self.probe = ProbeLoss(learner, collect_probe(session, book, plan))
-        self.book, self.seed = book, plan.run.seed
+        self.book, self.seed, self.backend, self.stream = book, plan.run.seed, be, stream
+        self.workers = workers
         self.costs = Costs(plan.env.lot, plan.env.multiplier, plan.env.fee_per_lot)
         # the ticks every evaluation visits (the same seeded starts each time)
-        self.path = tick_path(book.session_last(), self.env.starts, plan.run.seed,
-                              self.env.seeded_cursors(), plan.eval.steps)  # fmt: skip
-        window = plan.eval.sharpe_window
+        cursors = self.env.seeded_cursors()
+        self.cursors = be.upload(cursors.astype(np.int32))
+        self.path = tick_path(book.session_last(), self.env.starts, plan.run.seed, cursors,
+                              c.steps)  # fmt: skip
+        self.priced = PricedPath.of(book, self.costs, self.path)
+        self.copies = self.priced.tiled(RANDOM_WALKS)  # the random baseline's walks
         self.holds = {
-            name: play(book, self.costs, self.path, window, hold(d))
+            name: self.priced.play(c.sharpe_window, hold(d))
             for name, d in (("flat", 0), ("buy_and_hold", 1), ("sell_and_hold", -1))
         }
+        # what each step leaves, kept on the device until the evaluation's end: [steps * B]
+        arrays, B = self.env.arrays, c.num_envs
+        self.sources = {"p_up": self.policy.p_up} | {k: arrays[k] for k in ENV_RECORDED}
+        self.records = {k: be.zeros(c.steps * B, v.dtype) for k, v in self.sources.items()}
+        # the closed-trade accumulators of each `sharpe_window` steps, read and cleared
+        self.windows = -(-c.steps // c.sharpe_window)
+        self.trade_stats = {k: be.zeros(self.windows * B, arrays[k].dtype) for k in STATS}
+        self.use_graph = plan.backend.graph and be.name == "cuda" and stream is not None
+        self.graph: Graph | None = None
         self.last: Reading | None = None  # the latest evaluation's ledgers (the tear sheet's)
 
     def due(self, t: int, steps: int) -> bool:
         """Whether an evaluation runs after env step `t` (`eval.first`, every `eval.every`, the
         end)."""
         return self.cfg.due(t, steps)
+
+    def launch(self) -> None:
+        """Queue one evaluation on the stream: the envs back at their seeded starts, then
+        `eval.steps` greedy steps, each step's effective actions, aux p_up and mids copied into
+        `records` and, every `sharpe_window` steps, the trade accumulators into `trade_stats`
+        (and cleared). Nothing is read to the host."""
+        env, be, s, c = self.env, self.backend, self.stream, self.cfg
+        a, B = env.arrays, env.num_envs
+        env.restart(self.cursors, s)
+        for step in range(c.steps):
+            env.perceive(self.h, s)
+            env.step(self.policy.act(self.h, s), self.policy.p_up, s)
+            rows = slice(step * B, (step + 1) * B)
+            for k, source in self.sources.items():
+                be.copy(self.records[k][rows], source, s)
+            if (step + 1) % c.sharpe_window == 0 or step + 1 == c.steps:
+                w = step // c.sharpe_window
+                for k in STATS:
+                    be.copy(self.trade_stats[k][w * B : (w + 1) * B], a[k], s)
+                    be.fill(a[k], 0, s)
+
+    def close(self) -> None:
+        """Free the evaluation's CUDA graph (before the backend closes)."""
+        if self.graph is not None:
+            self.graph.close()
+            self.graph = None
 
     def run(self) -> dict[str, float]:
         """One evaluation, start to end (see `steps`)."""
@@ -125,36 +182,43 @@ class Evaluator:
                 return done.value
 
     def steps(self) -> Generator[None, None, dict[str, float]]:
-        """One evaluation as a generator that yields after each of its env steps (a pack's other
-        runs go on meanwhile) and returns its metrics: the agent's ledger figures (eval/pnl net of
-        costs, eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure,
-        eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe over
-        its `sharpe_window` intervals (with their number and their PnL's skewness and kurtosis);
-        eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy (the share of
-        steps whose next mid move the aux head called right, p_up > 0.5 for up, over the steps where
-        the mid moved); each baseline's figures under eval/baseline/<name>/; and the probe's
-        eval/l_q_probe and eval/q_probe_mean."""
-        env, c = self.env, self.cfg
-        env.reset()
-        targets = np.zeros((c.steps, env.num_envs), np.int64)
+        """One evaluation as a generator: it queues the evaluation (`launch`, or its graph),
+        yields once while the device runs it (a pack's other runs go on meanwhile), then reads
+        the records and returns the metrics: the agent's ledger figures (eval/pnl net of costs,
+        eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure,
+        eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe
+        over its `sharpe_window` intervals (with their number and their PnL's skewness and
+        kurtosis); eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy
+        (the share of steps whose next mid move the aux head called right, p_up > 0.5 for up,
+        over the steps where the mid moved); each baseline's figures under
+        eval/baseline/<name>/; and the probe's eval/l_q_probe and eval/q_probe_mean."""
+        if self.use_graph:
+            if self.graph is None:
+                self.graph = Graph(self.stream, self.launch)
+            self.graph.launch()
+        else:
+            self.launch()
+        yield
+        c, B = self.cfg, self.env.num_envs
+        read = {k: self.backend.download(v, self.stream).reshape(-1, B)
+                for k, v in (self.records | self.trade_stats).items()}  # fmt: skip
+        targets = direction(read["eff_action"]).astype(np.int64)
+        up, before, after = read["p_up"] > 0.5, read["fill_mid"], read["post_mid"]
+        moved = after != before
+        right, labeled = int(((after > before) == up)[moved].sum()), int(moved.sum())
         trades, realised, available = 0, 0.0, 0.0
-        right, labeled = 0, 0
-        be, a = self.policy.learner.backend, env.arrays
-        for s in range(c.steps):
-            env.perceive(self.h)
-            env.step(self.policy.act(self.h), self.policy.p_up)
-            targets[s] = direction(be.download(a["eff_action"]))
-            r, n = aux_calls(be, self.policy.p_up, a["fill_mid"], a["post_mid"])
-            right, labeled = right + r, labeled + n
-            if (s + 1) % c.sharpe_window == 0 or s + 1 == c.steps:
-                stats = env.harvest_trade_stats()
-                trades += stats.trades
-                realised += stats.realised
-                available += stats.available
-            yield
-        agent = settle(self.book, self.costs, self.path, targets, c.sharpe_window)
-        rand = matched_random(self.book, self.costs, self.path, c.sharpe_window, self.seed,
-                              agent.turnover)  # fmt: skip
+        for w in range(self.windows):  # each window's float32 sums in float64, as harvested
+            sums = [float(read[k][w].astype(np.float64).sum()) for k in STATS[:3]]
+            trades, realised = trades + int(sums[0]), realised + sums[1]
+            available += sums[2]
+        task = (self.priced, targets, c.sharpe_window, self.seed)
+        if self.workers is None:
+            agent, rand = ledgers(*task, copies=self.copies)
+        else:  # in a worker process, while the pack's thread goes on
+            done = self.workers.submit(ledgers, *task)
+            while not done.done():
+                yield
+            agent, rand = done.result()
         self.last = Reading(agent, self.holds | {"random": rand})
         out = ledger_metrics(agent, eval_key)
         out[SHARPE_INTERVALS] = float(agent.intervals.size)

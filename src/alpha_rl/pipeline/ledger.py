@@ -150,35 +150,47 @@ class LedgerStats:
 Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B]) -> targets [B]
 
 
+@dataclass(frozen=True)
 class PricedPath:
-    """`path` priced once on `book` with `costs`: per cell of its [S + 1, B] ticks the half
-    spread of a fill and the mid move a position held there earns (both x lot x multiplier), so
-    that every ledger of the evaluation (the agent's each time, the baselines') only weighs them
-    by its positions. Row S is where the envs stand after the last step: it holds nothing."""
+    """A tick path priced once: per cell of its [S + 1, B] ticks the half spread of a fill and
+    the mid move a position held there earns (both x lot x multiplier), so that every ledger of
+    the evaluation (the agent's each time, the baselines') only weighs them by its positions.
+    Row S is where the envs stand after the last step: it holds nothing. It holds only arrays
+    (no book), so a worker process is sent it whole (pipeline/evaluate.py, `ledgers`)."""
 
-    def __init__(self, book: Book, costs: Costs, path: TickPath) -> None:
+    half: np.ndarray  # [S + 1, B] float64: half the spread at the tick a cell trades at
+    move: np.ndarray  # [S + 1, B] float64: the mid move from that tick to the next
+    last: np.ndarray  # [S, B] bool: the path's forced closes (TickPath.last)
+    fee: float  # per fill (Costs.fee)
+
+    @classmethod
+    def of(cls, book: Book, costs: Costs, path: TickPath) -> PricedPath:
+        """`path` priced on `book` with `costs`."""
         t = path.ticks
         bid = np.asarray(book.bid_px[:, 0], np.float64)
         ask = np.asarray(book.ask_px[:, 0], np.float64)
         mid, lm = 0.5 * (bid + ask), costs.lot_mult
-        self.book, self.costs, self.path = book, costs, path
-        self.half = 0.5 * (ask[t] - bid[t]) * lm  # per fill, at the tick it trades at
         ahead = np.minimum(t + 1, book.T - 1)  # row S: its tick may be the book's last
-        self.move = (mid[ahead] - mid[t]) * lm
+        return cls(half=0.5 * (ask[t] - bid[t]) * lm, move=(mid[ahead] - mid[t]) * lm,
+                   last=path.last, fee=costs.fee)  # fmt: skip
+
+    @property
+    def steps(self) -> int:
+        return self.last.shape[0]
+
+    @property
+    def envs(self) -> int:
+        return self.last.shape[1]
 
     def tiled(self, copies: int) -> PricedPath:
         """The same path `copies` times side by side (envs b, B + b, ... are env b's copies)."""
-        out = PricedPath.__new__(PricedPath)
-        out.book, out.costs = self.book, self.costs
-        out.path = TickPath(np.tile(self.path.ticks, (1, copies)),
-                            np.tile(self.path.last, (1, copies)))  # fmt: skip
-        out.half, out.move = np.tile(self.half, (1, copies)), np.tile(self.move, (1, copies))
-        return out
+        tile = lambda a: np.tile(a, (1, copies))  # noqa: E731
+        return PricedPath(tile(self.half), tile(self.move), tile(self.last), self.fee)
 
     def positions(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(want, held) [S + 1, B] int8: the position each step moves to (row S: the
         liquidation, to flat) and the one it held before."""
-        S, B = self.path.steps, self.path.envs
+        S, B = self.steps, self.envs
         want = np.zeros((S + 1, B), np.int8)
         want[:S] = targets
         held = np.zeros_like(want)
@@ -196,9 +208,9 @@ class PricedPath:
         """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's
         tick to the next); see the module docstring. The last row closes what is open at the
         touch of where the envs stand after the last step; its costs count in the last step."""
-        S, B = self.path.steps, self.path.envs
+        S, B = self.steps, self.envs
         want, held = self.positions(targets)
-        half, fee = self.half, self.costs.fee
+        half, fee = self.half, self.fee
         change = want != held
         close, opening = change & (held != 0), change & (want != 0)
         fills = close.astype(np.int64) + opening
@@ -235,11 +247,10 @@ class PricedPath:
     def walk(self, policy: Policy) -> np.ndarray:
         """`policy`'s targets [S, B] over the path, forced flat at each session's last step as
         the env forces it."""
-        path = self.path
-        targets = np.zeros((path.steps, path.envs), np.int64)
-        pos = np.zeros(path.envs, np.int64)
-        for s in range(path.steps):
-            pos = targets[s] = np.where(path.last[s], 0, policy(s, pos))
+        targets = np.zeros((self.steps, self.envs), np.int64)
+        pos = np.zeros(self.envs, np.int64)
+        for s in range(self.steps):
+            pos = targets[s] = np.where(self.last[s], 0, policy(s, pos))
         return targets
 
     def play(self, window: int, policy: Policy) -> LedgerStats:
@@ -250,12 +261,12 @@ class PricedPath:
 def settle(book: Book, costs: Costs, path: TickPath, targets: np.ndarray,
            window: int) -> LedgerStats:  # fmt: skip
     """The ledger of `targets` [S, B] over `path` (PricedPath.settle)."""
-    return PricedPath(book, costs, path).settle(targets, window)
+    return PricedPath.of(book, costs, path).settle(targets, window)
 
 
 def play(book: Book, costs: Costs, path: TickPath, window: int, policy: Policy) -> LedgerStats:
     """`policy` over `path`, forced flat at each session's last step as the env forces it."""
-    return PricedPath(book, costs, path).play(window, policy)
+    return PricedPath.of(book, costs, path).play(window, policy)
 
 
 def hold(direction: int) -> Policy:
@@ -299,7 +310,7 @@ def matched_random(book: Book, costs: Costs, path: TickPath, window: int, seed: 
                    turnover: float, walks: int = RANDOM_WALKS) -> LedgerStats:  # fmt: skip
     """The random walk whose turnover matches the agent's `turnover` over `path`
     (`random_baseline` of the path priced once)."""
-    return random_baseline(PricedPath(book, costs, path).tiled(walks), window, seed, turnover,
+    return random_baseline(PricedPath.of(book, costs, path).tiled(walks), window, seed, turnover,
                            walks)  # fmt: skip
 
 
@@ -312,7 +323,7 @@ def random_baseline(copies: PricedPath, window: int, seed: int, turnover: float,
     `walks` independent walks over its window (one walk's luck is large)."""
     rate = turnover / 1000.0 / FILLS_PER_CHANGE
     targets = copies.walk(random_walk(seed, rate))
-    first = per_env_kstep(copies.fills(targets), copies.path.envs, copies.path.steps)
+    first = per_env_kstep(copies.fills(targets), copies.envs, copies.steps)
     if turnover > 0 and first > 0:
         rate *= turnover / first
         targets = copies.walk(random_walk(seed, rate))

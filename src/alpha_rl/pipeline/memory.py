@@ -186,8 +186,9 @@ def her_bytes(cfg: HerConfig | None, num_envs: int, obs_dim: int) -> int:
 
 
 def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
-    """The evaluation's environments, greedy policy and observation, the probe's environment
-    and observations, and ProbeLoss's inputs and buffers (pipeline/evaluate.py, probe.py)."""
+    """The evaluation's environments, greedy policy and observation, its per-step records, trade
+    windows and start cursors, the probe's environment and observations, and ProbeLoss's inputs
+    and buffers (pipeline/evaluate.py, probe.py)."""
     ev, agent, stride = plan.eval, plan.agent, plan.reward.stride
     E, n, H = ev.num_envs, ev.probe.size, obs_dim
     q = (lambda rows: rows * ACTIONS * F32) if agent.distributional else (lambda rows: 0)
@@ -195,7 +196,9 @@ def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
     probe_env = env_bytes(plan.env, ev.probe.envs, stride) + 2 * ev.probe.envs * H * F32
     loss = 2 * n * H * F32 + n * (I32 + 3 * F32) + net_buffers(layout, 2 * n)
     loss += net_buffers(layout, n) + q(2 * n) + q(n) + n * F32 + n * ACTIONS * F32 + F32
-    return env_bytes(plan.env, E, stride) + policy + probe_env + loss
+    windows = -(-ev.steps // ev.sharpe_window)
+    records = ev.steps * E * (I32 + 3 * F32) + windows * E * len(STATS) * F32 + E * I32
+    return env_bytes(plan.env, E, stride) + policy + probe_env + loss + records
 
 
 def estimate(plan: Plan, isv_size: int) -> Estimate:
@@ -329,7 +332,8 @@ def keys_to_lower(plan: Plan, part: str) -> str:
         "n-step rings": f"agent.n_step={agent.n_step} or env.num_envs={B}",
         "HER": _her_keys(plan),
         "environments": f"env.num_envs={B}",
-        "evaluation": f"eval.num_envs={ev.num_envs} or eval.probe.size={ev.probe.size}",
+        "evaluation": f"eval.num_envs={ev.num_envs}, eval.steps={ev.steps} or "
+        f"eval.probe.size={ev.probe.size}",
     }[part]
 
 

@@ -20,6 +20,7 @@ import shlex
 import socket
 import time
 from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,7 @@ from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.workers import open_workers
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
@@ -131,9 +133,10 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
     with StopSignals(requeue) as stop:
         live: dict[int, Generator] = {}
         asks = {}
+        workers = open_workers(len(jobs))  # the evaluations' ledgers, side by side
         try:
             for i, (cfg, job) in enumerate(jobs):
-                run = _job_steps(cfg, job, stop)
+                run = _job_steps(cfg, job, stop, workers)
                 try:
                     asks[i] = next(run)  # its config, ready for a session
                     live[i] = run
@@ -149,6 +152,8 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
         finally:
             for run in live.values():
                 run.close()
+            if workers is not None:
+                workers.shutdown(cancel_futures=True)
     return results  # type: ignore[return-value]
 
 
@@ -176,10 +181,12 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
             advance(i)
 
 
-def _job_steps(cfg: DictConfig, job: Job,
-               stop: StopSignals) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+def _job_steps(
+    cfg: DictConfig, job: Job, stop: StopSignals, workers: Executor | None = None
+) -> Generator[Any, Session | None, Outcome]:
     """One job as a generator: it yields its scaled config and choices once (send it its
-    session), then after every step; it returns the job's Outcome."""
+    session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
+    for the evaluations' ledgers (pipeline/workers.py)."""
     if job.gpu is not None and job.gpu.ordinal is not None:
         cfg = cfg.copy()
         with open_dict(cfg):
@@ -192,15 +199,16 @@ def _job_steps(cfg: DictConfig, job: Job,
         plan = dataclasses.replace(plan, run=dataclasses.replace(plan.run, resume=job.output_dir))
     run_dir = job.output_dir if plan.run.resume is None else resume_dir(plan.run.resume)
     with owner.owned(run_dir) as run_dir:  # nothing of ours is written before this
-        outcome = yield from _owned_job(cfg, job, plan, saving, tracking, run_dir, stop)
+        outcome = yield from _owned_job(cfg, job, plan, saving, tracking, run_dir, stop,
+                                        workers)  # fmt: skip
     if outcome.stopped_by is not None and checkpoint.saved(run_dir):
         outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
     return outcome
 
 
 def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.CheckpointConfig,
-               tracking: TrackingConfig, run_dir: Path,
-               stop: StopSignals) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+               tracking: TrackingConfig, run_dir: Path, stop: StopSignals,
+               workers: Executor | None) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
     """_job_steps in the run directory it owns."""
     meta = None
     if plan.run.resume is not None:
@@ -225,7 +233,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     log.info("money: %s; rewards: %s", units["units.pnl"], units["units.reward"])
     log_beta_anneal(cfg, plan)
     trainer = Trainer(session, market.train, plan)
-    evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
+    evaluator = Evaluator(session, market.heldout, plan, trainer.learner, trainer.stream,
+                          workers)  # fmt: skip
     resume_id = None
     if meta is not None:
         meta = checkpoint.restore(run_dir, trainer)
@@ -254,6 +263,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         outcome = yield from _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
     finally:
         system.stop()
+        evaluator.close()
         trainer.close()
     set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
     return outcome
