@@ -19,8 +19,8 @@ import os
 import shlex
 import socket
 import time
-from collections.abc import Generator, Mapping, Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -366,7 +366,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
     status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
-    objective = math.nan
+    objective, plotted = math.nan, False
     try:
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
@@ -392,6 +392,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             yield  # the pack's other runs take their step
         if stop.requested:
             status, reason = _stopped(trainer, tracker, saver, stop)
+        yield from write_plots(run_dir, tracker, evaluator, summary)
+        plotted = True
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)
@@ -408,8 +410,9 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         progress.close()
         if status == "REQUEUED":
             status, reason = _requeue(stop, tracker, reason)
-        write_curves(run_dir, tracker, summary)
-        write_tearsheet(run_dir, tracker, evaluator, summary)
+        if not plotted:  # a run that failed: here and now
+            for _ in write_plots(run_dir, tracker, evaluator, summary, inline=True):
+                pass
         system.stop()
         tracker.finish(status, reason)
         _say_outcome(run_dir, status, trainer.t, reason)
@@ -450,33 +453,49 @@ def _say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> 
         log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
 
 
-def write_tearsheet(run_dir: Path, tracker: Tracker, evaluator: Evaluator,
-                    summary: Summary) -> None:  # fmt: skip
-    """<run dir>/tearsheet.html and .png of the last evaluation of this start (and the run's
-    artifacts): a failure is a warning, never the run's error."""
+def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: Summary,
+                inline: bool = False) -> Generator[None, None, None]:  # fmt: skip
+    """<run dir>/curves.png, and tearsheet.html and .png of the start's last evaluation (with
+    `eval.tearsheet`), as the run's artifacts. A pack draws them in its worker processes,
+    yielding meanwhile (`inline`: here, as a lone run does); a failed plot is a warning, never
+    the run's error."""
+    title = summary.title or str(run_dir)
+    plots: list[tuple[str, Callable[..., Any], tuple]] = [
+        ("curves", plot_run, (run_dir, run_dir / "curves.png", title, summary.currency,
+                              (summary.eval_envs, summary.eval_steps))),
+    ]  # fmt: skip
     reading = evaluator.last
-    if reading is None or not evaluator.cfg.tearsheet:
-        return
-    try:
-        paths = tearsheet.write_tearsheet(run_dir, reading.agent, reading.baselines,
-                                          evaluator.book, evaluator.costs,
-                                          summary.title or str(run_dir))  # fmt: skip
-    except Exception as exc:
-        log.warning("could not write the tear sheet of %s: %s", run_dir, exc)
-        return
-    for path in paths:
-        tracker.log_artifact(path)
-    log.info("tear sheet: %s", ", ".join(map(str, paths)))
+    if reading is not None and evaluator.cfg.tearsheet:
+        plots.append(("tear sheet", tearsheet.write_tearsheet,
+                      (run_dir, reading.agent, reading.baselines, evaluator.book,
+                       evaluator.costs, title)))  # fmt: skip
+    workers = None if inline else evaluator.workers
+    drawn = [(what, _drawn(workers, fn, args)) for what, fn, args in plots]
+    for what, future in drawn:
+        while not future.done():
+            yield
+        try:
+            paths = future.result()
+        except Exception as exc:
+            log.warning("could not write the %s of %s: %s", what, run_dir, exc)
+            continue
+        if what == "curves":
+            summary.curves = paths
+            paths = [paths]
+        for path in paths:
+            tracker.log_artifact(path)
+        if what == "tear sheet":
+            log.info("tear sheet: %s", ", ".join(map(str, paths)))
 
 
-def write_curves(run_dir: Path, tracker: Tracker, summary: Summary) -> None:
-    """<run dir>/curves.png (and the run's artifact): a failed plot is a warning, never the
-    run's error."""
+def _drawn(workers: Executor | None, fn: Callable[..., Any], args: tuple) -> Future:
+    """`fn(*args)` in a worker process, or here when there are none (its result or error in
+    the future either way)."""
+    if workers is not None:
+        return workers.submit(fn, *args)
+    done: Future = Future()
     try:
-        path = plot_run(run_dir, run_dir / "curves.png", summary.title or str(run_dir),
-                        summary.currency, (summary.eval_envs, summary.eval_steps))  # fmt: skip
+        done.set_result(fn(*args))
     except Exception as exc:
-        log.warning("could not plot the curves of %s: %s", run_dir, exc)
-        return
-    summary.curves = path
-    tracker.log_artifact(path)
+        done.set_exception(exc)
+    return done
