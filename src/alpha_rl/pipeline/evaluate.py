@@ -125,7 +125,8 @@ class Evaluator:
         self.path = tick_path(book.session_last(), self.env.starts, plan.run.seed, cursors,
                               c.steps)  # fmt: skip
         self.priced = PricedPath.of(book, self.costs, self.path)
-        self.copies = self.priced.tiled(RANDOM_WALKS)  # the random baseline's walks
+        # the random baseline's walks (a pack's workers tile their own)
+        self.copies = self.priced.tiled(RANDOM_WALKS) if workers is None else None
         self.holds = {
             name: self.priced.play(c.sharpe_window, hold(d))
             for name, d in (("flat", 0), ("buy_and_hold", 1), ("sell_and_hold", -1))
