@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from alpha_rl.backend.numpy import NumpyBackend
@@ -59,6 +62,15 @@ def test_audit_names_the_kernel_array_and_index_of_a_wrong_launch() -> None:
         diagnostics(**args)
     assert audit.mismatches == {DIAGNOSTICS: 2}
     assert audit.first == ["reward_diagnostics.isv[33]"] * 2  # nothing in diag or the scratch
+    with ThreadPoolExecutor(2) as judges:  # a pack's: the oracles and comparisons in threads
+        with runtime.auditing([DIAGNOSTICS], judges) as threaded:
+            diagnostics(**args)
+            diagnostics(**args)
+        while not threaded.ready():
+            time.sleep(0.01)
+    assert threaded.launches == {DIAGNOSTICS: 2}
+    assert threaded.mismatches == {DIAGNOSTICS: 2}
+    assert threaded.first == ["reward_diagnostics.isv[33]"] * 2
     diagnostics(**args)  # outside the block: no audit
     assert audit.launches[DIAGNOSTICS] == 2 and diagnostics.audit is None
 

@@ -13,6 +13,7 @@ report can name the kernel, the array and the index.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import numpy as np
@@ -45,18 +46,37 @@ def count_mismatches(
 
 
 class KernelAudit:
-    """Mismatch counts of the audited launches of one `auditing` block."""
+    """Mismatch counts of the audited launches of one `auditing` block. With `judges` (a thread
+    pool: a pack's) each launch's oracle and comparison run there once its arrays are on the
+    host, and `ready()` tells when all are done; the counts wait for them."""
 
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
-        self.mismatches: dict[str, int] = {}
+    def __init__(self, runtime: Any, judges: Executor | None = None) -> None:
+        self.runtime, self.judges = runtime, judges
+        self._mismatches: dict[str, int] = {}
+        self._first: list[str] = []
+        self._pending: list[tuple[str, Future]] = []
         self.launches: dict[str, int] = {}
-        self.first: list[str] = []
 
     @property
     def total(self) -> int:
         """Differing elements over every audited launch."""
         return sum(self.mismatches.values())
+
+    @property
+    def mismatches(self) -> dict[str, int]:
+        """Differing elements per kernel."""
+        self._settle()
+        return self._mismatches
+
+    @property
+    def first(self) -> list[str]:
+        """The first differing elements, as `kernel.array[i, j, k]`."""
+        self._settle()
+        return self._first
+
+    def ready(self) -> bool:
+        """Whether every launch has been judged (always, without `judges`)."""
+        return all(done.done() for _, done in self._pending)
 
     def run(self, kernel: Any, args: tuple, values: list, launch: Callable[[], None]) -> None:
         """Launch `kernel` on the device, its oracle on host copies of `args`; count differences."""
@@ -71,16 +91,37 @@ class KernelAudit:
             else:
                 host_values.append(host.setdefault(id(raw), be.download(raw)))
         launch()
+        # what the launch wrote, read now: the step's next kernels may change it
+        got = {arg.name: be.download(raw) for arg, raw in zip(decl.args, args, strict=True)
+               if arg.role == Role.OUT and raw is not None}  # fmt: skip
+        self.launches[decl.name] = self.launches.get(decl.name, 0) + 1
+        if self.judges is None:
+            self._count(decl.name, self._judge(decl, host_values, got))
+        else:
+            self._pending.append((decl.name, self.judges.submit(self._judge, decl, host_values,
+                                                                got)))  # fmt: skip
+
+    def _judge(self, decl: Any, host_values: list, got: dict[str, np.ndarray]) -> list:
+        """The oracle on the host inputs, then each written array against it: [(array, indices
+        that differ)]."""
         tolerance = self.runtime.tolerance(decl)
         bounds = {} if tolerance is None else tolerance(*host_values)  # from the inputs
         self.runtime.oracle(decl)(*host_values)
+        written = [(arg.name, want) for arg, want in zip(decl.args, host_values, strict=True)
+                   if arg.name in got]  # fmt: skip
+        return [(name, count_mismatches(name, got[name], want, bounds.get(name)))
+                for name, want in written]  # fmt: skip
+
+    def _count(self, name: str, judged: list) -> None:
         bad = 0
-        for arg, raw, want in zip(decl.args, args, host_values, strict=True):
-            if arg.role != Role.OUT or raw is None:
-                continue
-            diff = count_mismatches(arg.name, be.download(raw), want, bounds.get(arg.name))
+        for array, diff in judged:
             bad += diff.size
-            if diff.size and len(self.first) < FIRST * 4:
-                self.first.append(f"{decl.name}.{arg.name}[{', '.join(map(str, diff[:FIRST]))}]")
-        self.mismatches[decl.name] = self.mismatches.get(decl.name, 0) + bad
-        self.launches[decl.name] = self.launches.get(decl.name, 0) + 1
+            if diff.size and len(self._first) < FIRST * 4:
+                self._first.append(f"{name}.{array}[{', '.join(map(str, diff[:FIRST]))}]")
+        self._mismatches[name] = self._mismatches.get(name, 0) + bad
+
+    def _settle(self) -> None:
+        """Count the judged launches, in launch order (waiting for any still running)."""
+        for name, done in self._pending:
+            self._count(name, done.result())
+        self._pending.clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -282,12 +283,13 @@ class KernelRuntime:
         return None if fn is None else _by_name(decl, fn, {})
 
     @contextmanager
-    def auditing(self, names: Iterable[str]) -> Iterator[Any]:
+    def auditing(self, names: Iterable[str], judges: Executor | None = None) -> Iterator[Any]:
         """Within the block, every launch of a kernel named in `names` also runs its oracle on
-        host copies of the same inputs; yields the KernelAudit holding the mismatch counts."""
+        host copies of the same inputs; yields the KernelAudit holding the mismatch counts
+        (`judges`: a thread pool where the oracles and comparisons run, see KernelAudit)."""
         from alpha_rl.kernels.audit import KernelAudit
 
-        audit = KernelAudit(self)
+        audit = KernelAudit(self, judges)
         chosen = [k for k in self.bound if k.decl.name in set(names)]
         for kernel in chosen:
             kernel.audit = audit

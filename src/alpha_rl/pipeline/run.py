@@ -64,7 +64,7 @@ from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
-from alpha_rl.pipeline.workers import open_workers
+from alpha_rl.pipeline.workers import Workers, open_workers
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
@@ -153,7 +153,7 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
             for run in live.values():
                 run.close()
             if workers is not None:
-                workers.shutdown(cancel_futures=True)
+                workers.shutdown()
     return results  # type: ignore[return-value]
 
 
@@ -182,7 +182,7 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
 
 
 def _job_steps(
-    cfg: DictConfig, job: Job, stop: StopSignals, workers: Executor | None = None
+    cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | None = None
 ) -> Generator[Any, Session | None, Outcome]:
     """One job as a generator: it yields its scaled config and choices once (send it its
     session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
@@ -208,7 +208,7 @@ def _job_steps(
 
 def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.CheckpointConfig,
                tracking: TrackingConfig, run_dir: Path, stop: StopSignals,
-               workers: Executor | None) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+               workers: Workers | None) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
     """_job_steps in the run directory it owns."""
     meta = None
     if plan.run.resume is not None:
@@ -234,7 +234,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     log_beta_anneal(cfg, plan)
     trainer = Trainer(session, market.train, plan)
     evaluator = Evaluator(session, market.heldout, plan, trainer.learner, trainer.stream,
-                          workers)  # fmt: skip
+                          workers and workers.processes)  # fmt: skip
     resume_id = None
     if meta is not None:
         meta = checkpoint.restore(run_dir, trainer)
@@ -260,7 +260,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
                   identity["id"])  # fmt: skip
     system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
     try:
-        outcome = yield from _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system)
+        outcome = yield from _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system,
+                                   workers and workers.threads)  # fmt: skip
     finally:
         system.stop()
         evaluator.close()
@@ -313,13 +314,17 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
     tracker.log_text(session.isv.layout.table(), "isv_table.txt")
 
 
-def _step(trainer: Trainer, t: int, audited: bool) -> tuple[dict[str, float], dict[str, Any]]:
-    """Step t, audited (the GPU's kernels against their oracles) or not; the audit's metrics and
-    its diag block."""
+def _step(
+    trainer: Trainer, t: int, audited: bool, judges: Executor | None
+) -> Generator[None, None, tuple[dict[str, float], dict[str, Any]]]:
+    """Step t, audited (the GPU's kernels against their oracles, in `judges` when given: it
+    yields until they are done) or not; the audit's metrics and its diag block."""
     if not audited:
         trainer.step()
         return {}, {}
-    audit = trainer.audited_step()
+    audit = trainer.audited_step(judges)
+    while not audit.ready():
+        yield
     metrics = {"audit/mismatch": float(audit.total)}
     metrics |= {f"audit/{k}": float(v) for k, v in audit.mismatches.items()}
     if audit.total:
@@ -358,10 +363,11 @@ def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
 
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
-          saver: Saver, stop: StopSignals,
-          system: SystemMetrics) -> Generator[None, Any, Outcome]:  # fmt: skip
-    """Steps until `steps` (or a stop signal), with log points, evaluations, audits and
-    checkpoints, yielding after each; the system metrics stop before the run ends."""
+          saver: Saver, stop: StopSignals, system: SystemMetrics,
+          judges: Executor | None = None) -> Generator[None, Any, Outcome]:  # fmt: skip
+    """Steps until `steps` (or a stop signal), with log points, evaluations, audits (judged in
+    `judges`, a pack's threads, when given) and checkpoints, yielding after each; the system
+    metrics stop before the run ends."""
     run, run_dir = plan.run, saver.run_dir
     audit_on = run.audit_every > 0 and trainer.backend.name != "numpy"
     progress = Progress(run.steps, start=trainer.t)
@@ -370,7 +376,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     try:
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
-            metrics, diag = _step(trainer, t, audit_on and t % run.audit_every == 0)
+            metrics, diag = yield from _step(trainer, t, audit_on and t % run.audit_every == 0,
+                                             judges)  # fmt: skip
             if t % run.log_every == 0 or t == run.steps:
                 mark = _log_point(trainer, tracker, mark, metrics, diag)
             if evaluator.due(t, run.steps):  # a step at a time: a pack's other runs go on
@@ -488,7 +495,7 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
             log.info("tear sheet: %s", ", ".join(map(str, paths)))
 
 
-def _drawn(workers: Executor | None, fn: Callable[..., Any], args: tuple) -> Future:
+def _drawn(workers: Workers | None, fn: Callable[..., Any], args: tuple) -> Future:
     """`fn(*args)` in a worker process, or here when there are none (its result or error in
     the future either way)."""
     if workers is not None:

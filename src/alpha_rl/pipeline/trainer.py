@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -161,10 +162,11 @@ class Trainer:
         """Whether the step about to run updates the Q-network."""
         return self.t >= self.plan.agent.learn_start
 
-    def audited_step(self) -> KernelAudit:
+    def audited_step(self, judges: Executor | None = None) -> KernelAudit:
         """`step()` with the env, n-step, PER-push and HER kernels (and the TF32 products)
-        checked against their oracles."""
-        with self.session.runtime.auditing(AUDITED) as audit:
+        checked against their oracles (in `judges`, a thread pool, when given: see
+        KernelAudit.ready)."""
+        with self.session.runtime.auditing(AUDITED, judges) as audit:
             self.launch_step()
             self.t += 1
         return audit

@@ -1,12 +1,16 @@
-"""Worker processes for a pack's host work.
+"""Helpers for a pack's host work.
 
 A pack drives all its runs from one thread, so what a run does on the host runs one run after
 another: a lone run's evaluation ledgers (pipeline/evaluate.py) cost ~0.2 s of NumPy each at the
-reference scale, and a pack's runs evaluate together. `open_workers` gives a pack of more than
-one run a pool of worker processes that compute the ledgers side by side while the pack's thread
-goes on; a lone run computes them in its own thread, as before. A worker is started with `spawn`
-(never `fork`: the parent holds a CUDA context and threads), imports no GPU code, and ignores
-SIGINT and SIGTERM: a stop signal is the pack's to handle, and the pool is shut down with it.
+reference scale, an audit's oracles and comparisons (kernels/audit.py) more, and a pack's runs
+evaluate and audit at the same steps. `open_workers` gives a pack of more than one run
+- worker processes (`processes`) for the evaluations' ledgers and the end-of-run plots, and
+- a thread pool (`threads`) for the audits' oracles and comparisons, whose arrays (the replay
+  among them) are too large to send to a process; their NumPy work releases the GIL,
+while the pack's thread goes on stepping the runs that are not waiting on them. A lone run does
+this work in its own thread, as before. A worker process is started with `spawn` (never `fork`:
+the parent holds a CUDA context and threads), imports no GPU code, and ignores SIGINT and
+SIGTERM: a stop signal is the pack's to handle, and the pools are shut down with it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,21 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Workers:
+    """A pack's pools (see the module docstring)."""
+
+    processes: ProcessPoolExecutor
+    threads: ThreadPoolExecutor
+
+    def shutdown(self) -> None:
+        """Stop both pools, dropping work not yet started."""
+        self.processes.shutdown(cancel_futures=True)
+        self.threads.shutdown(cancel_futures=True)
 
 
 def worker_count(runs: int, cpus: int | None = None) -> int:
@@ -26,13 +44,14 @@ def worker_count(runs: int, cpus: int | None = None) -> int:
     return max(1, min(runs, cpus - 1))
 
 
-def open_workers(runs: int) -> Executor | None:
-    """A process pool for a pack of `runs` (None for a lone run); the caller shuts it down."""
+def open_workers(runs: int) -> Workers | None:
+    """The pools of a pack of `runs` (None for a lone run); the caller shuts them down."""
     count = worker_count(runs)
     if count == 0:
         return None
-    return ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_stop_signals)  # fmt: skip
+    processes = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=_ignore_stop_signals)  # fmt: skip
+    return Workers(processes, ThreadPoolExecutor(count, thread_name_prefix="audit"))
 
 
 def _ignore_stop_signals() -> None:
