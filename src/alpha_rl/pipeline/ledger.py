@@ -47,14 +47,10 @@ UNITS = {
 }
 
 
-@dataclass(frozen=True)
-class TickPath:
-    """The ticks of `envs` envs over `steps` steps: `ticks[s]` [B] where step s trades, `ticks[S]`
-    where the envs stand after the last one; `last[s]` [B] where step s is a session's forced
-    close (the env goes flat whatever the policy says)."""
+class _Window:
+    """`steps` and `envs` of a path's [S, B] `last` (its forced closes)."""
 
-    ticks: np.ndarray  # [S + 1, B] int64
-    last: np.ndarray  # [S, B] bool
+    last: np.ndarray
 
     @property
     def steps(self) -> int:
@@ -63,6 +59,16 @@ class TickPath:
     @property
     def envs(self) -> int:
         return self.last.shape[1]
+
+
+@dataclass(frozen=True)
+class TickPath(_Window):
+    """The ticks of `envs` envs over `steps` steps: `ticks[s]` [B] where step s trades, `ticks[S]`
+    where the envs stand after the last one; `last[s]` [B] where step s is a session's forced
+    close (the env goes flat whatever the policy says)."""
+
+    ticks: np.ndarray  # [S + 1, B] int64
+    last: np.ndarray  # [S, B] bool
 
 
 def tick_path(session_last: np.ndarray, starts: np.ndarray, seed: int, cursors: np.ndarray,
@@ -151,7 +157,7 @@ Policy = Callable[[int, np.ndarray], np.ndarray]  # (step, previous targets [B])
 
 
 @dataclass(frozen=True)
-class PricedPath:
+class PricedPath(_Window):
     """A tick path priced once: per cell of its [S + 1, B] ticks the half spread of a fill and
     the mid move a position held there earns (both x lot x multiplier), so that every ledger of
     the evaluation (the agent's each time, the baselines') only weighs them by its positions.
@@ -173,14 +179,6 @@ class PricedPath:
         ahead = np.minimum(t + 1, book.T - 1)  # row S: its tick may be the book's last
         return cls(half=0.5 * (ask[t] - bid[t]) * lm, move=(mid[ahead] - mid[t]) * lm,
                    last=path.last, fee=costs.fee)  # fmt: skip
-
-    @property
-    def steps(self) -> int:
-        return self.last.shape[0]
-
-    @property
-    def envs(self) -> int:
-        return self.last.shape[1]
 
     def tiled(self, copies: int) -> PricedPath:
         """The same path `copies` times side by side (envs b, B + b, ... are env b's copies)."""
