@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.pack import open_pack
-from alpha_rl.pipeline.run import Job, run_jobs
+from alpha_rl.pipeline.run import Job, _drive, run_jobs
 from alpha_rl.pipeline.workers import worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
@@ -142,3 +144,26 @@ def test_an_agent_of_a_pack_resumes_alone(tmp_path: Path) -> None:
 def test_a_pack_gets_a_worker_per_run_up_to_its_cpus_but_one() -> None:
     assert [worker_count(runs, cpus=16) for runs in (1, 2, 5, 20)] == [0, 2, 5, 15]
     assert worker_count(3, cpus=2) == 1 and worker_count(3, cpus=1) == 1
+
+
+def test_a_pack_whose_runs_all_wait_on_helpers_sleeps_until_one_is_done() -> None:
+    """Two runs each waiting on a helper's work (0.2 s, one after the other): the pack waits
+    for the work instead of advancing the runs in a spin (thousands of advances)."""
+    advances: list[int] = []
+
+    def run(i: int, pool: ThreadPoolExecutor):
+        yield  # its config; then it is sent its session
+        done = pool.submit(time.sleep, 0.2)
+        while not done.done():
+            advances.append(i)
+            yield done
+        return i
+
+    with ThreadPoolExecutor(1) as pool:
+        live = {i: run(i, pool) for i in (0, 1)}
+        for job in live.values():
+            next(job)
+        results: list = [None, None]
+        _drive(live, dict.fromkeys(live), results)
+    assert results == [0, 1] and not live
+    assert len(advances) <= 6, len(advances)

@@ -74,9 +74,14 @@ class KernelAudit:
         self._settle()
         return self._first
 
+    def waiting(self) -> Future | None:
+        """A judgement still running (None once every launch has been judged; always None
+        without `judges`)."""
+        return next((done for _, done in self._pending if not done.done()), None)
+
     def ready(self) -> bool:
         """Whether every launch has been judged (always, without `judges`)."""
-        return all(done.done() for _, done in self._pending)
+        return self.waiting() is None
 
     def run(self, kernel: Any, args: tuple, values: list, launch: Callable[[], None]) -> None:
         """Launch `kernel` on the device, its oracle on host copies of `args`; count differences."""

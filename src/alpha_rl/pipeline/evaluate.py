@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Generator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import numpy as np
@@ -182,10 +182,11 @@ class Evaluator:
             except StopIteration as done:
                 return done.value
 
-    def steps(self) -> Generator[None, None, dict[str, float]]:
+    def steps(self) -> Generator[Future | None, None, dict[str, float]]:
         """One evaluation as a generator: it queues the evaluation (`launch`, or its graph),
         yields once while the device runs it (a pack's other runs go on meanwhile), then reads
-        the records and returns the metrics: the agent's ledger figures (eval/pnl net of costs,
+        the records (and, with `workers`, yields the ledgers' future until it is done) and
+        returns the metrics: the agent's ledger figures (eval/pnl net of costs,
         eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure,
         eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe
         over its `sharpe_window` intervals (with their number and their PnL's skewness and
@@ -218,7 +219,7 @@ class Evaluator:
         else:  # in a worker process, while the pack's thread goes on
             done = self.workers.submit(ledgers, *task)
             while not done.done():
-                yield
+                yield done
             agent, rand = done.result()
         self.last = Reading(agent, self.holds | {"random": rand})
         out = ledger_metrics(agent, eval_key)

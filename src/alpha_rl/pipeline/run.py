@@ -20,7 +20,7 @@ import shlex
 import socket
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -160,25 +160,29 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
 def _drive(live: dict[int, Generator], sessions: dict[int, Session],
            results: list[Outcome | Exception | None]) -> None:  # fmt: skip
     """Advance every live run a step at a time, round robin, until each has returned its
-    Outcome or raised; a run that raises leaves the pack with its exception as its result."""
+    Outcome or raised; a run that raises leaves the pack with its exception as its result. A run
+    waiting on a helper yields that work's Future: when every live run waits, the pack sleeps
+    until one of them is done rather than spin."""
 
-    def advance(i: int, sent: Session | None = None) -> None:
+    def advance(i: int, sent: Session | None = None) -> Any:
         try:
-            live[i].send(sent)
+            return live[i].send(sent)
         except StopIteration as done:
             results[i] = done.value
-            del live[i]
         except Exception as exc:
             if len(results) > 1:
                 log.error("run %d of the pack stopped: %s; the others go on", i, exc)
             results[i] = exc
-            del live[i]
+        del live[i]
+        return None
 
     for i, session in sessions.items():
         advance(i, session)  # builds its trainer and takes its first step
     while live:
-        for i in list(live):
-            advance(i)
+        waits = [advance(i) for i in list(live)]
+        pending = [w for w in waits if isinstance(w, Future) and not w.done()]
+        if pending and len(pending) == len(waits):
+            wait(pending, return_when=FIRST_COMPLETED)
 
 
 def _job_steps(
@@ -316,15 +320,15 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
 
 def _step(
     trainer: Trainer, t: int, audited: bool, judges: Executor | None
-) -> Generator[None, None, tuple[dict[str, float], dict[str, Any]]]:
+) -> Generator[Future, None, tuple[dict[str, float], dict[str, Any]]]:
     """Step t, audited (the GPU's kernels against their oracles, in `judges` when given: it
     yields until they are done) or not; the audit's metrics and its diag block."""
     if not audited:
         trainer.step()
         return {}, {}
     audit = trainer.audited_step(judges)
-    while not audit.ready():
-        yield
+    while (judging := audit.waiting()) is not None:
+        yield judging
     metrics = {"audit/mismatch": float(audit.total)}
     metrics |= {f"audit/{k}": float(v) for k, v in audit.mismatches.items()}
     if audit.total:
@@ -364,7 +368,7 @@ def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
           saver: Saver, stop: StopSignals, system: SystemMetrics,
-          judges: Executor | None = None) -> Generator[None, Any, Outcome]:  # fmt: skip
+          judges: Executor | None = None) -> Generator[Future | None, Any, Outcome]:  # fmt: skip
     """Steps until `steps` (or a stop signal), with log points, evaluations, audits (judged in
     `judges`, a pack's threads, when given) and checkpoints, yielding after each; the system
     metrics stop before the run ends."""
@@ -461,7 +465,7 @@ def _say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> 
 
 
 def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: Summary,
-                inline: bool = False) -> Generator[None, None, None]:  # fmt: skip
+                inline: bool = False) -> Generator[Future, None, None]:  # fmt: skip
     """<run dir>/curves.png, and tearsheet.html and .png of the start's last evaluation (with
     `eval.tearsheet`), as the run's artifacts. A pack draws them in its worker processes,
     yielding meanwhile (`inline`: here, as a lone run does); a failed plot is a warning, never
@@ -480,7 +484,7 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
     drawn = [(what, _drawn(workers, fn, args)) for what, fn, args in plots]
     for what, future in drawn:
         while not future.done():
-            yield
+            yield future
         try:
             paths = future.result()
         except Exception as exc:
