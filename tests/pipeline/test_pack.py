@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,7 @@ import pytest
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.pack import open_pack
-from alpha_rl.pipeline.run import Job, _drive, run_jobs
+from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
 from alpha_rl.pipeline.workers import worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
@@ -167,3 +167,24 @@ def test_a_pack_whose_runs_all_wait_on_helpers_sleeps_until_one_is_done() -> Non
         _drive(live, dict.fromkeys(live), results)
     assert results == [0, 1] and not live
     assert len(advances) <= 6, len(advances)
+
+
+def test_an_audited_step_judged_in_threads_yields_until_judged() -> None:
+    """A pack's audited step (`_step` with judges): the run yields the judgement's Future while
+    it runs, then reports every audited kernel, here the oracles against themselves (numpy)."""
+    with trainer_for([]) as (trainer, _), ThreadPoolExecutor(1) as judges:
+        for _ in range(3):
+            trainer.step()
+        judges.submit(time.sleep, 0.3)  # busy: the judgements queue behind it
+        step = _step(trainer, 4, True, judges)
+        waited = []
+        while True:
+            try:
+                waited.append(next(step))
+            except StopIteration as done:
+                metrics, diag = done.value
+                break
+    assert waited and all(isinstance(w, Future) for w in waited)
+    assert metrics["audit/mismatch"] == 0.0 and metrics["audit/experience_env_step"] == 0.0
+    assert diag["audit"]["mismatches"] == {k[len("audit/"):]: 0 for k in metrics
+                                           if k != "audit/mismatch"}  # fmt: skip
