@@ -62,10 +62,12 @@ def test_audit_names_the_kernel_array_and_index_of_a_wrong_launch() -> None:
         diagnostics(**args)
     assert audit.mismatches == {DIAGNOSTICS: 2}
     assert audit.first == ["reward_diagnostics.isv[33]"] * 2  # nothing in diag or the scratch
-    with ThreadPoolExecutor(2) as judges:  # a pack's: the oracles and comparisons in threads
+    with ThreadPoolExecutor(1) as judges:  # a pack's: the oracles and comparisons in threads
+        judges.submit(time.sleep, 0.3)  # busy: the judgements wait behind it
         with runtime.auditing([DIAGNOSTICS], judges) as threaded:
             diagnostics(**args)
             diagnostics(**args)
+        assert not threaded.ready() and threaded.waiting() is not None
         while not threaded.ready():
             time.sleep(0.01)
     assert threaded.launches == {DIAGNOSTICS: 2}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Generator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from alpha_rl.pipeline.ledger import (
     tick_path,
 )
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
+from alpha_rl.pipeline.workers import outcome, submitted
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import (
     CAPTURE,
@@ -174,13 +175,15 @@ class Evaluator:
             self.graph = None
 
     def run(self) -> dict[str, float]:
-        """One evaluation, start to end (see `steps`)."""
+        """One evaluation, start to end (see `steps`), waiting on its workers when it has any."""
         steps = self.steps()
         while True:
             try:
-                next(steps)
+                waiting = next(steps)
             except StopIteration as done:
                 return done.value
+            if isinstance(waiting, Future):
+                wait([waiting])
 
     def steps(self) -> Generator[Future | None, None, dict[str, float]]:
         """One evaluation as a generator: it queues the evaluation (`launch`, or its graph),
@@ -217,10 +220,10 @@ class Evaluator:
         if self.workers is None:
             agent, rand = ledgers(*task, copies=self.copies)
         else:  # in a worker process, while the pack's thread goes on
-            done = self.workers.submit(ledgers, *task)
+            done = submitted(self.workers, ledgers, *task)
             while not done.done():
                 yield done
-            agent, rand = done.result()
+            agent, rand = outcome(done, ledgers, *task)
         self.last = Reading(agent, self.holds | {"random": rand})
         out = ledger_metrics(agent, eval_key)
         out[SHARPE_INTERVALS] = float(agent.intervals.size)

@@ -64,7 +64,7 @@ from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
-from alpha_rl.pipeline.workers import Workers, open_workers
+from alpha_rl.pipeline.workers import Workers, open_workers, outcome, submitted
 from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
@@ -181,7 +181,7 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
     while live:
         waits = [advance(i) for i in list(live)]
         pending = [w for w in waits if isinstance(w, Future) and not w.done()]
-        if pending and len(pending) == len(waits):
+        if pending and len(pending) == len(live):  # every run still going waits
             wait(pending, return_when=FIRST_COMPLETED)
 
 
@@ -268,8 +268,10 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
                                    workers and workers.threads)  # fmt: skip
     finally:
         system.stop()
-        evaluator.close()
-        trainer.close()
+        try:
+            evaluator.close()
+        finally:
+            trainer.close()
     set_identity_run(run_dir, identity, outcome.run_id)  # a store that came back late
     return outcome
 
@@ -403,8 +405,9 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             yield  # the pack's other runs take their step
         if stop.requested:
             status, reason = _stopped(trainer, tracker, saver, stop)
-        yield from write_plots(run_dir, tracker, evaluator, summary)
-        plotted = True
+        if status != "REQUEUED":  # a requeue leaves at once (the cluster's grace is short)
+            yield from write_plots(run_dir, tracker, evaluator, summary)
+            plotted = True
     except DivergenceError as exc:
         status, reason = "FAILED", str(exc)
         log.error("run stopped: %s (the last checkpoint is kept)", exc)
@@ -481,12 +484,12 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
                       (run_dir, reading.agent, reading.baselines, evaluator.book,
                        evaluator.costs, title)))  # fmt: skip
     workers = None if inline else evaluator.workers
-    drawn = [(what, _drawn(workers, fn, args)) for what, fn, args in plots]
-    for what, future in drawn:
+    drawn = [(what, fn, args, submitted(workers, fn, *args)) for what, fn, args in plots]
+    for what, fn, args, future in drawn:
         while not future.done():
             yield future
         try:
-            paths = future.result()
+            paths = outcome(future, fn, *args)
         except Exception as exc:
             log.warning("could not write the %s of %s: %s", what, run_dir, exc)
             continue
@@ -497,16 +500,3 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
             tracker.log_artifact(path)
         if what == "tear sheet":
             log.info("tear sheet: %s", ", ".join(map(str, paths)))
-
-
-def _drawn(workers: Workers | None, fn: Callable[..., Any], args: tuple) -> Future:
-    """`fn(*args)` in a worker process, or here when there are none (its result or error in
-    the future either way)."""
-    if workers is not None:
-        return workers.submit(fn, *args)
-    done: Future = Future()
-    try:
-        done.set_result(fn(*args))
-    except Exception as exc:
-        done.set_exception(exc)
-    return done

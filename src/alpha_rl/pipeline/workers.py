@@ -15,11 +15,22 @@ SIGTERM: a stop signal is the pack's to handle, and the pools are shut down with
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import (
+    BrokenExecutor,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+)
 from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("alpha_rl")
 
 
 @dataclass(frozen=True)
@@ -36,11 +47,11 @@ class Workers:
 
 
 def worker_count(runs: int, cpus: int | None = None) -> int:
-    """Workers for a pack of `runs`: one per run, at most one fewer than the CPUs (the pack's
-    own thread keeps one), at least one; none for a lone run."""
+    """Workers for a pack of `runs`: one per run, at most one fewer than the CPUs this process
+    may run on (the pack's own thread keeps one), at least one; none for a lone run."""
     if runs < 2:
         return 0
-    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    cpus = cpus if cpus is not None else len(os.sched_getaffinity(0))  # a job's allotment
     return max(1, min(runs, cpus - 1))
 
 
@@ -52,6 +63,31 @@ def open_workers(runs: int) -> Workers | None:
     processes = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
                                     initializer=_ignore_stop_signals)  # fmt: skip
     return Workers(processes, ThreadPoolExecutor(count, thread_name_prefix="audit"))
+
+
+def submitted(pool: Executor | None, fn: Callable[..., Any], *args: Any) -> Future:
+    """`fn(*args)` in `pool`, or here when there is none or it is broken (a worker process
+    that died: the pack's runs go on without it); its result or error in the future."""
+    if pool is not None:
+        try:
+            return pool.submit(fn, *args)
+        except (BrokenExecutor, RuntimeError) as exc:  # RuntimeError: shut down
+            log.warning("a pack's helper pool cannot take work (%s): computing here", exc)
+    done: Future = Future()
+    try:
+        done.set_result(fn(*args))
+    except Exception as exc:
+        done.set_exception(exc)
+    return done
+
+
+def outcome(done: Future, fn: Callable[..., Any], *args: Any) -> Any:
+    """The result of `done`, `fn(*args)`'s; computed here again when its worker died."""
+    try:
+        return done.result()
+    except BrokenExecutor as exc:
+        log.warning("a pack's helper died (%s): computing its work here", exc)
+        return fn(*args)
 
 
 def _ignore_stop_signals() -> None:
