@@ -7,12 +7,13 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
+from alpha_rl.agent import aux_calls
 from alpha_rl.errors import ReplayError
 from alpha_rl.kernels.per import HEAD
 from alpha_rl.nstep import OneStep
 from alpha_rl.pipeline.config import plan_run
-from alpha_rl.pipeline.evaluate import Evaluator, sharpe
-from alpha_rl.pipeline.ledger import UNITS
+from alpha_rl.pipeline.evaluate import Evaluator, direction, ledger_metrics, sharpe
+from alpha_rl.pipeline.ledger import UNITS, matched_random, settle
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
@@ -225,6 +226,57 @@ def test_evaluation_is_greedy_repeatable_and_leaves_training_untouched() -> None
     assert first["eval/baseline/flat/pnl"] == 0.0
     for key, value in before.items():
         np.testing.assert_array_equal(value, after[key], err_msg=key)
+
+
+def step_by_step(evaluator: Evaluator) -> dict[str, float]:
+    """An evaluation as a loop of its env's steps read one by one (the reference the device
+    records of Evaluator.launch must equal): effective actions and the aux head's calls read
+    every step, the trade accumulators harvested every `sharpe_window` steps."""
+    env, c, be, policy = evaluator.env, evaluator.cfg, evaluator.backend, evaluator.policy
+    a = env.arrays
+    env.reset()
+    targets = np.zeros((c.steps, env.num_envs), np.int64)
+    trades, realised, available, right, labeled = 0, 0.0, 0.0, 0, 0
+    for s in range(c.steps):
+        env.perceive(evaluator.h)
+        env.step(policy.act(evaluator.h), policy.p_up)
+        targets[s] = direction(be.download(a["eff_action"]))
+        r, n = aux_calls(be, policy.p_up, a["fill_mid"], a["post_mid"])
+        right, labeled = right + r, labeled + n
+        if (s + 1) % c.sharpe_window == 0 or s + 1 == c.steps:
+            stats = env.harvest_trade_stats()
+            trades, realised = trades + stats.trades, realised + stats.realised
+            available += stats.available
+    agent = settle(evaluator.book, evaluator.costs, evaluator.path, targets, c.sharpe_window)
+    rand = matched_random(evaluator.book, evaluator.costs, evaluator.path, c.sharpe_window,
+                          evaluator.seed, agent.turnover)  # fmt: skip
+    out = ledger_metrics(agent, eval_key) | {"eval/sharpe_intervals": agent.intervals.size}
+    for name, stats in (evaluator.holds | {"random": rand}).items():
+        figures = ledger_metrics(stats, lambda f, n=name: baseline_key(n, f))
+        out |= {k: v for k, v in figures.items() if np.isfinite(v)}
+    return (
+        out
+        | {
+            "eval/capture_ratio": realised / available if available > 0 else float("nan"),
+            "eval/trades": float(trades),
+            "eval/aux_accuracy": right / labeled if labeled else float("nan"),
+        }
+        | evaluator.probe.run()
+    )
+
+
+@pytest.mark.parametrize("overrides", [[], ["alpha='on'", "eval.steps=23", "eval.sharpe_window=5"]])
+def test_an_evaluation_equals_its_steps_read_one_by_one(overrides: list[str]) -> None:
+    """The evaluation's device records (read once at its end) give every figure of the same
+    evaluation read step by step, a last window shorter than `sharpe_window` included."""
+    with trainer_for(overrides) as (trainer, market):
+        for _ in range(15):
+            trainer.step()
+        evaluator = Evaluator(trainer.session, market.heldout, trainer.plan, trainer.learner)
+        got = evaluator.run()
+        want = step_by_step(evaluator)
+    assert sorted(got) == sorted(want)
+    assert {k: str(v) for k, v in got.items()} == {k: str(float(v)) for k, v in want.items()}
 
 
 def test_evaluations_are_early_dense_then_every_eval_every() -> None:
