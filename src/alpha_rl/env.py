@@ -8,7 +8,8 @@ upload) and the explicit readers `harvest_trade_stats` and `read_decomp` meant f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -156,6 +157,17 @@ class TradeStats:
     realised: float  # USD
     available: float  # USD: best mid during each trade vs its entry mid, >= 0 per trade
     duration: float  # steps
+
+    @classmethod
+    def summed(cls, accumulators: Mapping[str, np.ndarray]) -> TradeStats:
+        """The host copies of the STATS accumulators summed over envs (float64)."""
+        sums = [float(np.asarray(accumulators[k]).astype(np.float64).sum()) for k in STATS]
+        return cls(int(sums[0]), sums[1], sums[2], sums[3])
+
+    @classmethod
+    def total(cls, parts: Sequence[TradeStats]) -> TradeStats:
+        """The sum of `parts` (harvests one after another), figure by figure, in their order."""
+        return cls(*(sum(getattr(p, f.name) for p in parts) for f in fields(cls)))
 
     @property
     def capture_ratio(self) -> float:
@@ -322,12 +334,10 @@ class Environment:
 
     def harvest_trade_stats(self) -> TradeStats:
         """Read and clear the closed-trade accumulators (a device->host copy: log points only)."""
-        sums = [
-            float(self.backend.download(self.arrays[k]).astype(np.float64).sum()) for k in STATS
-        ]
+        stats = TradeStats.summed({k: self.backend.download(self.arrays[k]) for k in STATS})
         for k in STATS:
             self.backend.fill(self.arrays[k], 0)
-        return TradeStats(int(sums[0]), sums[1], sums[2], sums[3])
+        return stats
 
     def read_decomp(self) -> np.ndarray:
         """The last reward decomposition as [3 (flat, long, short), 4 + RC_STRIDE] (a host copy)."""

@@ -7,7 +7,8 @@
 - `head`: `QHead` / `C51Head`, Q from the network's outputs and the loss;
 - `noise`: `Noiseless` / `NoisyLayers`, how acting explores and which weights run;
 - `alpha`: `NoBias` / `AlphaBias`, α's learned bias on the directional Q-values;
-- `learner`: `Learner`, which composes them; `policy`: `GreedyPolicy`, `aux_calls`.
+- `learner`: `Learner`, which composes them; `policy`: `GreedyPolicy`, `aux_calls`,
+  `called_right`.
 """
 
 from alpha_rl.agent.alpha import AlphaBias, AlphaState, NoBias, make_bias
@@ -31,7 +32,7 @@ from alpha_rl.agent.layout import (
 from alpha_rl.agent.learner import Learner, LearnerKernels
 from alpha_rl.agent.network import Activations, MlpOps, QNetwork
 from alpha_rl.agent.noise import Noiseless, NoisyLayers
-from alpha_rl.agent.policy import GreedyPolicy, aux_calls
+from alpha_rl.agent.policy import GreedyPolicy, aux_calls, called_right
 from alpha_rl.agent.state import LearnerState
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "QNetwork",
     "Slots",
     "aux_calls",
+    "called_right",
     "gemm_kind",
     "init_params",
     "init_sigma",

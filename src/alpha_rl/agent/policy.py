@@ -1,5 +1,6 @@
 """Evaluation's use of a learner: `GreedyPolicy` (argmax Q with buffers and counters of its
-own) and `aux_calls` (how often the aux head called the mid's move right)."""
+own) and `aux_calls` (how often the aux head called the mid's move right; `called_right` on host
+arrays)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from alpha_rl.kernels import dqn
 def aux_calls(backend: Backend, p_up: DeviceArray, fill_mid: DeviceArray,
               post_mid: DeviceArray) -> tuple[int, int]:  # fmt: skip
     """(right, moved): of the envs whose mid moved over the step (post_mid != fill_mid), how
-    many the aux head called right (p_up > 0.5 for up), read to the host."""
-    up = backend.download(p_up) > 0.5
-    before, after = backend.download(fill_mid), backend.download(post_mid)
-    moved = after != before
-    return int(((after > before) == up)[moved].sum()), int(moved.sum())
+    many the aux head called right (p_up > 0.5 for up), read to the host (`called_right`)."""
+    return called_right(*(backend.download(a) for a in (p_up, fill_mid, post_mid)))
+
+
+def called_right(p_up: np.ndarray, fill_mid: np.ndarray, post_mid: np.ndarray) -> tuple[int, int]:
+    """`aux_calls` on host arrays of any shape (steps x envs: an evaluation's records)."""
+    moved = post_mid != fill_mid
+    return int(((post_mid > fill_mid) == (p_up > 0.5))[moved].sum()), int(moved.sum())
 
 
 class GreedyPolicy:

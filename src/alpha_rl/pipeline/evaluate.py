@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from alpha_rl.abi import ENV_ACTIONS
-from alpha_rl.agent import GreedyPolicy, Learner
+from alpha_rl.agent import GreedyPolicy, Learner, called_right
 from alpha_rl.backend.graph import Graph
-from alpha_rl.env import STATS, Environment
+from alpha_rl.env import STATS, Environment, TradeStats
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.ledger import (
@@ -208,22 +208,16 @@ class Evaluator:
         read = {k: self.backend.download(v, self.stream).reshape(-1, B)
                 for k, v in (self.records | self.trade_stats).items()}  # fmt: skip
         targets = direction(read["eff_action"]).astype(np.int64)
-        up, before, after = read["p_up"] > 0.5, read["fill_mid"], read["post_mid"]
-        moved = after != before
-        right, labeled = int(((after > before) == up)[moved].sum()), int(moved.sum())
-        trades, realised, available = 0, 0.0, 0.0
-        for w in range(self.windows):  # each window's float32 sums in float64, as harvested
-            sums = [float(read[k][w].astype(np.float64).sum()) for k in STATS[:3]]
-            trades, realised = trades + int(sums[0]), realised + sums[1]
-            available += sums[2]
-        task = (self.priced, targets, c.sharpe_window, self.seed)
-        if self.workers is None:
-            agent, rand = ledgers(*task, copies=self.copies)
-        else:  # in a worker process, while the pack's thread goes on
-            done = submitted(self.workers, ledgers, *task)
-            while not done.done():
-                yield done
-            agent, rand = outcome(done, ledgers, *task)
+        right, labeled = called_right(read["p_up"], read["fill_mid"], read["post_mid"])
+        # each window's accumulators summed as a harvest sums them, then the windows added
+        trades = TradeStats.total([TradeStats.summed({k: read[k][w] for k in STATS})
+                                   for w in range(self.windows)])  # fmt: skip
+        # the ledgers: in a worker process while the pack's thread goes on, or here
+        task = (self.priced, targets, c.sharpe_window, self.seed, self.copies)
+        done = submitted(self.workers, ledgers, *task)
+        while not done.done():
+            yield done
+        agent, rand = outcome(done, ledgers, *task)
         self.last = Reading(agent, self.holds | {"random": rand})
         out = ledger_metrics(agent, eval_key)
         out[SHARPE_INTERVALS] = float(agent.intervals.size)
@@ -233,8 +227,8 @@ class Evaluator:
         return (
             out
             | {
-                CAPTURE: realised / available if available > 0 else float("nan"),
-                TRADES: float(trades),
+                CAPTURE: trades.capture_ratio,
+                TRADES: float(trades.trades),
                 "eval/aux_accuracy": right / labeled if labeled else float("nan"),
             }
             | self.probe.run()
