@@ -11,11 +11,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import paths
-from alpha_rl.backend.base import Backend
+from alpha_rl.backend.base import Backend, RunBackend
 from alpha_rl.backend.select import open_backend
 from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
@@ -27,13 +28,15 @@ from alpha_rl.parts import layout_from_config
 
 @dataclass
 class Session:
-    """What one job runs on."""
+    """What one job runs on: its config, its view of the backend (whose reads wait for the
+    run's own `stream`: backend/base.py, RunBackend), its kernel runtime and device ISV."""
 
     cfg: DictConfig
     backend: Backend
     backend_reason: str
     runtime: KernelRuntime
     isv: DeviceIsv
+    stream: Any  # where the run queues its device work (None: the default stream; numpy)
 
 
 def build_defines(cfg: DictConfig) -> dict[str, int]:
@@ -101,8 +104,9 @@ def open_sessions(
     try:
         sessions = []
         for (cfg, _), layout, d, c in zip(jobs, layouts, defines, cubins, strict=True):
-            runtime = KernelRuntime(backend, d, cubin_dir=c)
-            sessions.append(Session(cfg, backend, reason, runtime, DeviceIsv(layout, backend)))
+            own = RunBackend(backend, backend.new_stream())
+            runtime = KernelRuntime(own, d, cubin_dir=c)
+            sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own), own.stream))
         yield sessions
     finally:
         backend.close()

@@ -14,9 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from alpha_rl.backend.base import RunBackend
+from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
+from alpha_rl.market import load_market
+from alpha_rl.pipeline.config import plan_run
 from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
+from alpha_rl.pipeline.scale import Markets
 from alpha_rl.pipeline.workers import outcome, submitted, worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
@@ -79,6 +84,81 @@ def test_each_agent_of_a_pack_is_its_run_alone_on_the_gpu(built_cubins: Path) ->
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
                           text=True, timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+class Reads(NumpyBackend):
+    """The numpy backend, noting the stream of every download."""
+
+    def __init__(self) -> None:
+        self.streams: list = []
+
+    def download(self, arr, stream=None):
+        self.streams.append(stream)
+        return super().download(arr, stream)
+
+
+def test_a_runs_reads_wait_for_its_own_stream_unless_told_another() -> None:
+    shared = Reads()
+    own = RunBackend(shared, stream="run 0")
+    x = own.upload(np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(own.download(x), np.arange(4))
+    own.download(x, stream="another")
+    assert shared.streams == ["run 0", "another"]
+    assert own.name == "numpy" and own.is_array(x) and own.describe() == shared.describe()
+
+
+def test_each_session_of_a_pack_has_its_own_stream_and_reads_after_it() -> None:
+    tiny = compose_train([*TINY, "reward.scale=1.0"])
+    with open_sessions([tiny, tiny]) as sessions:
+        for session in sessions:
+            assert session.backend.stream is session.stream
+            assert session.runtime.backend is session.backend
+            assert session.isv.backend is session.backend
+
+
+def test_a_pack_builds_each_market_once_and_shares_it_read_only() -> None:
+    cfg, _ = compose_train(TINY)
+    validation = plan_run(cfg).validation
+    markets = Markets()
+    first, again = (markets.load(cfg.market, 0, validation) for _ in range(2))
+    other = markets.load(cfg.market, 1, validation)
+    assert first is again and other is not first
+    alone = load_market(cfg.market, 0, validation)
+    np.testing.assert_array_equal(first.train.bid_px, alone.train.bid_px)
+    with pytest.raises(ValueError, match="read-only"):
+        first.heldout.ask_px[0, 0] = 1.0
+
+
+@pytest.mark.gpu
+def test_a_runs_read_does_not_wait_for_another_runs_queued_work(built_cubins: Path) -> None:
+    """Two runs of one pack on cuda: with ~200 steps of run 1 queued on its stream, run 0's
+    log-point read returns while run 1 still has work queued (a read on the legacy default
+    stream waits for it: every read of a run would drain the whole pack)."""
+    base = ["backend=cuda", "debug=tiny", f"backend.cubin_dir={built_cubins}"]
+    code = (
+        "from tests.pipeline.test_pack import check_reads_after_own_stream as check\n"
+        f"check({base!r})\n"
+    )
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def check_reads_after_own_stream(base: list[str]) -> None:
+    with open_pack([compose_train([*base, f"seed={s}"]) for s in (0, 1)]) as pack:
+        first, second = pack.trainers
+        for _ in range(60):  # both past learn_start, their graphs captured
+            pack.step()
+        pack.synchronize()
+        for _ in range(200):
+            second.step()
+        first.step()
+        first.read_log_point()
+        assert not second.stream.is_done(), "run 0's read waited for run 1's queued steps"
+        pack.synchronize()
+        assert second.stream.is_done()
 
 
 def packed_jobs(tmp_path: Path, agents: list[list[str]], base: list[str] = TINY) -> list:

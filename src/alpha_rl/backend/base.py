@@ -80,3 +80,60 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RunBackend(Backend):
+    """A run's view of a backend it may share with other runs (a pack's, one CUDA context):
+    every call is the backend's, except that a `download` given no stream waits for this run's
+    `stream` only. On the shared backend such a read waits for the legacy default stream, which
+    is every run's queued work: each log point, probe and audit read of one run would drain the
+    whole pack. All of a run's device work is queued on its stream (or on the legacy stream,
+    which its stream waits for), so its reads see what they see alone. What a backend has
+    beyond this interface (the cuda backend's modules, its arch) is the backend's own."""
+
+    def __init__(self, backend: Backend, stream: Any) -> None:
+        self.backend, self.stream = backend, stream
+        self.name = backend.name
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "backend":  # not yet set (a copy being built): never recurse
+            raise AttributeError(name)
+        return getattr(self.backend, name)
+
+    def alloc(self, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
+        return self.backend.alloc(shape, dtype)
+
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
+        return self.backend.zeros(shape, dtype)
+
+    def upload(self, host: np.ndarray) -> DeviceArray:
+        return self.backend.upload(host)
+
+    def download(self, arr: DeviceArray, stream: Any = None) -> np.ndarray:
+        """`Backend.download`, after this run's stream when no other is given."""
+        return self.backend.download(arr, self.stream if stream is None else stream)
+
+    def write(self, arr: DeviceArray, host: np.ndarray) -> None:
+        self.backend.write(arr, host)
+
+    def fill(self, arr: DeviceArray, value: float | int, stream: Any = None) -> None:
+        self.backend.fill(arr, value, stream)
+
+    def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:
+        self.backend.copy(dst, src, stream)
+
+    def is_array(self, obj: object) -> bool:
+        return self.backend.is_array(obj)
+
+    def new_stream(self) -> Any:
+        return self.backend.new_stream()
+
+    def synchronize(self) -> None:
+        """All queued device work of every run done (the backend's)."""
+        self.backend.synchronize()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def describe(self) -> dict[str, str]:
+        return self.backend.describe()

@@ -231,5 +231,5 @@ class Evaluator:
                 TRADES: float(trades.trades),
                 "eval/aux_accuracy": right / labeled if labeled else float("nan"),
             }
-            | self.probe.run()
+            | self.probe.run(self.stream)
         )

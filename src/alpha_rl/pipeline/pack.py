@@ -15,7 +15,7 @@ from contextlib import ExitStack, contextmanager
 from omegaconf import DictConfig
 
 from alpha_rl.pipeline.config import plan_run
-from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_sessions
 
@@ -42,10 +42,10 @@ def open_pack(jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]]) -> It
     """The pack of `jobs` (each a composed config and its choices): every config planned and its
     market read before the backend opens, then one trainer per job on the shared backend; their
     CUDA graphs and the backend are released when the block ends, whatever happened in it."""
-    planned = []
+    planned, markets = [], Markets()
     for cfg, choices in jobs:
         plan = plan_run(cfg)
-        market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
+        market, cfg = market_and_config(cfg, plan.run.seed, plan.validation, markets)
         planned.append((cfg, choices, plan, market.train))
     jobs = [(cfg, choices) for cfg, choices, _, _ in planned]
     with open_sessions(jobs) as sessions, ExitStack() as closing:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -113,25 +114,26 @@ class ProbeLoss:
         self.out = be.zeros(1, F32)  # dqn_td's l_q slot
         self.td = learner.runtime.bind(dqn.TD)
 
-    def run(self) -> dict[str, float]:
-        """One evaluation of the current online and target nets on the probe."""
+    def run(self, stream: Any = None) -> dict[str, float]:
+        """One evaluation of the current online and target nets on the probe, queued on `stream`
+        (the run's) and read after it."""
         lr, n, H, c = self.learner, self.size, self.learner.obs_dim, self.learner.cfg
-        out = lr.net.forward(lr.views["theta"], self.x, self.online)
-        q = lr.expected_q(out, self.q_online, 2 * n)
-        lr.alpha_bias(self.x, q, 2 * n)
+        out = lr.net.forward(lr.views["theta"], self.x, self.online, stream)
+        q = lr.expected_q(out, self.q_online, 2 * n, stream)
+        lr.alpha_bias(self.x, q, 2 * n, stream=stream)
         q_t, q_tp1 = q[: n * ACTIONS], q[n * ACTIONS :]
-        out = lr.net.forward(lr.views["target"], self.x[n * H :], self.target)
-        q_tgt = lr.expected_q(out, self.q_target, n)
-        lr.alpha_bias(self.x[n * H :], q_tgt, n, target=True)
+        out = lr.net.forward(lr.views["target"], self.x[n * H :], self.target, stream)
+        q_tgt = lr.expected_q(out, self.q_target, n, stream)
+        lr.alpha_bias(self.x[n * H :], q_tgt, n, target=True, stream=stream)
         self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
                 reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
                 discount=None,  # the probe's transitions are one step: gamma, whatever n_step
                 delta=self.delta, dq=self.dq, isv=self.out, M=n, A=ACTIONS, gamma=c.gamma,
                 cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, loss_idx=0, real_idx=-1,
-                synthetic_idx=-1, frac_idx=-1)  # fmt: skip
+                synthetic_idx=-1, frac_idx=-1, stream=stream)  # fmt: skip
         be = lr.backend
-        q_host = be.download(q_t).reshape(n, ACTIONS).astype(np.float64)
+        q_host = be.download(q_t, stream).reshape(n, ACTIONS).astype(np.float64)
         return {
-            PROBE: float(be.download(self.out)[0]),
+            PROBE: float(be.download(self.out, stream)[0]),
             "eval/q_probe_mean": float(q_host.max(axis=1).mean()),
         }

@@ -59,7 +59,7 @@ from alpha_rl.pipeline.labels import (
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.saver import Saver, resume_dir
-from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
 from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
@@ -134,9 +134,10 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
         live: dict[int, Generator] = {}
         asks = {}
         workers = open_workers(len(jobs))  # the evaluations' ledgers, side by side
+        markets = Markets()  # runs of one market and seed share it
         try:
             for i, (cfg, job) in enumerate(jobs):
-                run = _job_steps(cfg, job, stop, workers)
+                run = _job_steps(cfg, job, stop, workers, markets)
                 try:
                     asks[i] = next(run)  # its config, ready for a session
                     live[i] = run
@@ -185,12 +186,13 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
             wait(pending, return_when=FIRST_COMPLETED)
 
 
-def _job_steps(
-    cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | None = None
-) -> Generator[Any, Session | None, Outcome]:
+def _job_steps(cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | None = None,
+               markets: Markets | None = None,
+               ) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
     """One job as a generator: it yields its scaled config and choices once (send it its
     session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
-    for the evaluations' ledgers (pipeline/workers.py)."""
+    for the evaluations' ledgers (pipeline/workers.py); `markets`: the markets its runs
+    share."""
     if job.gpu is not None and job.gpu.ordinal is not None:
         cfg = cfg.copy()
         with open_dict(cfg):
@@ -204,15 +206,15 @@ def _job_steps(
     run_dir = job.output_dir if plan.run.resume is None else resume_dir(plan.run.resume)
     with owner.owned(run_dir) as run_dir:  # nothing of ours is written before this
         outcome = yield from _owned_job(cfg, job, plan, saving, tracking, run_dir, stop,
-                                        workers)  # fmt: skip
+                                        workers, markets)  # fmt: skip
     if outcome.stopped_by is not None and checkpoint.saved(run_dir):
         outcome = dataclasses.replace(outcome, resume_command=job.resume_command(run_dir))
     return outcome
 
 
 def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.CheckpointConfig,
-               tracking: TrackingConfig, run_dir: Path, stop: StopSignals,
-               workers: Workers | None) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
+               tracking: TrackingConfig, run_dir: Path, stop: StopSignals, workers: Workers | None,
+               markets: Markets | None) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
     """_job_steps in the run directory it owns."""
     meta = None
     if plan.run.resume is not None:
@@ -221,7 +223,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     else:
         refuse_a_used_dir(run_dir)
-    market, scaled = market_and_config(cfg, plan.run.seed, plan.validation)
+    market, scaled = market_and_config(cfg, plan.run.seed, plan.validation, markets)
     digest = market_digest(market.train, market.heldout)
     identity = read_identity(run_dir) if meta is not None else None
     if identity is None:

@@ -242,11 +242,37 @@ def check_eval_steps(cfg: DictConfig, market: Market) -> None:
         )
 
 
-def market_and_config(cfg: DictConfig, seed: int,
-                      validation: Validation) -> tuple[Market, DictConfig]:  # fmt: skip
-    """The run's market and its config with the values resolved from it (reward.scale); refused
-    (ConfigError) when the evaluation outruns the held-out part or a reward overflows float32."""
-    market = load_market(cfg.market, seed, validation)
+class Markets:
+    """The markets of a pack's runs, each built once per (market config, seed, fold) and shared
+    by every run that asks for the same one: her_components' 5 seeds x 4 arms build 5 markets,
+    not 20. A shared market's arrays are read-only, so a run that wrote into one would fail
+    loudly rather than change another run's market."""
+
+    def __init__(self) -> None:
+        self._built: dict[tuple[str, int, str], Market] = {}
+
+    def load(self, market: DictConfig, seed: int, validation: Validation) -> Market:
+        """`load_market(market, seed, validation)`, or the one built before for the same."""
+        key = (OmegaConf.to_yaml(market, resolve=True), seed, repr(validation))
+        if key not in self._built:
+            built = load_market(market, seed, validation)
+            for book in (built.book, built.train, built.heldout):
+                for value in vars(book).values():
+                    if isinstance(value, np.ndarray):
+                        value.flags.writeable = False
+            self._built[key] = built
+        return self._built[key]
+
+
+def market_and_config(cfg: DictConfig, seed: int, validation: Validation,
+                      markets: Markets | None = None) -> tuple[Market, DictConfig]:  # fmt: skip
+    """The run's market (from `markets` when given: a pack's) and its config with the values
+    resolved from it (reward.scale); refused (ConfigError) when the evaluation outruns the
+    held-out part or a reward overflows float32."""
+    if markets is None:
+        market = load_market(cfg.market, seed, validation)
+    else:
+        market = markets.load(cfg.market, seed, validation)
     check_eval_steps(cfg, market)
     pnl = check_pnl(cfg, market)
     scale = reward_scale(cfg, market.train)

@@ -99,7 +99,7 @@ class Trainer:
         # when the env state is written from outside, e.g. by a checkpoint's restore)
         self.observed = False
         self.t = 0  # env steps done
-        self.stream: Any = session.backend.new_stream()
+        self.stream: Any = session.stream
         self.use_graph = plan.backend.graph and session.backend.name == "cuda"
         self.graph: Graph | None = None
         if self.use_graph and not graphs_available():
