@@ -87,23 +87,31 @@ def test_each_agent_of_a_pack_is_its_run_alone_on_the_gpu(built_cubins: Path) ->
 
 
 class Reads(NumpyBackend):
-    """The numpy backend, noting the stream of every download."""
+    """The numpy backend, noting the stream of every download and fill."""
 
     def __init__(self) -> None:
         self.streams: list = []
 
     def download(self, arr, stream=None):
-        self.streams.append(stream)
+        self.streams.append(("download", stream))
         return super().download(arr, stream)
 
+    def fill(self, arr, value, stream=None):
+        self.streams.append(("fill", stream))
+        super().fill(arr, value, stream)
 
-def test_a_runs_reads_wait_for_its_own_stream_unless_told_another() -> None:
+
+def test_a_runs_reads_and_fills_go_to_its_own_stream_unless_told_another() -> None:
     shared = Reads()
     own = RunBackend(shared, stream="run 0")
     x = own.upload(np.arange(4, dtype=np.float32))
     np.testing.assert_array_equal(own.download(x), np.arange(4))
     own.download(x, stream="another")
-    assert shared.streams == ["run 0", "another"]
+    own.fill(x, 2.0)
+    np.testing.assert_array_equal(x, 2.0)
+    own.fill(x, 0.0, stream="another")
+    assert shared.streams == [("download", "run 0"), ("download", "another"), ("fill", "run 0"),
+                              ("fill", "another")]  # fmt: skip
     assert own.name == "numpy" and own.is_array(x) and own.describe() == shared.describe()
 
 

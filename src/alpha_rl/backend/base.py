@@ -84,12 +84,13 @@ class Backend(ABC):
 
 class RunBackend(Backend):
     """A run's view of a backend it may share with other runs (a pack's, one CUDA context):
-    every call is the backend's, except that a `download` given no stream waits for this run's
-    `stream` only. On the shared backend such a read waits for the legacy default stream, which
-    is every run's queued work: each log point, probe and audit read of one run would drain the
-    whole pack. All of a run's device work is queued on its stream (or on the legacy stream,
-    which its stream waits for), so its reads see what they see alone. What a backend has
-    beyond this interface (the cuda backend's modules, its arch) is the backend's own."""
+    every call is the backend's, except that a `download` or `fill` given no stream is ordered
+    on this run's `stream` only. On the shared backend either goes to the legacy default
+    stream, which waits for every run's queued work: each log point, probe and audit read of
+    one run would drain the whole pack. All of a run's device work is queued on its stream (or
+    on the legacy stream, which its stream waits for), so its reads see what they see alone.
+    What a backend has beyond this interface (the cuda backend's modules, its arch) is the
+    backend's own."""
 
     def __init__(self, backend: Backend, stream: Any) -> None:
         self.backend, self.stream = backend, stream
@@ -117,7 +118,9 @@ class RunBackend(Backend):
         self.backend.write(arr, host)
 
     def fill(self, arr: DeviceArray, value: float | int, stream: Any = None) -> None:
-        self.backend.fill(arr, value, stream)
+        """`Backend.fill`, queued on this run's stream when no other is given (a fill on the
+        legacy stream waits for every run's queued work, as a read there does)."""
+        self.backend.fill(arr, value, self.stream if stream is None else stream)
 
     def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:
         self.backend.copy(dst, src, stream)
