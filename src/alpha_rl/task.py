@@ -122,14 +122,16 @@ def refuse(cfg: DictConfig, job: Job, exc: Exception) -> Exception:
     return exc
 
 
-def run_pack(jobs: list[tuple[DictConfig, Job]]) -> list[float | Exception]:
+def run_pack(jobs: list[tuple[DictConfig, Job]],
+             cpus: int | None = None) -> list[float | Exception]:  # fmt: skip
     """The jobs of one pack of a multirun (hydra/launcher=packed), run in this process as one
-    (pipeline/run.py, run_jobs), each reported as `run` reports a job of a sweep: per job, the
-    objective (NaN unless it finished), or the error that the launcher marks the job FAILED with
-    (a search's failed trial, an unexpected error). A stop signal stops every run of the pack
-    with its checkpoint, then ends the sweep as `run` does."""
+    (pipeline/run.py, run_jobs; its helpers on `cpus` CPUs, default all), each reported as `run`
+    reports a job of a sweep: per job, the objective (NaN unless it finished), or the error that
+    the launcher marks the job FAILED with (a search's failed trial, an unexpected error). A
+    stop signal stops every run of the pack with its checkpoint, then ends the sweep as `run`
+    does."""
     try:
-        results = run_jobs(jobs)
+        results = run_jobs(jobs, cpus)
     except StoppedAtOnce:
         log.error("stopped at once; the last checkpoints written stay valid")
         sys.exit(130)

@@ -4,6 +4,7 @@ the SLURM preset, and the GPU slots the local_gpus jobs take."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
 from alpha_rl.launch import LAUNCHER, NO_GPU, GpuSlot, gpu_slot, slots_dir_of, visible_gpus
 from hydra_plugins.alpha_rl_launcher.local_gpus import LocalGpusLauncher
-from hydra_plugins.alpha_rl_launcher.packed import PackedLauncher
+from hydra_plugins.alpha_rl_launcher.packed import PackedLauncher, received, sendable, split
 from tests.pipeline.test_cli import nested_sweep_runs, train
 
 SWEEP = ["-m", "experiment=her_ablation", "steps=60", "hydra.sweep.dir=multirun/sweep"]
@@ -144,21 +146,73 @@ def test_a_packed_sweep_gives_each_job_its_own_run_as_the_basic_launcher_does(
     tmp_path: Path,
 ) -> None:
     """her_ablation's four jobs in packs of at most 3 (two packs: HER on and off share the
-    first): the same nested runs, each with the l_q history of the same job under the basic
-    launcher."""
-    packed, basic = tmp_path / "packed", tmp_path / "basic"
-    packed.mkdir(), basic.mkdir()
+    first), and in two packs of two run at once in processes of their own: the same nested
+    runs, each with the l_q history of the same job under the basic launcher."""
+    packed, apart, basic = tmp_path / "packed", tmp_path / "apart", tmp_path / "basic"
+    packed.mkdir(), apart.mkdir(), basic.mkdir()
     done = train(packed, *SWEEP, "hydra/launcher=packed", "hydra.launcher.agents=3")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "4 jobs in 2 pack(s) of at most 3 runs" in done.stdout + done.stderr
+    done = train(apart, *SWEEP, "hydra/launcher=packed", "hydra.launcher.processes=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "4 jobs in 2 pack(s) of at most 20 runs, 2 at a time" in done.stdout + done.stderr
+    assert "4 jobs: 4 FINISHED" in done.stdout + done.stderr
     assert train(basic, *SWEEP).returncode == 0
-    got, want = l_q_by_job(packed), l_q_by_job(basic)
-    assert got == want and all(len(v) == 10 for v in got.values())
+    want = l_q_by_job(basic)
+    assert all(len(v) == 10 for v in want.values())
+    assert l_q_by_job(packed) == want and l_q_by_job(apart) == want
 
 
-def test_a_pack_of_no_runs_is_refused_naming_the_key() -> None:
+def test_a_pack_of_no_runs_or_no_processes_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError, match=r"hydra\.launcher\.agents=0"):
         PackedLauncher(agents=0)
+    with pytest.raises(ConfigError, match=r"hydra\.launcher\.processes=True"):
+        PackedLauncher(processes=True)
+
+
+def entries(*backends: str) -> list:
+    """(index, cfg, job) as the launcher prepares them, one per backend name given."""
+    return [(i, OmegaConf.create({"backend": {"name": b, "device": 0}}), f"job{i}")
+            for i, b in enumerate(backends)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agents", "processes", "sizes"),
+    [(20, 1, [5, 2]), (3, 1, [3, 2, 2]), (20, 2, [3, 2, 1, 1]), (2, 2, [2, 2, 1, 1, 1]),
+     (20, 9, [1, 1, 1, 1, 1, 1, 1])],
+)  # fmt: skip
+def test_packs_split_each_backends_jobs_into_at_least_processes_packs(
+    agents: int, processes: int, sizes: list[int]
+) -> None:
+    ready = entries(*["numpy"] * 5, *["cuda"] * 2)
+    packs = split(ready, agents, processes)
+    assert [len(p) for p in packs] == sizes
+    assert [e for p in packs for e in p] == ready  # every job once, in order
+    assert all(len({e[1].backend.name for e in p}) == 1 for p in packs)
+
+
+def test_an_error_that_cannot_cross_a_pipe_is_sent_as_its_name_and_message() -> None:
+    class UnpicklableError(Exception):
+        def __init__(self, a: int, b: int) -> None:
+            super().__init__(f"{a} {b}")
+
+    assert sendable(1.5) == 1.5
+    kept = sendable(ValueError("bad"))
+    assert isinstance(kept, ValueError) and str(kept) == "bad"
+    sent = sendable(UnpicklableError(1, 2))
+    assert type(sent) is RuntimeError and str(sent) == "UnpicklableError: 1 2"
+
+
+def test_a_pack_process_that_died_fails_each_of_its_jobs_naming_its_exit_code() -> None:
+    spawn = multiprocessing.get_context("spawn")
+    here, there = spawn.Pipe(duplex=False)
+    process = spawn.Process(target=os._exit, args=(3,), name="pack-1")
+    process.start()
+    there.close()
+    values, stop = received(here, process, 2)
+    assert stop is None and len(values) == 2
+    assert all(isinstance(v, RuntimeError) for v in values)
+    assert "(pack-1, pid" in str(values[0]) and "exit code 3" in str(values[0])
 
 
 @pytest.mark.slow

@@ -126,3 +126,31 @@ def test_a_stopped_sweep_job_ends_the_sweep_and_its_parent_killed(tmp_path: Path
     status = {"parent" if "alpha_rl.sweep_dir" in r.data.tags else "job": r.info.status
               for r in runs}  # fmt: skip
     assert len(runs) == 2 and status == {"parent": "KILLED", "job": "KILLED"}
+
+
+@pytest.mark.slow
+def test_a_stop_sent_to_a_sweep_of_packs_apart_stops_every_pack_with_its_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """hydra/launcher=packed with processes=2: SIGTERM to the launcher reaches both packs'
+    processes; each run checkpoints and ends KILLED, the sweep's parent too, exit 143."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1", "backend=numpy", "debug=tiny",
+         "steps=5000", "hydra/launcher=packed", "hydra.launcher.processes=2",
+         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    for name in ("0", "1"):
+        wait_for_step(sweep / name, 30, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 143, out[-3000:]
+    assert "Traceback" not in out and "SIGTERM: passed on to every pack's process" in out
+    for name in ("0", "1"):
+        step = json.loads((checkpoint.latest(sweep / name) / "meta.json").read_text())["step"]
+        assert 30 <= step < 5000
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
+    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # two jobs and the parent

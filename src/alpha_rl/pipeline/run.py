@@ -118,7 +118,8 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
     return result
 
 
-def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception]:
+def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
+             cpus: int | None = None) -> list[Outcome | Exception]:  # fmt: skip
     """Run `jobs` in this process as one pack: every job's run on one backend (one CUDA
     context), each its own trainer, stream, run directory, MLflow run, checkpoints and outcome.
     The pack steps every run once, then again: each run's launches queue on its own stream, so
@@ -133,7 +134,7 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]]) -> list[Outcome | Exception
     with StopSignals(requeue) as stop:
         live: dict[int, Generator] = {}
         asks = {}
-        workers = open_workers(len(jobs))  # the evaluations' ledgers, side by side
+        workers = open_workers(len(jobs), cpus)  # the evaluations' ledgers, side by side
         markets = Markets()  # runs of one market and seed share it
         try:
             for i, (cfg, job) in enumerate(jobs):

@@ -55,9 +55,10 @@ def worker_count(runs: int, cpus: int | None = None) -> int:
     return max(1, min(runs, cpus - 1))
 
 
-def open_workers(runs: int) -> Workers | None:
-    """The pools of a pack of `runs` (None for a lone run); the caller shuts them down."""
-    count = worker_count(runs)
+def open_workers(runs: int, cpus: int | None = None) -> Workers | None:
+    """The pools of a pack of `runs` (None for a lone run) on `cpus` CPUs (default: all this
+    process may use; a pack beside others gets its share); the caller shuts them down."""
+    count = worker_count(runs, cpus)
     if count == 0:
         return None
     processes = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),

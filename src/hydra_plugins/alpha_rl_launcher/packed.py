@@ -2,17 +2,32 @@
 
 Each job is prepared as Hydra's basic launcher prepares it (its config, its output directory,
 the .hydra/ files beside it), then the jobs that open the same backend (`backend.name` and
-`backend.device`) are run `agents` at a time as one pack
+`backend.device`) are run as packs of at most `agents` runs
 (alpha_rl.task.run_pack, alpha_rl.pipeline.run.run_jobs): every run keeps its own directory,
-MLflow run, checkpoints and outcome, and is bit for bit the run it is alone. Packs run one after
-another, in this process, on the configured `backend.device`.
+MLflow run, checkpoints and outcome, and is bit for bit the run it is alone.
+
+With `processes: 1` the packs run one after another in this process. With `processes: P` each
+backend's jobs are split into at least P packs of equal size (at most `agents` runs each), and P
+packs run at a time, each in a process of its own (spawned; one CUDA context each, on the
+configured `backend.device`). A pack's host work (the log points, the evaluations' reads, the
+audits' reads, the tracker's sends) runs in one thread, run after run; P processes do it on P
+cores, while each still steps its runs together on the device. A stop signal sent to this
+process is passed on to every pack's process, which stops its runs with their checkpoints; a
+pack's process that dies fails its own jobs, and the other packs go on.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +49,15 @@ def backend_of(cfg: DictConfig) -> tuple[Any, Any]:
 class PackedLauncher(Launcher):
     """Runs a multirun's jobs `agents` at a time, each group as one process's pack."""
 
-    def __init__(self, agents: int = 20) -> None:
-        if isinstance(agents, bool) or not isinstance(agents, int) or agents < 1:
-            from alpha_rl.errors import ConfigError
+    def __init__(self, agents: int = 20, processes: int = 1) -> None:
+        for key, value, what in (("agents", agents, "the most runs one pack holds"),
+                                 ("processes", processes, "how many packs run at a time, each "
+                                  "in a process of its own")):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                from alpha_rl.errors import ConfigError
 
-            raise ConfigError(
-                f"hydra.launcher.agents={agents!r}: the most runs one pack holds; a whole "
-                "number >= 1"
-            )
-        self.agents = agents
+                raise ConfigError(f"hydra.launcher.{key}={value!r}: {what}; a whole number >= 1")
+        self.agents, self.processes = agents, processes
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
@@ -75,17 +90,140 @@ class PackedLauncher(Launcher):
                                    config=sweep_config, job_dir_key="hydra.sweep.dir",
                                    job_subdir_key="hydra.sweep.subdir"))  # fmt: skip
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        packs = []  # jobs that share a process share its backend: packs never mix backends
-        for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
-            same = [entry for entry in ready if backend_of(entry[1]) == key]
-            packs += [same[i : i + self.agents] for i in range(0, len(same), self.agents)]
-        log.info("%d jobs in %d pack(s) of at most %d runs", len(ready), len(packs), self.agents)
+        packs = split(ready, self.agents, self.processes)
+        apart = f", {self.processes} at a time" if self.processes > 1 else ""
+        log.info("%d jobs in %d pack(s) of at most %d runs%s", len(ready), len(packs),
+                 self.agents, apart)  # fmt: skip
         for number, pack in enumerate(packs, 1):
             log.info("pack %d of %d: %s", number, len(packs),
                      ", ".join(str(job.output_dir) for _, _, job in pack))  # fmt: skip
-            values = run_pack([(cfg, job) for _, cfg, job in pack])
-            for (i, _, _), value in zip(pack, values, strict=True):
-                returns[i].return_value = value
-                failed = isinstance(value, BaseException)
-                returns[i].status = JobStatus.FAILED if failed else JobStatus.COMPLETED
+        if self.processes == 1:
+            for pack in packs:
+                settle(returns, pack, run_pack([(cfg, job) for _, cfg, job in pack]))
+        else:
+            cpus = max(2, len(os.sched_getaffinity(0)) // self.processes)
+            logging_cfg = (self.config.hydra.hydra_logging, self.config.hydra.verbose)
+            stopped = run_apart(packs, self.processes, cpus, logging_cfg, returns)
+            if stopped is not None:
+                raise SystemExit(stopped)
         return returns
+
+
+def split(ready: list, agents: int, processes: int) -> list[list]:
+    """`ready` (index, cfg, Job) as packs: jobs that share a process share its backend, so packs
+    never mix backends; each backend's jobs in packs of at most `agents`, and in at least
+    `processes` packs of equal size where there are jobs enough."""
+    packs = []
+    for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
+        same = [entry for entry in ready if backend_of(entry[1]) == key]
+        size = min(agents, math.ceil(len(same) / processes))
+        packs += [same[i : i + size] for i in range(0, len(same), size)]
+    return packs
+
+
+def settle(returns: list[JobReturn], pack: list, values: Sequence[Any]) -> None:
+    """Each job's value (its objective, or the error that fails it) into its JobReturn."""
+    for (i, _, _), value in zip(pack, values, strict=True):
+        returns[i].return_value = value
+        failed = isinstance(value, BaseException)
+        returns[i].status = JobStatus.FAILED if failed else JobStatus.COMPLETED
+
+
+def run_apart(packs: list[list], processes: int, cpus: int, logging_cfg: tuple,
+              returns: list[JobReturn]) -> int | None:  # fmt: skip
+    """Run `packs`, `processes` at a time, each in a spawned process of its own (its helpers on
+    `cpus` CPUs), settling each job's return as its pack ends. A stop signal here is passed on
+    to every pack's process; the exit status one of them asks for then (130, 143) is returned
+    once all have ended (None: no stop)."""
+    spawn = multiprocessing.get_context("spawn")
+    waiting, running = list(packs), {}  # Connection -> (process, pack)
+    exits: list[int] = []
+    with forwarded_stops(lambda: [process for process, _ in running.values()]):
+        while waiting or running:
+            while waiting and len(running) < processes and not exits:
+                pack = waiting.pop(0)
+                here, there = spawn.Pipe(duplex=False)
+                process = spawn.Process(target=pack_apart, name=f"pack-{len(packs) - len(waiting)}",
+                                        args=([(cfg, job) for _, cfg, job in pack], cpus,
+                                              logging_cfg, there))  # fmt: skip
+                process.start()
+                there.close()
+                running[here] = (process, pack)
+            if not running:
+                break  # a stop: the packs not started stay so
+            for conn in wait(list(running)):
+                process, pack = running.pop(conn)  # type: ignore[index]
+                values, exit_code = received(conn, process, len(pack))
+                process.join()
+                settle(returns, pack, values)
+                if exit_code is not None:
+                    exits.append(exit_code)
+    for _, _, job in (entry for pack in waiting for entry in pack):
+        log.warning("not started (the sweep was stopped): %s", job.output_dir)
+    return exits[0] if exits else None
+
+
+def received(conn: Connection, process: Any, jobs: int) -> tuple[list, int | None]:
+    """What a pack's process sent: its jobs' values and the exit status a stop asked for; a
+    process that died before sending fails each of its jobs, naming its exit code."""
+    try:
+        values, exit_code = conn.recv()
+    except (EOFError, OSError):
+        process.join()
+        died = RuntimeError(f"the pack's process ({process.name}, pid {process.pid}) ended with "
+                            f"exit code {process.exitcode} before reporting its runs")  # fmt: skip
+        log.error("%s", died)
+        return [died] * jobs, None
+    finally:
+        conn.close()
+    return values, exit_code
+
+
+@contextmanager
+def forwarded_stops(processes: Any) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM sent to this process are passed on to each live pack's
+    process (they run in process groups of their own: a terminal's Ctrl-C reaches only this
+    one), which stops as a run does: its step, its checkpoint, then its exit status."""
+
+    def forward(signum: int, _frame: Any) -> None:
+        log.warning("%s: passed on to every pack's process", signal.Signals(signum).name)
+        for process in processes():
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signum)
+
+    kept = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in kept.items():
+            signal.signal(signum, handler)
+
+
+def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, conn: Connection) -> None:
+    """A pack's process: its jobs run as one pack (alpha_rl.task.run_pack), their values sent
+    back (an error that cannot be pickled as its type, name and message) with the exit status a
+    stop signal asked for (None: none did)."""
+    os.setpgrp()  # a terminal's Ctrl-C goes to the launcher, which passes it on once
+    configure_log(*logging_cfg)
+    from alpha_rl.task import run_pack
+
+    values: list[Any] = []
+    exit_code = None
+    try:
+        values = run_pack(jobs, cpus)
+    except SystemExit as stop:  # a stop signal: the runs are checkpointed and ended
+        exit_code = stop.code if isinstance(stop.code, int) else 1
+        values = [RuntimeError(f"stopped (exit status {exit_code})")] * len(jobs)
+    conn.send(([sendable(v) for v in values], exit_code))
+    conn.close()
+
+
+def sendable(value: Any) -> Any:
+    """`value`, or an error that cannot cross a pipe as a RuntimeError naming it."""
+    if not isinstance(value, BaseException):
+        return value
+    try:
+        pickle.loads(pickle.dumps(value))
+    except Exception:
+        return RuntimeError(f"{type(value).__name__}: {value}")
+    return value
