@@ -75,10 +75,13 @@ def test_each_agent_of_a_pack_is_its_run_alone_on_the_gpu(built_cubins: Path) ->
     """The same on the cuda backend, past learn_start (each agent replays its own CUDA graph on
     its own stream), in a subprocess: it opens its own backend."""
     base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
-    code = (
-        "from tests.pipeline.test_pack import check_pack_equals_lone as check\n"
-        f"check({base!r}, steps=40)\n"
-    )
+    in_a_process_of_its_own(f"check_pack_equals_lone({base!r}, steps=40)")
+
+
+def in_a_process_of_its_own(call: str) -> None:
+    """`call` (of a function of this module) in a fresh Python: it opens its own backend (one
+    CUDA context per process)."""
+    code = f"from tests.pipeline.test_pack import *\n{call}\n"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
@@ -143,15 +146,7 @@ def test_a_runs_read_does_not_wait_for_another_runs_queued_work(built_cubins: Pa
     log-point read returns while run 1 still has work queued (a read on the legacy default
     stream waits for it: every read of a run would drain the whole pack)."""
     base = ["backend=cuda", "debug=tiny", f"backend.cubin_dir={built_cubins}"]
-    code = (
-        "from tests.pipeline.test_pack import check_reads_after_own_stream as check\n"
-        f"check({base!r})\n"
-    )
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
+    in_a_process_of_its_own(f"check_reads_after_own_stream({base!r})")
 
 
 def check_reads_after_own_stream(base: list[str]) -> None:
