@@ -118,13 +118,25 @@ def test_a_runs_reads_and_fills_go_to_its_own_stream_unless_told_another() -> No
     assert own.name == "numpy" and own.is_array(x) and own.describe() == shared.describe()
 
 
-def test_each_session_of_a_pack_has_its_own_stream_and_reads_after_it() -> None:
+class Streams(Reads):
+    """`Reads` whose every new stream is a new object, as on cuda."""
+
+    def new_stream(self):
+        return object()
+
+
+def test_each_session_of_a_pack_has_its_own_stream_and_reads_after_it(monkeypatch) -> None:
+    shared = Streams()
+    monkeypatch.setattr("alpha_rl.session.open_backend", lambda *a, **k: (shared, "test"))
     tiny = compose_train([*TINY, "reward.scale=1.0"])
     with open_sessions([tiny, tiny]) as sessions:
+        assert sessions[0].stream is not sessions[1].stream
         for session in sessions:
             assert session.backend.stream is session.stream
             assert session.runtime.backend is session.backend
             assert session.isv.backend is session.backend
+            session.isv.read()
+            assert shared.streams[-1] == ("download", session.stream)
 
 
 def test_a_pack_builds_each_market_once_and_shares_it_read_only() -> None:

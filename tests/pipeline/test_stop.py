@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,62 @@ def test_a_stop_sent_to_a_sweep_of_packs_apart_stops_every_pack_with_its_checkpo
     store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
     runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
     assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # two jobs and the parent
+
+
+@pytest.mark.slow
+def test_a_stop_while_packs_start_stops_them_and_starts_no_other(tmp_path: Path) -> None:
+    """Four packs of one, two at a time: SIGTERM as soon as the second has started (the two are
+    starting up: their processes hold the signal until their runs can take it). The two stop,
+    the other two never start, the sweep exits 143 without a traceback."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1,2,3", "backend=numpy",
+         "debug=tiny", "steps=5000", "hydra/launcher=packed", "hydra.launcher.agents=1",
+         "hydra.launcher.processes=2", f"tracking.uri=sqlite:///{tmp_path}/m.db",
+         f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    seen = []
+    for line in proc.stdout:  # type: ignore[union-attr]
+        seen.append(line)
+        if "pack-2 started" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out, _ = proc.communicate(timeout=180)
+    out = "".join(seen) + out
+    assert proc.returncode == 143, out[-3000:]
+    assert "Traceback" not in out and "no other pack starts" in out
+    assert out.count("not started (the sweep was stopped)") == 2
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
+    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    jobs = [r for r in runs if "alpha_rl.sweep_dir" not in r.data.tags]
+    assert len(jobs) <= 2 and all(r.info.status == "KILLED" for r in runs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_packs_whose_launcher_is_killed_stop_with_their_checkpoints(tmp_path: Path) -> None:
+    """kill -9 of the launcher of two packs at once: each pack's process is told (its
+    parent-death signal) and stops its run as a SIGTERM does, KILLED with a checkpoint, instead
+    of training on with nobody to report to."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    sweep = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1", "backend=numpy", "debug=tiny",
+         "steps=5000", "hydra/launcher=packed", "hydra.launcher.processes=2",
+         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for name in ("0", "1"):
+        wait_for_step(sweep / name, 30, proc)
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    outcomes = [sweep / name / "outcome.json" for name in ("0", "1")]
+    while not all(o.exists() for o in outcomes) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for outcome in outcomes:
+        assert json.loads(outcome.read_text())["status"] == "KILLED"
+        step = json.loads((checkpoint.latest(outcome.parent) / "meta.json").read_text())["step"]
+        assert 30 <= step < 5000

@@ -84,8 +84,8 @@ class Backend(ABC):
 
 class RunBackend(Backend):
     """A run's view of a backend it may share with other runs (a pack's, one CUDA context):
-    every call is the backend's, except that a `download` or `fill` given no stream is ordered
-    on this run's `stream` only. On the shared backend either goes to the legacy default
+    every call is the backend's, except that a `download`, `fill` or `copy` given no stream is
+    ordered on this run's `stream` only. On the shared backend each goes to the legacy default
     stream, which waits for every run's queued work: each log point, probe and audit read of
     one run would drain the whole pack. All of a run's device work is queued on its stream (or
     on the legacy stream, which its stream waits for), so its reads see what they see alone.
@@ -123,7 +123,8 @@ class RunBackend(Backend):
         self.backend.fill(arr, value, self.stream if stream is None else stream)
 
     def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:
-        self.backend.copy(dst, src, stream)
+        """`Backend.copy`, queued on this run's stream when no other is given."""
+        self.backend.copy(dst, src, self.stream if stream is None else stream)
 
     def is_array(self, obj: object) -> bool:
         return self.backend.is_array(obj)

@@ -83,6 +83,9 @@ class StopSignals:
                 self._previous[sig] = signal.signal(sig, self._handle)
             if under_submitit():
                 self._submitit = self._previous[REQUEUE] = signal.signal(REQUEUE, self._handle)
+            # a process started with them blocked (a pack's process: its launcher holds them
+            # through the start) takes them from here, one that came meanwhile at once
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -25,8 +25,10 @@ import multiprocessing
 import os
 import pickle
 import signal
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import zip_longest
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -101,7 +103,7 @@ class PackedLauncher(Launcher):
             for pack in packs:
                 settle(returns, pack, run_pack([(cfg, job) for _, cfg, job in pack]))
         else:
-            cpus = max(2, len(os.sched_getaffinity(0)) // self.processes)
+            cpus = max(1, len(os.sched_getaffinity(0)) // self.processes)
             logging_cfg = (self.config.hydra.hydra_logging, self.config.hydra.verbose)
             stopped = run_apart(packs, self.processes, cpus, logging_cfg, returns)
             if stopped is not None:
@@ -112,13 +114,14 @@ class PackedLauncher(Launcher):
 def split(ready: list, agents: int, processes: int) -> list[list]:
     """`ready` (index, cfg, Job) as packs: jobs that share a process share its backend, so packs
     never mix backends; each backend's jobs in packs of at most `agents`, and in at least
-    `processes` packs of equal size where there are jobs enough."""
-    packs = []
+    `processes` packs of equal size where there are jobs enough. The backends' packs take turns
+    in the order (one device's packs never wait for all of another's)."""
+    by_backend = []
     for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
         same = [entry for entry in ready if backend_of(entry[1]) == key]
         size = min(agents, math.ceil(len(same) / processes))
-        packs += [same[i : i + size] for i in range(0, len(same), size)]
-    return packs
+        by_backend.append([same[i : i + size] for i in range(0, len(same), size)])
+    return [pack for turn in zip_longest(*by_backend) for pack in turn if pack is not None]
 
 
 def settle(returns: list[JobReturn], pack: list, values: Sequence[Any]) -> None:
@@ -133,22 +136,25 @@ def run_apart(packs: list[list], processes: int, cpus: int, logging_cfg: tuple,
               returns: list[JobReturn]) -> int | None:  # fmt: skip
     """Run `packs`, `processes` at a time, each in a spawned process of its own (its helpers on
     `cpus` CPUs), settling each job's return as its pack ends. A stop signal here is passed on
-    to every pack's process; the exit status one of them asks for then (130, 143) is returned
-    once all have ended (None: no stop)."""
+    to every pack's process and no pack starts after it; once all have ended, the exit status
+    of the stop (130, 143) is returned (None: no stop)."""
     spawn = multiprocessing.get_context("spawn")
     waiting, running = list(packs), {}  # Connection -> (process, pack)
     exits: list[int] = []
-    with forwarded_stops(lambda: [process for process, _ in running.values()]):
+    stops = Stops(lambda: [process for process, _ in running.values()])
+    with stops:
         while waiting or running:
-            while waiting and len(running) < processes and not exits:
+            while waiting and len(running) < processes and not stops.signums:
                 pack = waiting.pop(0)
                 here, there = spawn.Pipe(duplex=False)
                 process = spawn.Process(target=pack_apart, name=f"pack-{len(packs) - len(waiting)}",
                                         args=([(cfg, job) for _, cfg, job in pack], cpus,
-                                              logging_cfg, there))  # fmt: skip
-                process.start()
+                                              logging_cfg, os.getpid(), there))  # fmt: skip
+                with stops.held():  # the process starts with them blocked: its runs take them
+                    process.start()
+                    running[here] = (process, pack)
                 there.close()
-                running[here] = (process, pack)
+                log.info("%s started (pid %d)", process.name, process.pid)
             if not running:
                 break  # a stop: the packs not started stay so
             for conn in wait(list(running)):
@@ -160,7 +166,9 @@ def run_apart(packs: list[list], processes: int, cpus: int, logging_cfg: tuple,
                     exits.append(exit_code)
     for _, _, job in (entry for pack in waiting for entry in pack):
         log.warning("not started (the sweep was stopped): %s", job.output_dir)
-    return exits[0] if exits else None
+    if exits:
+        return exits[0]
+    return 128 + stops.signums[0] if stops.signums else None
 
 
 def received(conn: Connection, process: Any, jobs: int) -> tuple[list, int | None]:
@@ -179,43 +187,95 @@ def received(conn: Connection, process: Any, jobs: int) -> tuple[list, int | Non
     return values, exit_code
 
 
-@contextmanager
-def forwarded_stops(processes: Any) -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM sent to this process are passed on to each live pack's
-    process (they run in process groups of their own: a terminal's Ctrl-C reaches only this
-    one), which stops as a run does: its step, its checkpoint, then its exit status."""
+class Stops:
+    """While inside, SIGINT and SIGTERM sent to this process are recorded and passed on to each
+    live pack's process (they run in process groups of their own: a terminal's Ctrl-C reaches
+    only this one), which stops as a run does: its step, its checkpoint, then its exit status."""
 
-    def forward(signum: int, _frame: Any) -> None:
-        log.warning("%s: passed on to every pack's process", signal.Signals(signum).name)
-        for process in processes():
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, processes: Callable[[], list]) -> None:
+        self.processes = processes
+        self.signums: list[int] = []  # those received, in order
+        self._kept: dict[int, Any] = {}
+
+    def __enter__(self) -> Stops:
+        self._kept = {signum: signal.signal(signum, self._forward) for signum in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._kept.items():
+            signal.signal(signum, handler)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Inside, the signals wait (blocked), so that a process started here inherits them
+        blocked, and one that comes meanwhile is passed on to it too once it is running."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self.SIGNALS)
+
+    def _forward(self, signum: int, _frame: Any) -> None:
+        self.signums.append(signum)
+        log.warning("%s: passed on to every pack's process; no other pack starts",
+                    signal.Signals(signum).name)  # fmt: skip
+        for process in self.processes():
             if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signum)
 
-    kept = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in kept.items():
-            signal.signal(signum, handler)
 
-
-def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, conn: Connection) -> None:
+def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, launcher: int,
+               conn: Connection) -> None:  # fmt: skip
     """A pack's process: its jobs run as one pack (alpha_rl.task.run_pack), their values sent
     back (an error that cannot be pickled as its type, name and message) with the exit status a
-    stop signal asked for (None: none did)."""
+    stop signal asked for (None: none did). SIGINT and SIGTERM come blocked from the launcher
+    (Stops.held) until the pack's runs take them (pipeline/stop.py, StopSignals)."""
     os.setpgrp()  # a terminal's Ctrl-C goes to the launcher, which passes it on once
+    stop_with(launcher)
     configure_log(*logging_cfg)
-    from alpha_rl.task import run_pack
-
-    values: list[Any] = []
     exit_code = None
     try:
+        from alpha_rl.task import run_pack
+
         values = run_pack(jobs, cpus)
     except SystemExit as stop:  # a stop signal: the runs are checkpointed and ended
         exit_code = stop.code if isinstance(stop.code, int) else 1
         values = [RuntimeError(f"stopped (exit status {exit_code})")] * len(jobs)
-    conn.send(([sendable(v) for v in values], exit_code))
+    except BaseException as exc:  # the pack's own error (its runs' are values): each job's
+        log.exception("the pack of %s failed", ", ".join(str(job.output_dir) for _, job in jobs))
+        values = [exc] * len(jobs)
+    try:
+        conn.send(([sendable(v) for v in values], exit_code))
+    except OSError as exc:  # the launcher is gone
+        log.error("could not report the pack's runs to the launcher: %s", exc)
     conn.close()
+
+
+def stop_with(launcher: int) -> None:
+    """Have this process's runs stopped (one SIGTERM: their step, their checkpoint) when
+    `launcher`, its parent, dies (a kill -9, a closed terminal's SIGHUP), rather than train on
+    with nobody to report to. Linux sends the parent-death signal (PR_SET_PDEATHSIG) once per
+    thread of the dying parent as it reparents the child to the next, so SIGHUP is asked for
+    and its first arrival becomes the one SIGTERM. Elsewhere the runs train on."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        signal.signal(signal.SIGHUP, _launcher_gone)
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGHUP))  # PR_SET_PDEATHSIG
+    if os.getppid() != launcher:  # it died before that
+        _launcher_gone(int(signal.SIGHUP), None)
+
+
+_gone: list[bool] = []  # the launcher died (its first parent-death signal came)
+
+
+def _launcher_gone(_signum: int, _frame: Any) -> None:
+    if not _gone:
+        _gone.append(True)
+        log.warning("the launcher is gone: this pack's runs stop")
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def sendable(value: Any) -> Any:
