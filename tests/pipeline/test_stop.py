@@ -129,20 +129,31 @@ def test_a_stopped_sweep_job_ends_the_sweep_and_its_parent_killed(tmp_path: Path
     assert len(runs) == 2 and status == {"parent": "KILLED", "job": "KILLED"}
 
 
+def packs_apart(tmp_path: Path, seeds: str, *more: str) -> subprocess.Popen:
+    """A packed sweep of `seeds` (numpy, debug=tiny, 5,000 steps) in packs run two at a time
+    in processes of their own, tracked into tmp_path/m.db, its sweep in tmp_path/sweep; its
+    output piped."""
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "alpha_rl.train", "-m", f"seed={seeds}", "backend=numpy",
+         "debug=tiny", "steps=5000", "hydra/launcher=packed", "hydra.launcher.processes=2", *more,
+         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def statuses(tmp_path: Path) -> list:
+    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
+    return store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+
+
 @pytest.mark.slow
 def test_a_stop_sent_to_a_sweep_of_packs_apart_stops_every_pack_with_its_checkpoints(
     tmp_path: Path,
 ) -> None:
     """hydra/launcher=packed with processes=2: SIGTERM to the launcher reaches both packs'
     processes; each run checkpoints and ends KILLED, the sweep's parent too, exit 143."""
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    sweep = tmp_path / "sweep"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1", "backend=numpy", "debug=tiny",
-         "steps=5000", "hydra/launcher=packed", "hydra.launcher.processes=2",
-         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    sweep, proc = tmp_path / "sweep", packs_apart(tmp_path, "0,1")
     for name in ("0", "1"):
         wait_for_step(sweep / name, 30, proc)
     proc.send_signal(signal.SIGTERM)
@@ -152,9 +163,7 @@ def test_a_stop_sent_to_a_sweep_of_packs_apart_stops_every_pack_with_its_checkpo
     for name in ("0", "1"):
         step = json.loads((checkpoint.latest(sweep / name) / "meta.json").read_text())["step"]
         assert 30 <= step < 5000
-    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
-    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
-    assert sorted(r.info.status for r in runs) == ["KILLED"] * 3  # two jobs and the parent
+    assert sorted(r.info.status for r in statuses(tmp_path)) == ["KILLED"] * 3  # jobs, parent
 
 
 @pytest.mark.slow
@@ -162,15 +171,7 @@ def test_a_stop_while_packs_start_stops_them_and_starts_no_other(tmp_path: Path)
     """Four packs of one, two at a time: SIGTERM as soon as the second has started (the two are
     starting up: their processes hold the signal until their runs can take it). The two stop,
     the other two never start, the sweep exits 143 without a traceback."""
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    sweep = tmp_path / "sweep"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1,2,3", "backend=numpy",
-         "debug=tiny", "steps=5000", "hydra/launcher=packed", "hydra.launcher.agents=1",
-         "hydra.launcher.processes=2", f"tracking.uri=sqlite:///{tmp_path}/m.db",
-         f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    proc = packs_apart(tmp_path, "0,1,2,3", "hydra.launcher.agents=1")
     seen = []
     for line in proc.stdout:  # type: ignore[union-attr]
         seen.append(line)
@@ -182,8 +183,7 @@ def test_a_stop_while_packs_start_stops_them_and_starts_no_other(tmp_path: Path)
     assert proc.returncode == 143, out[-3000:]
     assert "Traceback" not in out and "no other pack starts" in out
     assert out.count("not started (the sweep was stopped)") == 2
-    store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
-    runs = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
+    runs = statuses(tmp_path)
     jobs = [r for r in runs if "alpha_rl.sweep_dir" not in r.data.tags]
     assert len(jobs) <= 2 and all(r.info.status == "KILLED" for r in runs)
 
@@ -194,18 +194,11 @@ def test_packs_whose_launcher_is_killed_stop_with_their_checkpoints(tmp_path: Pa
     """kill -9 of the launcher of two packs at once: each pack's process is told (its
     parent-death signal) and stops its run as a SIGTERM does, KILLED with a checkpoint, instead
     of training on with nobody to report to."""
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    sweep = tmp_path / "sweep"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "alpha_rl.train", "-m", "seed=0,1", "backend=numpy", "debug=tiny",
-         "steps=5000", "hydra/launcher=packed", "hydra.launcher.processes=2",
-         f"tracking.uri=sqlite:///{tmp_path}/m.db", f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    sweep, proc = tmp_path / "sweep", packs_apart(tmp_path, "0,1")
     for name in ("0", "1"):
         wait_for_step(sweep / name, 30, proc)
     proc.kill()
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     deadline = time.monotonic() + 120
     outcomes = [sweep / name / "outcome.json" for name in ("0", "1")]
     while not all(o.exists() for o in outcomes) and time.monotonic() < deadline:
