@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import paths
-from alpha_rl.backend.base import Backend, RunBackend
+from alpha_rl.backend.base import RunBackend
 from alpha_rl.backend.select import open_backend
 from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
@@ -32,11 +32,15 @@ class Session:
     run's own `stream`: backend/base.py, RunBackend), its kernel runtime and device ISV."""
 
     cfg: DictConfig
-    backend: Backend
+    backend: RunBackend
     backend_reason: str
     runtime: KernelRuntime
     isv: DeviceIsv
-    stream: Any  # where the run queues its device work (None: the default stream; numpy)
+
+    @property
+    def stream(self) -> Any:
+        """Where the run queues its device work (None: the default stream; numpy)."""
+        return self.backend.stream
 
 
 def build_defines(cfg: DictConfig) -> dict[str, int]:
@@ -106,7 +110,7 @@ def open_sessions(
         for (cfg, _), layout, d, c in zip(jobs, layouts, defines, cubins, strict=True):
             own = RunBackend(backend, backend.new_stream())
             runtime = KernelRuntime(own, d, cubin_dir=c)
-            sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own), own.stream))
+            sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own)))
         yield sessions
     finally:
         backend.close()
