@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,10 +19,17 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
-from alpha_rl.errors import ConfigError
+from alpha_rl.errors import BackendError, ConfigError
 from alpha_rl.launch import LAUNCHER, NO_GPU, GpuSlot, gpu_slot, slots_dir_of, visible_gpus
 from hydra_plugins.alpha_rl_launcher.local_gpus import LocalGpusLauncher
-from hydra_plugins.alpha_rl_launcher.packed import PackedLauncher, received, sendable, split
+from hydra_plugins.alpha_rl_launcher.packed import (
+    PackedLauncher,
+    mps_daemon,
+    received,
+    require_mps,
+    sendable,
+    split,
+)
 from tests.pipeline.test_cli import nested_sweep_runs, train
 
 SWEEP = ["-m", "experiment=her_ablation", "steps=60", "hydra.sweep.dir=multirun/sweep"]
@@ -168,6 +176,10 @@ def test_a_pack_of_no_runs_or_no_processes_is_refused_naming_the_key() -> None:
         PackedLauncher(agents=0)
     with pytest.raises(ConfigError, match=r"hydra\.launcher\.processes=True"):
         PackedLauncher(processes=True)
+    with pytest.raises(ConfigError, match=r"hydra\.launcher\.mps='yes': true or false"):
+        PackedLauncher(processes=2, mps="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"set hydra\.launcher\.processes >= 2"):
+        PackedLauncher(mps=True)
 
 
 def entries(*backends: str) -> list:
@@ -228,3 +240,129 @@ def test_a_packed_sweep_over_backends_packs_each_backend_apart(tmp_path: Path) -
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 jobs in 2 pack(s) of at most 20 runs" in done.stdout + done.stderr
+
+
+def fake_mps_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: int = 0) -> Path:
+    """An nvidia-cuda-mps-control first on PATH that records what it is told in the returned
+    file: `-d` (with its pipe and log directories; it then makes its control pipe, or exits
+    `start` saying "no GPU"), and each line read on its stdin otherwise."""
+    where, record = tmp_path / "bin", tmp_path / "mps.record"
+    where.mkdir()
+    script = where / "nvidia-cuda-mps-control"
+    script.write_text(f"""#!/bin/sh
+if [ "$1" = "-d" ]; then
+  echo "start $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> {record}
+  if [ {start} != 0 ]; then echo "no GPU" >&2; exit {start}; fi
+  touch "$CUDA_MPS_PIPE_DIRECTORY/control"
+else
+  while read line; do echo "said $line" >> {record}; done
+fi
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{where}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    return record
+
+
+def test_an_mps_daemon_of_the_sweeps_own_serves_the_processes_started_inside_then_quits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record, logs = fake_mps_control(tmp_path, monkeypatch), tmp_path / "sweep" / "mps"
+    with pytest.raises(SystemExit), mps_daemon(logs) as env:
+        pipes = Path(env["CUDA_MPS_PIPE_DIRECTORY"])
+        assert (pipes / "control").exists() and logs.is_dir()
+        assert os.environ["CUDA_MPS_PIPE_DIRECTORY"] == str(pipes)  # what a pack inherits
+        assert os.environ["CUDA_MPS_LOG_DIRECTORY"] == str(logs)
+        assert record.read_text().splitlines() == [f"start {pipes} {logs}"]
+        raise SystemExit(143)  # a stop ends the sweep: the daemon quits all the same
+    assert record.read_text().splitlines()[1:] == ["said quit"]
+    assert not pipes.exists() and "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    with mps_daemon(logs, wanted=False) as env:
+        assert env == {} and "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    assert len(record.read_text().splitlines()) == 2  # not wanted: no daemon
+
+
+def test_an_mps_daemon_that_cannot_start_is_an_error_naming_the_key_and_what_it_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_mps_control(tmp_path, monkeypatch, start=3)
+    with pytest.raises(RuntimeError, match=r"mps=true: .* did not start \(exit 3, it said: no "
+                       r"GPU\); its log is in"), mps_daemon(tmp_path / "mps"):  # fmt: skip
+        pass
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match=r"hydra\.launcher\.mps=true: nvidia-cuda-mps-control "
+                       r".* is not on PATH"), mps_daemon(tmp_path / "mps"):  # fmt: skip
+        pass
+
+
+def test_a_pack_sent_to_run_under_mps_fails_before_its_runs_when_its_context_is_no_client() -> None:
+    """The driver runs without MPS, saying nothing, where it cannot reach the daemon: a pack
+    checks its device first. Numpy packs need no MPS; nor does `auto` where no GPU is usable."""
+    pack = lambda name: [(OmegaConf.create({"backend": {"name": name, "device": 1}}), "job")]  # noqa: E731
+    asked: list[int] = []
+
+    def served(answer: bool) -> object:
+        return lambda device: asked.append(device) or answer
+
+    def no_gpu(device: int) -> bool:
+        raise BackendError("the CUDA driver did not initialise")
+
+    require_mps(pack("cuda"), served(True))
+    with pytest.raises(RuntimeError, match=r"device 1 is not an MPS client .* its log is in"):
+        require_mps(pack("cuda"), served(False))
+    assert asked == [1, 1]
+    require_mps(pack("numpy"), served(False))
+    require_mps(pack("auto"), no_gpu)
+    with pytest.raises(BackendError, match="did not initialise"):
+        require_mps(pack("cuda"), no_gpu)
+    assert asked == [1, 1]
+
+
+@pytest.mark.slow
+def test_a_packed_sweep_under_mps_starts_its_daemon_checks_each_pack_and_quits_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hydra.launcher.mps=true with two packs at once (backend=auto, no GPU visible: its runs
+    open numpy): the sweep's daemon is started before the packs and told to quit after them,
+    and every job finishes."""
+    record = fake_mps_control(tmp_path, monkeypatch)
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "alpha_rl.train", "-m", "hydra/launcher=packed", "seed=0,1",
+           "hydra.launcher.processes=2", "hydra.launcher.mps=true", "backend=auto",
+           "debug=tiny", "steps=12", "hydra.sweep.dir=multirun/sweep",
+           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "CUDA MPS: a control daemon of this sweep's own" in out
+    assert "2 jobs: 2 FINISHED" in out and "its control daemon told to quit" in out
+    said = record.read_text().splitlines()
+    assert said[0].startswith("start ") and said[0].endswith(str(tmp_path / "multirun/sweep/mps"))
+    assert said[1:] == ["said quit"]
+
+
+@pytest.mark.gpu
+def test_a_process_started_inside_the_sweeps_mps_daemon_is_its_client(tmp_path: Path) -> None:
+    """On a GPU, with the driver's own nvidia-cuda-mps-control: a process started without the
+    daemon is no MPS client; one started inside mps_daemon is (mps_enabled asks the driver)."""
+    if shutil.which("nvidia-cuda-mps-control") is None:
+        pytest.skip("no nvidia-cuda-mps-control on PATH (the NVIDIA driver's utilities)")
+    ask = [sys.executable, "-c", "from alpha_rl.backend.cuda import mps_enabled; "
+           "print(mps_enabled(0))"]  # fmt: skip
+
+    def answer() -> str:
+        done = subprocess.run(ask, env=dict(os.environ), capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.strip()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+    with pytest.MonkeyPatch.context() as patch:
+        for key in set(os.environ) - set(env):
+            patch.delenv(key)
+        assert answer() == "False"
+        with mps_daemon(tmp_path / "mps"):
+            assert answer() == "True"
+        assert answer() == "False"  # the daemon has quit: a new process runs without it
+    assert (tmp_path / "mps" / "control.log").exists()

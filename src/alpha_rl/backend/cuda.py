@@ -59,6 +59,27 @@ def free_device_memory(device: int = 0) -> int:
     return int(free)
 
 
+def mps_enabled(device: int = 0) -> bool:
+    """Whether this process's CUDA contexts on `device` are CUDA MPS clients
+    (CU_DEVICE_ATTRIBUTE_MPS_ENABLED). The driver decides once, when it initialises: it connects
+    to the MPS control daemon named by CUDA_MPS_PIPE_DIRECTORY, and where it cannot, it runs
+    without MPS and says nothing; this is how to find out."""
+    import_pycuda()  # cuInit, with its errors
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError as exc:
+        raise BackendError(
+            "cuda-bindings is not installed (pip install -e '.[gpu]'): it asks the driver "
+            "whether a device runs under MPS"
+        ) from exc
+    err, value = cu.cuDeviceGetAttribute(
+        cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MPS_ENABLED, cu.CUdevice(device)
+    )
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise BackendError(f"CUDA device {device}: cannot ask whether it runs under MPS ({err})")
+    return bool(value)
+
+
 class CudaBackend(Backend):
     """Device arrays are pycuda GPUArrays on GPU `device`."""
 

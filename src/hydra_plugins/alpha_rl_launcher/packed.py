@@ -14,6 +14,12 @@ audits' reads, the tracker's sends) runs in one thread, run after run; P process
 cores, while each still steps its runs together on the device. A stop signal sent to this
 process is passed on to every pack's process, which stops its runs with their checkpoints; a
 pack's process that dies fails its own jobs, and the other packs go on.
+
+With `mps: true` as well, the packs' processes share the GPU through CUDA MPS (one GPU context
+for all, their kernels side by side rather than time-sliced): the launcher starts a control
+daemon of the sweep's own for the packs that open a GPU, each pack checks that its context is
+an MPS client before it runs, and the daemon is stopped when the last pack ends (docs/cluster.md
+says what MPS costs: a fatal GPU fault in one pack ends the others).
 """
 
 from __future__ import annotations
@@ -24,8 +30,12 @@ import math
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import zip_longest
@@ -51,15 +61,22 @@ def backend_of(cfg: DictConfig) -> tuple[Any, Any]:
 class PackedLauncher(Launcher):
     """Runs a multirun's jobs `agents` at a time, each group as one process's pack."""
 
-    def __init__(self, agents: int = 20, processes: int = 1) -> None:
+    def __init__(self, agents: int = 20, processes: int = 1, mps: bool = False) -> None:
+        from alpha_rl.errors import ConfigError
+
         for key, value, what in (("agents", agents, "the most runs one pack holds"),
                                  ("processes", processes, "how many packs run at a time, each "
                                   "in a process of its own")):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                from alpha_rl.errors import ConfigError
-
                 raise ConfigError(f"hydra.launcher.{key}={value!r}: {what}; a whole number >= 1")
-        self.agents, self.processes = agents, processes
+        if not isinstance(mps, bool):
+            raise ConfigError(f"hydra.launcher.mps={mps!r}: true or false (share the GPU between "
+                              "the packs' processes through CUDA MPS)")  # fmt: skip
+        if mps and processes == 1:
+            raise ConfigError("hydra.launcher.mps=true shares the GPU between packs run at once, "
+                              "each in a process of its own: set hydra.launcher.processes >= 2 "
+                              "too")  # fmt: skip
+        self.agents, self.processes, self.mps = agents, processes, mps
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
 
@@ -105,7 +122,13 @@ class PackedLauncher(Launcher):
         else:
             cpus = max(1, len(os.sched_getaffinity(0)) // self.processes)
             logging_cfg = (self.config.hydra.hydra_logging, self.config.hydra.verbose)
-            stopped = run_apart(packs, self.processes, cpus, logging_cfg, returns)
+            gpu = any(backend_of(cfg)[0] != "numpy" for _, cfg, _ in ready)
+            if self.mps and not gpu:
+                log.info("hydra.launcher.mps=true: no pack opens a GPU (backend=numpy): no MPS")
+            with mps_daemon(Path(str(self.config.hydra.sweep.dir)) / "mps",
+                            self.mps and gpu):  # fmt: skip
+                stopped = run_apart(packs, self.processes, cpus, logging_cfg, returns,
+                                    self.mps)  # fmt: skip
             if stopped is not None:
                 raise SystemExit(stopped)
         return returns
@@ -133,11 +156,12 @@ def settle(returns: list[JobReturn], pack: list, values: Sequence[Any]) -> None:
 
 
 def run_apart(packs: list[list], processes: int, cpus: int, logging_cfg: tuple,
-              returns: list[JobReturn]) -> int | None:  # fmt: skip
+              returns: list[JobReturn], mps: bool = False) -> int | None:  # fmt: skip
     """Run `packs`, `processes` at a time, each in a spawned process of its own (its helpers on
-    `cpus` CPUs), settling each job's return as its pack ends. A stop signal here is passed on
-    to every pack's process and no pack starts after it; once all have ended, the exit status
-    of the stop (130, 143) is returned (None: no stop)."""
+    `cpus` CPUs; `mps`: each checks that its GPU context is an MPS client), settling each job's
+    return as its pack ends. A stop signal here is passed on to every pack's process and no pack
+    starts after it; once all have ended, the exit status of the stop (130, 143) is returned
+    (None: no stop)."""
     spawn = multiprocessing.get_context("spawn")
     waiting, running = list(packs), {}  # Connection -> (process, pack)
     exits: list[int] = []
@@ -149,7 +173,7 @@ def run_apart(packs: list[list], processes: int, cpus: int, logging_cfg: tuple,
                 here, there = spawn.Pipe(duplex=False)
                 process = spawn.Process(target=pack_apart, name=f"pack-{len(packs) - len(waiting)}",
                                         args=([(cfg, job) for _, cfg, job in pack], cpus,
-                                              logging_cfg, os.getpid(), there))  # fmt: skip
+                                              logging_cfg, os.getpid(), there, mps))  # fmt: skip
                 with stops.held():  # the process starts with them blocked: its runs take them
                     process.start()
                     running[here] = (process, pack)
@@ -227,10 +251,11 @@ class Stops:
 
 
 def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, launcher: int,
-               conn: Connection) -> None:  # fmt: skip
+               conn: Connection, mps: bool = False) -> None:  # fmt: skip
     """A pack's process: its jobs run as one pack (alpha_rl.task.run_pack), their values sent
     back (an error that cannot be pickled as its type, name and message) with the exit status a
-    stop signal asked for (None: none did). SIGINT and SIGTERM come blocked from the launcher
+    stop signal asked for (None: none did); with `mps`, only once its GPU context is known to be
+    an MPS client (require_mps). SIGINT and SIGTERM come blocked from the launcher
     (Stops.held) until the pack's runs take them (pipeline/stop.py, StopSignals)."""
     os.setpgrp()  # a terminal's Ctrl-C goes to the launcher, which passes it on once
     stop_with(launcher)
@@ -239,6 +264,8 @@ def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, launcher: int,
     try:
         from alpha_rl.task import run_pack
 
+        if mps:
+            require_mps(jobs)
         values = run_pack(jobs, cpus)
     except SystemExit as stop:  # a stop signal: the runs are checkpointed and ended
         exit_code = stop.code if isinstance(stop.code, int) else 1
@@ -287,3 +314,91 @@ def sendable(value: Any) -> Any:
     except Exception:
         return RuntimeError(f"{type(value).__name__}: {value}")
     return value
+
+
+@contextmanager
+def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
+    """Inside, a CUDA MPS control daemon of this sweep's own serves the processes started here
+    (`wanted`; otherwise nothing changes): its pipes in a fresh directory under the system's
+    temporary one (their paths must stay short), named to them by CUDA_MPS_PIPE_DIRECTORY in
+    this process's environment, which spawned processes inherit; its logs in `logs`. On the way
+    out, however the sweep ends, the daemon is told to quit (it stops its server once the last
+    client is gone) and the environment is restored. Yields the variables set."""
+    if not wanted:
+        yield {}
+        return
+    from alpha_rl.errors import ConfigError
+
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        raise ConfigError("hydra.launcher.mps=true: nvidia-cuda-mps-control (CUDA MPS's control "
+                          "daemon, one of the NVIDIA driver's utilities) is not on PATH; install "
+                          "it, or set hydra.launcher.mps=false")  # fmt: skip
+    logs = logs.resolve()  # the daemon runs elsewhere (a daemon's working directory is /)
+    logs.mkdir(parents=True, exist_ok=True)
+    pipes = Path(tempfile.mkdtemp(prefix="alpha_rl_mps_"))
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipes), "CUDA_MPS_LOG_DIRECTORY": str(logs)}
+
+    def tell(*args: str, text: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([control, *args], input=text, env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    started = tell("-d")
+    deadline = time.monotonic() + 10
+    while started.returncode == 0 and not any(pipes.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if started.returncode != 0 or not any(pipes.iterdir()):
+        shutil.rmtree(pipes, ignore_errors=True)
+        said = (started.stderr or started.stdout).strip() or "nothing"
+        raise RuntimeError(f"hydra.launcher.mps=true: the CUDA MPS control daemon did not start "
+                           f"(exit {started.returncode}, it said: {said}); its log is in "
+                           f"{logs}")  # fmt: skip
+    log.info("CUDA MPS: a control daemon of this sweep's own, its pipes in %s, its logs in %s "
+             "(by hand, if it outlives the sweep: echo quit | CUDA_MPS_PIPE_DIRECTORY=%s %s)",
+             pipes, logs, pipes, control)  # fmt: skip
+    kept = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for key, value in kept.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        quit_ = tell(text="quit\n")
+        if quit_.returncode != 0:
+            log.warning("the CUDA MPS control daemon did not take `quit` (exit %d: %s); stop it "
+                        "by hand: echo quit | CUDA_MPS_PIPE_DIRECTORY=%s %s", quit_.returncode,
+                        (quit_.stderr or quit_.stdout).strip(), pipes, control)  # fmt: skip
+        else:
+            shutil.rmtree(pipes, ignore_errors=True)
+            log.info("CUDA MPS: its control daemon told to quit")
+
+
+def require_mps(jobs: list, enabled: Callable[[int], bool] | None = None) -> None:
+    """A pack sent to run under MPS (hydra.launcher.mps=true) whose GPU contexts would not be MPS
+    clients fails here, before its runs start: where the driver cannot reach the daemon it runs
+    without MPS and says nothing. `enabled(device)` asks the driver (alpha_rl.backend.cuda's
+    mps_enabled by default); a pack on numpy, or on `auto` where no GPU can be used, needs no MPS.
+    """
+    from alpha_rl.errors import BackendError
+
+    if enabled is None:
+        from alpha_rl.backend.cuda import mps_enabled as enabled
+    for name, device in dict.fromkeys(backend_of(cfg) for cfg, _ in jobs):
+        if name == "numpy":
+            continue
+        try:
+            served = enabled(int(device or 0))
+        except BackendError:
+            if name == "cuda":
+                raise
+            continue  # auto without a usable GPU: its runs open numpy
+        if not served:
+            raise RuntimeError(
+                f"hydra.launcher.mps=true: this pack's CUDA context on device {device} is not an "
+                "MPS client (the driver could not reach the control daemon at "
+                f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY')}; its log "
+                f"is in CUDA_MPS_LOG_DIRECTORY={os.environ.get('CUDA_MPS_LOG_DIRECTORY')})"
+            )
