@@ -242,10 +242,11 @@ def test_a_packed_sweep_over_backends_packs_each_backend_apart(tmp_path: Path) -
     assert "2 jobs in 2 pack(s) of at most 20 runs" in done.stdout + done.stderr
 
 
-def fake_mps_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: int = 0) -> Path:
+def fake_mps_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: int = 0,
+                     listen: bool = True) -> Path:  # fmt: skip
     """An nvidia-cuda-mps-control first on PATH that records what it is told in the returned
-    file: `-d` (with its pipe and log directories; it then makes its control pipe, or exits
-    `start` saying "no GPU"), and each line read on its stdin otherwise."""
+    file: `-d` (with its pipe and log directories; it then makes its control socket if
+    `listen`, or exits `start` saying "no GPU"), and each line read on its stdin otherwise."""
     where, record = tmp_path / "bin", tmp_path / "mps.record"
     where.mkdir()
     script = where / "nvidia-cuda-mps-control"
@@ -253,7 +254,7 @@ def fake_mps_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: int
 if [ "$1" = "-d" ]; then
   echo "start $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY" >> {record}
   if [ {start} != 0 ]; then echo "no GPU" >&2; exit {start}; fi
-  touch "$CUDA_MPS_PIPE_DIRECTORY/control"
+  if [ {int(listen)} = 1 ]; then touch "$CUDA_MPS_PIPE_DIRECTORY/control"; fi
 else
   while read line; do echo "said $line" >> {record}; done
 fi
@@ -309,7 +310,8 @@ def test_a_pack_sent_to_run_under_mps_fails_before_its_runs_when_its_context_is_
         raise BackendError("the CUDA driver did not initialise")
 
     require_mps(pack("cuda"), served(True))
-    with pytest.raises(RuntimeError, match=r"device 1 is not an MPS client .* its log is in"):
+    no_client = r"device 1 is not an MPS client: .*its log is in .*mps=false"
+    with pytest.raises(RuntimeError, match=no_client):
         require_mps(pack("cuda"), served(False))
     assert asked == [1, 1]
     require_mps(pack("numpy"), served(False))
@@ -317,6 +319,19 @@ def test_a_pack_sent_to_run_under_mps_fails_before_its_runs_when_its_context_is_
     with pytest.raises(BackendError, match="did not initialise"):
         require_mps(pack("cuda"), no_gpu)
     assert asked == [1, 1]
+
+
+def test_a_daemon_that_never_listens_is_told_to_quit_and_named_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its `-d` returned 0 but no control socket came within 10 s: rather than leave a daemon
+    that may come up later with nobody to reach it, it is told to quit."""
+    record = fake_mps_control(tmp_path, monkeypatch, listen=False)
+    with pytest.raises(RuntimeError, match=r"did not open its control socket .* within 10 s .* "
+                       r"hydra\.launcher\.mps=false"), mps_daemon(tmp_path / "mps"):  # fmt: skip
+        pass
+    assert record.read_text().splitlines()[1:] == ["said quit"]
+    assert "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
 
 
 @pytest.mark.slow
@@ -337,6 +352,7 @@ def test_a_packed_sweep_under_mps_starts_its_daemon_checks_each_pack_and_quits_i
     assert done.returncode == 0, out[-3000:]
     assert "CUDA MPS: a control daemon of this sweep's own" in out
     assert "2 jobs: 2 FINISHED" in out and "its control daemon told to quit" in out
+    assert out.count("backend=auto and no GPU usable here") == 2  # each pack checked itself
     said = record.read_text().splitlines()
     assert said[0].startswith("start ") and said[0].endswith(str(tmp_path / "multirun/sweep/mps"))
     assert said[1:] == ["said quit"]
@@ -348,6 +364,8 @@ def test_a_process_started_inside_the_sweeps_mps_daemon_is_its_client(tmp_path: 
     daemon is no MPS client; one started inside mps_daemon is (mps_enabled asks the driver)."""
     if shutil.which("nvidia-cuda-mps-control") is None:
         pytest.skip("no nvidia-cuda-mps-control on PATH (the NVIDIA driver's utilities)")
+    if Path("/tmp/nvidia-mps/control").exists():
+        pytest.skip("the machine runs an MPS daemon of its own: every process is its client")
     ask = [sys.executable, "-c", "from alpha_rl.backend.cuda import mps_enabled; "
            "print(mps_enabled(0))"]  # fmt: skip
 

@@ -343,19 +343,42 @@ def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
         return subprocess.run([control, *args], input=text, env={**os.environ, **env},
                               capture_output=True, text=True, timeout=60)  # fmt: skip
 
-    started = tell("-d")
-    deadline = time.monotonic() + 10
-    while started.returncode == 0 and not any(pipes.iterdir()) and time.monotonic() < deadline:
+    def quit_daemon() -> str | None:
+        """Tell the daemon to quit; None once it took it, else what went wrong."""
+        try:
+            done = tell(text="quit\n")
+        except (subprocess.SubprocessError, OSError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if done.returncode != 0:
+            return f"exit {done.returncode}: {(done.stderr or done.stdout).strip()}"
+        shutil.rmtree(pipes, ignore_errors=True)
+        return None
+
+    by_hand = f"echo quit | CUDA_MPS_PIPE_DIRECTORY={pipes} {control}"
+    try:
+        started = tell("-d")
+    except (subprocess.SubprocessError, OSError) as exc:
+        shutil.rmtree(pipes, ignore_errors=True)
+        raise RuntimeError(f"hydra.launcher.mps=true: {control} -d failed ({exc}); set "
+                           "hydra.launcher.mps=false to run without MPS") from exc  # fmt: skip
+    deadline = time.monotonic() + 10  # its control socket, `control`, once it listens
+    while started.returncode == 0 and not (pipes / "control").exists():
+        if time.monotonic() > deadline:
+            left = quit_daemon()  # it may come up later: never leave one nobody can reach
+            kept = f"; if it runs, stop it by hand: {by_hand}" if left else ""
+            raise RuntimeError(f"hydra.launcher.mps=true: the CUDA MPS control daemon did not "
+                               f"open its control socket in {pipes} within 10 s (its log is in "
+                               f"{logs}){kept}; set hydra.launcher.mps=false to run without "
+                               "MPS")  # fmt: skip
         time.sleep(0.05)
-    if started.returncode != 0 or not any(pipes.iterdir()):
+    if started.returncode != 0:
         shutil.rmtree(pipes, ignore_errors=True)
         said = (started.stderr or started.stdout).strip() or "nothing"
         raise RuntimeError(f"hydra.launcher.mps=true: the CUDA MPS control daemon did not start "
                            f"(exit {started.returncode}, it said: {said}); its log is in "
-                           f"{logs}")  # fmt: skip
+                           f"{logs}; set hydra.launcher.mps=false to run without MPS")  # fmt: skip
     log.info("CUDA MPS: a control daemon of this sweep's own, its pipes in %s, its logs in %s "
-             "(by hand, if it outlives the sweep: echo quit | CUDA_MPS_PIPE_DIRECTORY=%s %s)",
-             pipes, logs, pipes, control)  # fmt: skip
+             "(by hand, if it outlives the sweep: %s)", pipes, logs, by_hand)  # fmt: skip
     kept = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
@@ -366,13 +389,11 @@ def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        quit_ = tell(text="quit\n")
-        if quit_.returncode != 0:
-            log.warning("the CUDA MPS control daemon did not take `quit` (exit %d: %s); stop it "
-                        "by hand: echo quit | CUDA_MPS_PIPE_DIRECTORY=%s %s", quit_.returncode,
-                        (quit_.stderr or quit_.stdout).strip(), pipes, control)  # fmt: skip
+        left = quit_daemon()
+        if left:
+            log.warning("the CUDA MPS control daemon did not take `quit` (%s); stop it by hand: "
+                        "%s", left, by_hand)  # fmt: skip
         else:
-            shutil.rmtree(pipes, ignore_errors=True)
             log.info("CUDA MPS: its control daemon told to quit")
 
 
@@ -389,16 +410,22 @@ def require_mps(jobs: list, enabled: Callable[[int], bool] | None = None) -> Non
     for name, device in dict.fromkeys(backend_of(cfg) for cfg, _ in jobs):
         if name == "numpy":
             continue
+        device = int(device or 0)
         try:
-            served = enabled(int(device or 0))
-        except BackendError:
+            served = enabled(device)
+        except BackendError as exc:
             if name == "cuda":
                 raise
-            continue  # auto without a usable GPU: its runs open numpy
+            log.info("CUDA MPS: backend=auto and no GPU usable here (%s): no MPS check", exc)
+            continue  # its runs open numpy
         if not served:
             raise RuntimeError(
                 f"hydra.launcher.mps=true: this pack's CUDA context on device {device} is not an "
-                "MPS client (the driver could not reach the control daemon at "
-                f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY')}; its log "
-                f"is in CUDA_MPS_LOG_DIRECTORY={os.environ.get('CUDA_MPS_LOG_DIRECTORY')})"
+                "MPS client: the driver could not reach the control daemon at "
+                f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY')} (its log "
+                f"is in CUDA_MPS_LOG_DIRECTORY={os.environ.get('CUDA_MPS_LOG_DIRECTORY')}); "
+                "another MPS daemon of the machine's, or a GPU in EXCLUSIVE_PROCESS mode held by "
+                "another process, can stand in its way; set hydra.launcher.mps=false to run "
+                "without MPS"
             )
+        log.info("CUDA MPS: this pack's context on device %d is an MPS client", device)
