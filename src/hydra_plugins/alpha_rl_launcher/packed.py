@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from itertools import zip_longest
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -76,6 +76,8 @@ class PackedLauncher(Launcher):
             raise ConfigError("hydra.launcher.mps=true shares the GPU between packs run at once, "
                               "each in a process of its own: set hydra.launcher.processes >= 2 "
                               "too")  # fmt: skip
+        if mps:
+            mps_control()  # refused now, not after every job is composed
         self.agents, self.processes, self.mps = agents, processes, mps
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
@@ -125,8 +127,12 @@ class PackedLauncher(Launcher):
             gpu = any(backend_of(cfg)[0] != "numpy" for _, cfg, _ in ready)
             if self.mps and not gpu:
                 log.info("hydra.launcher.mps=true: no pack opens a GPU (backend=numpy): no MPS")
-            with mps_daemon(Path(str(self.config.hydra.sweep.dir)) / "mps",
-                            self.mps and gpu):  # fmt: skip
+            with ExitStack() as daemon:
+                try:
+                    daemon.enter_context(mps_daemon(Path(str(self.config.hydra.sweep.dir)) / "mps",
+                                                    self.mps and gpu))  # fmt: skip
+                except RuntimeError as exc:  # it did not start: one line, no traceback
+                    raise SystemExit(f"alpha-rl-train: {exc}") from None
                 stopped = run_apart(packs, self.processes, cpus, logging_cfg, returns,
                                     self.mps)  # fmt: skip
             if stopped is not None:
@@ -316,6 +322,18 @@ def sendable(value: Any) -> Any:
     return value
 
 
+def mps_control() -> str:
+    """The path of nvidia-cuda-mps-control; ConfigError naming the key when it is not on PATH."""
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        from alpha_rl.errors import ConfigError
+
+        raise ConfigError("hydra.launcher.mps=true: nvidia-cuda-mps-control (CUDA MPS's control "
+                          "daemon, one of the NVIDIA driver's utilities) is not on PATH; install "
+                          "it, or set hydra.launcher.mps=false")  # fmt: skip
+    return control
+
+
 @contextmanager
 def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
     """Inside, a CUDA MPS control daemon of this sweep's own serves the processes started here
@@ -327,13 +345,7 @@ def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
     if not wanted:
         yield {}
         return
-    from alpha_rl.errors import ConfigError
-
-    control = shutil.which("nvidia-cuda-mps-control")
-    if control is None:
-        raise ConfigError("hydra.launcher.mps=true: nvidia-cuda-mps-control (CUDA MPS's control "
-                          "daemon, one of the NVIDIA driver's utilities) is not on PATH; install "
-                          "it, or set hydra.launcher.mps=false")  # fmt: skip
+    control = mps_control()
     logs = logs.resolve()  # the daemon runs elsewhere (a daemon's working directory is /)
     logs.mkdir(parents=True, exist_ok=True)
     pipes = Path(tempfile.mkdtemp(prefix="alpha_rl_mps_"))
@@ -365,10 +377,10 @@ def mps_daemon(logs: Path, wanted: bool = True) -> Iterator[dict[str, str]]:
     while started.returncode == 0 and not (pipes / "control").exists():
         if time.monotonic() > deadline:
             left = quit_daemon()  # it may come up later: never leave one nobody can reach
-            kept = f"; if it runs, stop it by hand: {by_hand}" if left else ""
+            hint = f"; if it runs, stop it by hand: {by_hand}" if left else ""
             raise RuntimeError(f"hydra.launcher.mps=true: the CUDA MPS control daemon did not "
                                f"open its control socket in {pipes} within 10 s (its log is in "
-                               f"{logs}){kept}; set hydra.launcher.mps=false to run without "
+                               f"{logs}){hint}; set hydra.launcher.mps=false to run without "
                                "MPS")  # fmt: skip
         time.sleep(0.05)
     if started.returncode != 0:
