@@ -31,8 +31,14 @@ export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 .DEFAULT_GOAL := help
 .PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-fast test-gpu cubins docs readme lint clean venv
 
+# the sweep presets, conf/experiment/*.yaml, as `make help` names them (a|b|c)
+PRESETS := $(subst $() ,|,$(sort $(basename $(notdir $(wildcard conf/experiment/*.yaml)))))
+
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk -v presets='$(PRESETS)' 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {n++; name[n] = $$1; \
+	  doc[n] = $$2; if (length($$1) > w) w = length($$1)} END {for (i = 1; i <= n; i++) \
+	  {gsub(/<presets>/, presets, doc[i]); printf("  make %-" w "s  %s\n", name[i], doc[i])}}' \
+	  $(MAKEFILE_LIST)
 	@echo "  variables: ARCHS=\"$(ARCHS)\" (cubin arches), ARGS=\"...\" (Hydra overrides for train), NOVENV=1"
 
 $(VENV)/.installed: pyproject.toml
@@ -51,10 +57,10 @@ venv: $(STAMP) ## create or refresh .venv only
 train: $(STAMP) ## run the default experiment (Hydra overrides in ARGS="...")
 	$(PY) -m alpha_rl.train $(ARGS)
 
-sweep: $(STAMP) ## run a sweep preset under multirun/ (EXPERIMENT=her_ablation|her_components|reward_variants)
+sweep: $(STAMP) ## run a sweep preset of conf/experiment/ under multirun/ (EXPERIMENT=<presets>)
 	$(PY) -m alpha_rl.train -m experiment=$(EXPERIMENT) $(ARGS)
 
-kill-check: $(STAMP) ## keep/kill verdict on a HER ablation in MLflow (ARGS="--sweep multirun/<date>/<time>")
+kill-check: $(STAMP) ## keep/kill verdict per treatment of a sweep's variant in MLflow (ARGS="--sweep multirun/<date>/<time> [--axis her|beta|alpha|reward|agent|<key>]")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
 
 ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); prints its links once it answers
