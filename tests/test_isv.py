@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import alpha_rl
 from alpha_rl import vocabulary
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, IsvLayoutError
 from alpha_rl.isv import ABSENT, DeviceIsv
-from alpha_rl.parts import layout_from_config
+from alpha_rl.parts import READ, layout_from_config
 from tests.helpers import compose_fixed
 
 HER = ("on", "off", "backward", "forward")
@@ -71,12 +74,13 @@ def test_slot_init_follows_the_group_setting() -> None:
 
 
 def test_index_clash_names_both_slots_the_index_and_the_groups() -> None:
-    cfg, choices = compose_fixed(["+isv.slots.probe.my_probe={index:550,init:0,doc:probe}"])
+    # aux_share: a slot the code reads, which beta=sentinel (the default) does not declare
+    cfg, choices = compose_fixed(["+isv.slots.probe.aux_share={index:550,init:0,doc:probe}"])
     with pytest.raises(IsvLayoutError) as err:
         layout_from_config(cfg, choices)
     msg = str(err.value)
     assert "index 550" in msg
-    assert "'her_priority_boost'" in msg and "'my_probe'" in msg
+    assert "'her_priority_boost'" in msg and "'aux_share'" in msg
     assert "her=on" in msg and "isv.slots.probe" in msg
 
 
@@ -101,6 +105,51 @@ def test_same_name_in_two_groups_is_refused() -> None:
     cfg, choices = compose_fixed(["+isv.slots.probe.her_threshold={index:900,doc:dup}"])
     with pytest.raises(IsvLayoutError, match="'her_threshold' is declared twice"):
         layout_from_config(cfg, choices)
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [("+isv.slots.foo.bar={index: 600, doc: x}", "isv.slots.foo.bar: no part of the code reads "
+      "an ISV slot named 'bar', so it would do nothing; remove it, or, for a new slot, name it "
+      "in alpha_rl/vocabulary.py (SLOT_*)"),
+     ("+isv.slots.her.extra={index: 700, init: 3, doc: x}", "isv.slots.her.extra: no part of "
+      "the code reads an ISV slot named 'extra'"),
+     ("+isv.slots.her.her_treshold={index: 700, doc: x}", "named 'her_treshold' (did you mean "
+      "'her_threshold'?)")],
+)  # fmt: skip
+def test_a_slot_that_nothing_reads_is_refused_naming_the_key(override: str, says: str) -> None:
+    cfg, choices = compose_fixed([override])
+    with pytest.raises(IsvLayoutError) as err:
+        layout_from_config(cfg, choices)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def _slot_names_read_by(path: Path) -> set[str]:
+    """The vocabulary's SLOT_* names a module refers to (vocab.SLOT_X or an imported SLOT_X)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    found |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return {name for name in found if name.startswith("SLOT_")}
+
+
+def test_every_slot_name_the_layout_takes_has_a_reader() -> None:
+    """The names a layout takes (parts.READ: the vocabulary's SLOT_*) are those the code reads:
+    each is taken by a module besides the vocabulary and the layout's own (env, hindsight,
+    replay, the learner's batch, the trainer's log point), so a slot under any other name, or
+    under a name that lost its reader, would do nothing."""
+    package = Path(alpha_rl.__file__).parent
+    declaring = {package / "vocabulary.py", package / "parts.py", package / "isv.py"}
+    read = set().union(*(_slot_names_read_by(p) for p in package.rglob("*.py")
+                         if p not in declaring))  # fmt: skip
+    named = {key for key in vars(vocabulary) if key.startswith("SLOT_")}
+    assert {getattr(vocabulary, key) for key in named} == READ
+    assert named and not named - read, f"slot names no module reads: {sorted(named - read)}"
+
+
+def test_the_reader_check_sees_a_slot_name(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from alpha_rl import vocabulary as vocab\nx = at(vocab.SLOT_PER_BETA)\n")
+    assert _slot_names_read_by(module) == {"SLOT_PER_BETA"}
 
 
 def test_index_beyond_size_is_refused() -> None:

@@ -70,7 +70,7 @@ def test_variant_overrides_change_the_layout(tmp_path: Path) -> None:
 
 
 def test_clash_exits_2_with_the_message_and_no_traceback(tmp_path: Path) -> None:
-    proc = _train(tmp_path, "backend=numpy", "+isv.slots.probe.my_probe={index:549,init:0,doc:x}")
+    proc = _train(tmp_path, "backend=numpy", "+isv.slots.probe.aux_share={index:549,init:0,doc:x}")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "ISV slot clash at index 549" in out and "Traceback" not in out

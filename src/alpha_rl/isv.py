@@ -3,13 +3,15 @@
 Config groups contribute slots under `isv.slots.<group>.<name>: {index, count, init, doc, kind}`;
 Hydra merges them. The slots a part owns (alpha_rl.parts) take their initial values from that
 part's checked config, never from an `init` of their own. `build_layout` validates the composed
-layout before any work: every name unique, no two slots sharing an index, every slot inside
-`isv.size`, the slots each enabled part's kernels read present. Each error names the slots, the
-index and the config groups that declared them.
+layout before any work: every name one that the code reads (a slot nothing reads is refused, not
+listed), unique, no two slots sharing an index, every slot inside `isv.size`, the slots each
+enabled part's kernels read present. Each error names the slots, the index and the config groups
+that declared them.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import numbers
 from collections.abc import Mapping
@@ -153,8 +155,8 @@ class Owned:
     init: tuple[float, ...] | None
 
 
-def _collect(cfg: DictConfig, choices: Mapping[str, str],
-             owned: Mapping[str, Owned]) -> tuple[int, list[Slot]]:  # fmt: skip
+def _collect(cfg: DictConfig, choices: Mapping[str, str], owned: Mapping[str, Owned],
+             read: frozenset[str]) -> tuple[int, list[Slot]]:  # fmt: skip
     isv = cfg.get("isv")
     if isv is None or "slots" not in isv or "size" not in isv:
         raise IsvLayoutError(
@@ -170,6 +172,7 @@ def _collect(cfg: DictConfig, choices: Mapping[str, str],
             raise IsvLayoutError(f"isv.slots.{group}: expected a mapping of slot name -> slot")
         for name, node in members.items():
             where = f"isv.slots.{group}.{name}"
+            _check_read(name, where, read)
             node = _owned_init(name, node, where, owned.get(name))
             slot = _parse_slot(group, name, node, where, _source(group, choices))
             if name in seen:
@@ -187,6 +190,20 @@ def _collect(cfg: DictConfig, choices: Mapping[str, str],
             seen[name] = slot
             slots.append(slot)
     return size, slots
+
+
+def _check_read(name: str, where: str, read: frozenset[str]) -> None:
+    """Refuse a slot whose name is none of those the code reads (`read`): nothing would read
+    or write it, so it would only fill the table."""
+    if name in read:
+        return
+    near = difflib.get_close_matches(name, sorted(read), n=1, cutoff=0.6)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise IsvLayoutError(
+        f"{where}: no part of the code reads an ISV slot named {name!r}{hint}, so it would do "
+        "nothing; remove it, or, for a new slot, name it in alpha_rl/vocabulary.py (SLOT_*) "
+        "and read it where its kernel takes its index"
+    )
 
 
 def _owned_init(name: str, node: object, where: str, owner: Owned | None) -> object:
@@ -216,10 +233,11 @@ def _owned_init(name: str, node: object, where: str, owner: Owned | None) -> obj
 
 
 def build_layout(cfg: DictConfig, choices: Mapping[str, str], owned: Mapping[str, Owned],
-                 need: list[tuple[str, str]]) -> IsvLayout:  # fmt: skip
+                 need: list[tuple[str, str]], read: frozenset[str]) -> IsvLayout:  # fmt: skip
     """Validate the composed config's ISV slots, owned ones filled by their parts (`owned`),
-    every (slot, part) of `need` present. Callers: alpha_rl.parts.layout_from_config."""
-    size, slots = _collect(cfg, choices, owned)
+    every (slot, part) of `need` present, every slot's name one of `read` (the names the code
+    reads). Callers: alpha_rl.parts.layout_from_config."""
+    size, slots = _collect(cfg, choices, owned, read)
     slots.sort(key=lambda s: (s.index, s.name))
     for a, b in itertools.pairwise(slots):
         if b.index < a.stop:

@@ -6,7 +6,10 @@ from its own typed, range-checked config here: `reward_weight` from `RewardConfi
 `her_threshold` from `HerConfig.threshold`, and so on. An `init` given for an owned slot (in a
 YAML file or as `isv.slots.her.her_threshold.init=-5`) is refused, naming the setting to use, so
 every number a kernel reads as a parameter has passed its range check. The slots each part's
-kernels read are required, so a layout without one is refused before any work.
+kernels read are required, so a layout without one is refused before any work. A slot is
+declared only under a name the code reads: the SLOT_* names of alpha_rl.vocabulary, through
+which every reader (env, hindsight, replay, the learner's batch, the trainer's log point) takes
+its index (tests/test_isv.py holds each name to a reader); any other is refused.
 
 `layout_from_config(cfg, choices)` is the validated layout of a composed config (reward.scale
 already resolved from the market: `alpha_rl.pipeline.scale`).
@@ -151,6 +154,8 @@ PARTS: tuple[Part, ...] = (
 
 
 OWNED = frozenset(slot for part in PARTS for slot in part.owns)
+# the slot names the code reads: every reader takes a slot's index by its vocabulary name
+READ = frozenset(value for key, value in vars(vocab).items() if key.startswith("SLOT_"))
 
 
 def recorded_init(key: str) -> bool:
@@ -183,4 +188,4 @@ def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None
     each owned slot's initial values from its part's checked config. `choices` (Hydra's
     runtime.choices) names the files in errors."""
     owned, need = owned_slots(cfg)
-    return build_layout(cfg, dict(choices or {}), owned, need)
+    return build_layout(cfg, dict(choices or {}), owned, need, READ)
