@@ -201,6 +201,24 @@ def test_a_blank_line_is_reported_not_skipped(tmp_path: Path) -> None:
     lines = path.read_text().splitlines()
     path.write_text("\n".join([*lines[:4], "", *lines[4:]]) + "\n")
     assert "row 4 (line 5), column bid_px_0: missing or nan value" in _error(path)
+    path.write_text("\n".join([*lines[:4], "", *lines[4:], "", ""]) + "\n")  # and at the end
+    assert "row 4 (line 5), column bid_px_0: missing or nan value" in _error(path)
+
+
+@pytest.mark.parametrize(  # appended to a file that ends with its last row's newline
+    ("ending", "blanks"), [("\n\n\n", 3), (",,,,,,,,\n\n", 2), ("\r\n\r\n", 2), ("\n", 1)]
+)
+def test_blank_lines_that_end_a_csv_are_ignored(
+    tmp_path: Path, ending: str, blanks: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    frame = _quotes(timestamps=False).assign(timestamp=1_700_000_000_000_000_000 + np.arange(ROWS))
+    path = _csv(tmp_path, frame)
+    path.write_bytes(path.read_bytes() + ending.encode())
+    with caplog.at_level(logging.INFO, logger="alpha_rl.market"):
+        book = read_quotes_file(path, tick_size=0.01, min_rows=ROWS)
+    assert book.T == ROWS
+    np.testing.assert_array_equal(book.timestamps, frame["timestamp"])  # ns kept exactly
+    assert f"{blanks} blank line(s) at the end ignored" in caplog.text
 
 
 # --- bad files ---

@@ -6,7 +6,8 @@ times kept as int64 nanoseconds since the epoch, UTC: see times.py). Other colum
 `market.columns` renames a file's own column names to these first; `market.default_size` fills
 the size columns of an export that has none. Each problem is reported at its first offending
 row, 1-based among the data rows (for CSV also the line of the file, the header being line 1),
-with the column it concerns.
+with the column it concerns. Blank lines that end a CSV are ignored; one between data rows is
+refused at its line.
 """
 
 from __future__ import annotations
@@ -63,7 +64,16 @@ def _read_csv(file: Path, text_column: str | None, used: Callable[[str], bool]) 
     header = pd.read_csv(file, header=None, nrows=1, dtype=str, skip_blank_lines=False)
     _unique(file, [str(n) for n in header.iloc[0]], "the header (line 1)", used)
     dtype = None if text_column is None else {text_column: str}
-    return pd.read_csv(file, skip_blank_lines=False, low_memory=False, dtype=dtype)
+    options = {"skip_blank_lines": False, "low_memory": False, "dtype": dtype}
+    frame = pd.read_csv(file, **options)
+    filled = np.flatnonzero(frame.notna().any(axis=1).to_numpy())
+    end = int(filled[-1]) + 1 if filled.size else 0
+    if end == len(frame):
+        return frame
+    # blank lines (or lines of separators alone) end the file: read again without them, so that
+    # a column is typed as its values are (their NaN would make integer stamps float64)
+    log.info("%s: %d blank line(s) at the end ignored", file, len(frame) - end)
+    return pd.read_csv(file, nrows=end, **options)
 
 
 def _read_parquet(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
