@@ -160,6 +160,20 @@ def test_a_weekend_in_a_quotes_file_forces_the_close_before_it(tmp_path: Path) -
     check_session_ledger(NumpyBackend(), read)
 
 
+def test_sessions_too_short_to_start_in_name_the_gap_to_raise() -> None:
+    """Sessions of two ticks: none has a tick to start at (a start needs two more of its
+    session); the error says a larger market.session_gap merges them."""
+    book = ledger_book()
+    paired = Book(book.bid_px, book.ask_px, book.bid_sz, book.ask_sz, TICK, "paired",
+                  breaks=list(range(2, book.T, 2)))  # fmt: skip
+    says = (
+        r"^paired: 12 ticks leave no tick to start an episode at: .*use a longer series "
+        r"\(or a larger market\.session_gap: fewer, longer sessions\)$"
+    )
+    with pytest.raises(ConfigError, match=says):
+        make_env(NumpyBackend(), paired, [*LEDGER_OVERRIDES[:-2], "reward=stride6"])
+
+
 def check_session_ledger(backend: Backend, book: Book | None = None) -> None:
     """The ledger book with a session break at tick 8 (a weekend between ticks 7 and 8): the
     short opened at t=4 is force-closed at t=6, whose next tick 7 ends the session, as at the end

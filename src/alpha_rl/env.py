@@ -233,7 +233,8 @@ class Environment:
             raise ConfigError(
                 f"{self.book.source}: {self.book.T} ticks leave no tick to start an episode at: "
                 f"a start needs {history} ticks of history (the longest perception horizon) and "
-                "two more of its session; use a longer series (or a smaller market.session_gap)"
+                "two more of its session; use a longer series (or a larger market.session_gap: "
+                "fewer, longer sessions)"
             )
         self.device_starts = be.upload(self.starts)
         self.slots = SlotIndices.from_layout(self.isv.layout, self.rc_stride)

@@ -242,6 +242,24 @@ def test_numeric_stamps_take_a_number_gap_in_their_units(tmp_path: Path) -> None
     assert _read(path, session_gap=17).breaks.tolist() == []  # 13 -> 30 is not more than 17
 
 
+@pytest.mark.parametrize(
+    ("stamps", "gap", "spacing", "wide"),
+    [(list(range(1_700_000_000, 1_700_000_010)), 0.5, "is 1)", 2),  # 1-second stamps, every tick
+     ([0, 1, 5, 6, 10, 11, 15, 16], 3, "is 1)", 5),  # sessions of 2 ticks: none steps
+     ([f"2024-01-05T21:00:{s:02d}Z" for s in range(10)], "500ms", "is 0 days 00:00:01)", "2s")],
+)  # fmt: skip
+def test_a_gap_that_leaves_no_session_to_step_in_is_refused_naming_it(
+    tmp_path: Path, stamps: list[object], gap: object, spacing: str, wide: object
+) -> None:
+    path = _stamped(tmp_path, stamps)
+    usual = f"set it above the ticks' usual spacing (the median gap between ticks {spacing}"
+    says = (f"market.session_gap={gap!r}: it splits the {len(stamps)} ticks of",
+            "an env needs 3 ticks of a session to step", usual)  # fmt: skip
+    message = _refused(path, *says, session_gap=gap)
+    assert "\n" not in message
+    assert _read(path, session_gap=wide).breaks.size == 0  # a gap above the spacing: one session
+
+
 # --- bad settings and bad cells ---
 
 

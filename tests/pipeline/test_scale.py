@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.errors import MarketDataError
 from alpha_rl.market import Book, SingleSplit, divide
 from alpha_rl.pipeline.run import Job, run_job
 from alpha_rl.pipeline.scale import mean_move, reward_scale
@@ -82,6 +83,22 @@ def test_moves_across_a_session_gap_are_not_averaged() -> None:
     book = Book(mid - 0.01, mid + 0.01, t + 1, t + 1, 0.01, "gap", breaks=[3])
     move, count = mean_move(book)
     assert count == 4 and move == pytest.approx(0.02)
+
+
+def test_a_training_part_of_one_tick_sessions_names_the_session_gap() -> None:
+    """Every training tick a session of its own: no step within a session, so no move to scale
+    by; the error names market.session_gap (not the prices), which made it so."""
+    book = walk_book("stock", rows=20)
+    gapped = Book(book.bid_px, book.ask_px, book.bid_sz, book.ask_sz, book.tick_size, "gapped",
+                  breaks=list(range(1, 20)))  # fmt: skip
+    with pytest.raises(MarketDataError) as caught:
+        reward_scale(compose_train()[0], gapped)
+    assert str(caught.value) == (
+        "gapped: market.session_gap leaves no step within a session among the 20 training ticks "
+        "(20 sessions of 1 tick): there is nothing to learn; raise market.session_gap above the "
+        "ticks' spacing, or set it to null for one session"
+    )
+    assert reward_scale(compose_train()[0], book).typical_move > 0  # one session: it moves
 
 
 def test_a_mis_scaled_run_is_warned_about(caplog) -> None:

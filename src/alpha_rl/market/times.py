@@ -301,8 +301,29 @@ def session_breaks(
     steps = np.diff(stamps.values)
     limit = gap.value if isinstance(gap, pd.Timedelta) else gap  # ns, or the file's units
     breaks = (np.flatnonzero(steps > limit) + 1).astype(np.int64)
+    _check_sessions(source, stamps, breaks, steps, setting)
     _log_sessions(source, stamps, breaks, steps, row)
     return breaks
+
+
+def _check_sessions(
+    source: str, stamps: Stamps, breaks: np.ndarray, steps: np.ndarray, setting: object
+) -> None:
+    """Refuse a gap that leaves no session long enough to step in (every tick its own session,
+    say): the market would be empty."""
+    lengths = np.diff(np.concatenate([[0], breaks, [stamps.values.size]]))
+    if breaks.size == 0 or lengths.max() >= MIN_EPISODE_TICKS:
+        return
+    median = float(np.median(steps))
+    spacing = pd.Timedelta(int(median)) if stamps.times else f"{median:g}"
+    raise key_error(
+        "session_gap",
+        setting,
+        f"it splits the {stamps.values.size} ticks of {source} into {lengths.size} sessions of at "
+        f"most {lengths.max()} tick(s), and an env needs {MIN_EPISODE_TICKS} ticks of a session "
+        f"to step, so there is no market left; set it above the ticks' usual spacing (the "
+        f"median gap between ticks is {spacing}) and below the closes, or null for one session",
+    )
 
 
 def _log_sessions(

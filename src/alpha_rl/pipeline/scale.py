@@ -98,6 +98,13 @@ def reward_scale(cfg: DictConfig, train: Book) -> RewardScale:
     fixed = scale_setting(cfg)
     lot_mult = float(cfg.env.multiplier) * float(cfg.env.lot)
     move, count = mean_move(train)
+    if not count and train.breaks.size:  # every training tick a session of its own
+        raise MarketDataError(
+            f"{train.source}: market.session_gap leaves no step within a session among the "
+            f"{train.T} training ticks ({train.breaks.size + 1} sessions of 1 tick): there is "
+            "nothing to learn; raise market.session_gap above the ticks' spacing, or set it to "
+            "null for one session"
+        )
     if not move > 0:  # nothing to trade (or the tick vanishes at these prices in float64)
         raise MarketDataError(
             f"{train.source}: the mid price never moves over the {count} training steps: there is "
