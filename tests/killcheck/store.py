@@ -130,11 +130,13 @@ def verdicts(report: dict, treatment: str = "on") -> dict[str, str]:
 STABILITY = "5 no destabilisation (eval/l_q_probe)"
 
 
-BROKEN = "5 runs that broke (rate)"
-BENEFIT = "6 no held-out harm (eval/pnl)"
+BROKEN = "6 runs that broke (rate)"
+BENEFIT = "7 no held-out harm (eval/pnl)"
 DECIDING_HER = (STABILITY, BROKEN, BENEFIT)  # the her axis's statistical rows
-HER_HEADER = ("deciding on the her axis: audits, injections, stability, broken, benefit; alpha "
-              "0.025 family-wise (Holm over the check's {} tests)")  # fmt: skip
+HER_DECIDING = ("deciding on the her axis: audits, injections, stability, broken, benefit; alpha "
+                "0.025 family-wise")  # fmt: skip
+HER_HEADER = HER_DECIDING + " (Holm over the check's {} tests)"
+HER_UNDECIDED = HER_DECIDING + " (no test decided: each row says why)"
 
 
 LAYOUTS = {"stride6": ("6", "sentinel", "0.0"), "stride7_sentinel": ("7", "sentinel", "0.0"),

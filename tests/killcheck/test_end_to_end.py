@@ -57,7 +57,7 @@ def report_of(tmp_path: Path) -> dict:
 
 
 STABILITY = "5 no destabilisation (eval/l_q_probe)"
-BROKEN, BENEFIT = "5 runs that broke (rate)", "6 no held-out harm (eval/pnl)"
+BROKEN, BENEFIT = "6 runs that broke (rate)", "7 no held-out harm (eval/pnl)"
 DECIDED = ("PASS", "KILL")
 # these sweeps run two seeds (one on some axes); the check's min_seeds 5 would leave their
 # statistical criteria NOT-EVALUATED, so most checks here lower it to what the sweep has
@@ -184,7 +184,7 @@ def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     last = done.stdout.splitlines()[-1]
     for t in report["treatments"]:
         assert f"verdict {t['label']}: CANNOT-JUDGE" in done.stdout
-        blocked = "5 runs that broke (rate): 1 pair < min_seeds 5: not judged"
+        blocked = f"{BROKEN}: 1 pair < min_seeds 5: not judged"
         assert t["blocked_by"].startswith(blocked) and f"{t['label']} cannot be judged" in last
         verdicts = {r["criterion"]: r["verdict"] for r in t["criteria"]}
         # numpy runs: nothing to audit; criterion 4 by half the run's 40 steps

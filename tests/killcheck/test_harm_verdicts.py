@@ -13,7 +13,7 @@ from tests.killcheck.store import (
     BROKEN,
     DECIDING_HER,
     EVALS,
-    HER_HEADER,
+    HER_UNDECIDED,
     STABILITY,
     STEPS,
     Store,
@@ -89,7 +89,7 @@ def test_fewer_pairs_than_min_seeds_cannot_be_judged(tmp_path: Path, capsys) -> 
         assert found[name]["verdict"] == "NOT-EVALUATED" and found[name]["required"]
         assert "3 pairs < min_seeds 5: not judged" in found[name]["value"]
         assert "p_adjusted" not in found[name]["evidence"]
-    assert report["tests_in_family"] == 0 and lines[0] == HER_HEADER.format(0)
+    assert report["tests_in_family"] == 0 and lines[0] == HER_UNDECIDED
     blocked = "5 no destabilisation (eval/l_q_probe): 3 pairs < min_seeds 5: not judged"
     assert report["treatments"][0]["blocked_by"].startswith(blocked)
     last = lines[-1]

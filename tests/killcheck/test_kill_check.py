@@ -41,6 +41,8 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     assert report["non_default"] == {} and report["tests_in_family"] == 2
     assert lines[0] == HER_HEADER.format(2)
     found = rows(report)
+    numbered = [name.split(" ", 1)[0] for name in found if name[0].isdigit()]
+    assert numbered == ["1", "2", "3", "4", "5", "6", "7"], list(found)  # each its own number
     for name in DECIDING_HER:
         row = found[name]
         assert row["verdict"] == "PASS" and row["required"] and 0 <= row["p"] <= 1, name

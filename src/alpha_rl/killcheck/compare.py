@@ -42,9 +42,9 @@ NOT_COMPARABLE = {
     "agent": "each learner's l_q is its own loss (C51: a cross-entropy; n-step: n-step targets) "
     "over its own replay batches",
 }
-BROKEN = "5 runs that broke (rate)"
+BROKEN = "6 runs that broke (rate)"
 VS_BASELINE = "held-out pnl: {arm} vs the best trivial baseline in hindsight"
-BENEFIT = "6 no held-out harm ({metric})"
+BENEFIT = "7 no held-out harm ({metric})"
 
 
 def _window(treated: RunRecord, base: RunRecord, crit: Criteria) -> tuple[float, int]:

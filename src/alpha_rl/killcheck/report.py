@@ -151,9 +151,8 @@ def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family:
     changed = crit.non_default_text()
     out = [f"non-default criteria: {changed}"] if changed else []
     deciding = ", ".join(crit.deciding_for(pairing.axis.name))
-    tests = f"{family} test{'' if family == 1 else 's'}"
     out.append(f"deciding on the {pairing.axis.name} axis: {deciding}; alpha {crit.alpha:g} "
-               f"family-wise (Holm over the check's {tests})")  # fmt: skip
+               f"family-wise ({_family_text(family)})")  # fmt: skip
     out += [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
     for t in treatments:
         out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
@@ -163,6 +162,13 @@ def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family:
     out.append("(* = not blocking)")
     out += [f"unpaired: {run.name} ({run.run_id}): {why}" for run, why in pairing.unpaired]
     return "\n".join(out)
+
+
+def _family_text(family: int) -> str:
+    """How the check's tests were decided, for the table's header."""
+    if family == 0:
+        return "no test decided: each row says why"
+    return f"Holm over the check's {family} test{'' if family == 1 else 's'}"
 
 
 def write_json(path: Path, treatments: list[Treatment], verdict: str, pairing: Pairing,
