@@ -13,6 +13,7 @@ GPU launch and, on host copies of its inputs, the NumPy oracle) and count the ou
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from alpha_rl import settings
 from alpha_rl import vocabulary as vocab
 from alpha_rl.env import Environment
 from alpha_rl.errors import ConfigError
-from alpha_rl.her_variant import HerVariant
+from alpha_rl.her_variant import HerVariant, from_config
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her, per
 from alpha_rl.kernels.runtime import KernelRuntime, arguments
@@ -81,17 +82,8 @@ class HerConfig:
     def from_cfg(cls, cfg: DictConfig) -> HerConfig | None:
         """None when HER is off; otherwise the checked settings (`cfg`: the whole config)."""
         where = "conf/her/"
-        enabled = settings.flag(cfg, "her.enabled", where)
-        backward = settings.flag(cfg, "her.backward", where)
-        forward = settings.flag(cfg, "her.forward", where)
-        variant = HerVariant.decode(enabled, backward, forward)
-        if variant is None and not enabled:
-            raise ConfigError(
-                f"her.enabled=false with her.backward={backward}, her.forward={forward}: "
-                "nothing would run; use her=backward, her=forward or her=on (see conf/her/)"
-            )
-        if variant is None:
-            raise ConfigError("her.enabled=true needs her.backward or her.forward (see conf/her/)")
+        read = functools.partial(settings.flag, cfg, where=where)  # read("her.enabled")
+        variant = from_config(OmegaConf.select(cfg, "her"), read, f"see {where}")
         if variant is HerVariant.OFF:
             return None
         threshold = settings.number(

@@ -1,8 +1,8 @@
 """The variant axis a check judges: which config keys make up the variant, what value a run has on
 it, and which value is the baseline.
 
-Five axes are variant groups of the config: `her` (off | backward | forward | on, from the
-her.enabled / backward / forward params; baseline off), `beta` (sentinel | active |
+Five axes are variant groups of the config: `her` (the HER variant, off | backward | forward |
+on, as alpha_rl.her_variant decodes a run's params; baseline off), `beta` (sentinel | active |
 active_controller, beta.mode and beta.controller; baseline sentinel), `alpha` (off | on,
 alpha.mode; baseline off), `reward` (stride6 | stride7, reward.stride; baseline stride6) and
 `agent` (the learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names
@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.her_variant import TREATMENTS, HerVariant
+from alpha_rl.her_variant import TREATMENTS, HerVariant, from_params
 from alpha_rl.tracking import RunRecord
 
 HER_ORDER = tuple(v.value for v in TREATMENTS)  # the seed plan's order
@@ -36,22 +36,15 @@ def flag(run: RunRecord, key: str) -> bool:
     return run.params.get(key, "").strip().lower() == "true"
 
 
-def her_flag(run: RunRecord, name: str) -> bool:
-    """The run's her.<name> param (enabled, backward, forward) as a bool (absent: False)."""
-    return flag(run, f"her.{name}")
-
-
 def her_variant(run: RunRecord) -> HerVariant | None:
-    """The run's HER variant from its her.* params; None when it has none. A combination no
-    config makes (a direction while disabled) reads as off, as the run ran no HER kernel."""
-    if "her.enabled" not in run.params:
-        return None
-    flags = (her_flag(run, "enabled"), her_flag(run, "backward"), her_flag(run, "forward"))
-    return HerVariant.decode(*flags) or HerVariant.OFF
+    """The run's HER variant, as alpha_rl.her_variant decodes its her.* params; None when it has
+    none. HerVariantError for flags no declared variant has: never taken for off."""
+    return from_params(run.params, f"run {run.name!r}, {run.run_id}; the kill check judges the "
+                       "variants alpha_rl/her_variant.py declares")  # fmt: skip
 
 
 def her_value(run: RunRecord) -> str | None:
-    """off | backward | forward | on from the run's her.* params; None when it has none."""
+    """off | backward | forward | on (`her_variant`); None when the run has no HER params."""
     variant = her_variant(run)
     return None if variant is None else variant.value
 

@@ -34,7 +34,7 @@ from scipy import stats
 
 from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.her_variant import TREATMENTS, HerVariant
+from alpha_rl.her_variant import TREATMENTS, HerVariant, from_params
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import L_Q, PNL, PROBE
 
@@ -43,8 +43,8 @@ PNL_LEVEL, PNL_SEED_SD, PNL_RUN_SD = 50_000.0, 10_000.0, 5_000.0
 PROBE_LEVEL, PROBE_SEED_SD = 0.4, 0.3  # log-scale seed effect
 FOLD_SD = 0.5  # log-scale (probe) and x PNL_SEED_SD (PnL) fold effects, large on purpose
 POINT_SD = 0.02  # relative noise of one evaluation
-# her.enabled / backward / forward of each HER variant, as a run records them
-HER = {v.value: (str(v is not HerVariant.OFF), str(v.backward), str(v.forward)) for v in HerVariant}
+# each HER variant's params, as a run records them (alpha_rl.her_variant)
+HER = {v.value: v.params() for v in HerVariant}
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarr
         PNL: list(zip(steps, pnl.tolist(), strict=True)),
         L_Q: list(zip(steps, loss.tolist(), strict=True)),
     }
-    if params.get("her.enabled") == "True":  # a healthy, audited HER run
+    if from_params(params, rid) not in (None, HerVariant.OFF):  # a healthy, audited HER run
         zeros = [(s, 0.0) for s in steps]
         metrics |= {vocab.HER_INJECT_TOTAL: [(s, 3.0 * s) for s in steps],
                     vocab.HER_BACKWARD_TOTAL: [(s, 2.0 * s) for s in steps],
@@ -130,10 +130,9 @@ def simulate(sc: Scenario, seeds: int, folds: int, tolerance: float, margin: flo
                 treated = value not in ("off", "a0")
                 params = dict(base)
                 if her:
-                    params |= dict(zip(("her.enabled", "her.backward", "her.forward"), HER[value],
-                                       strict=True))  # fmt: skip
+                    params |= HER[value]
                 else:
-                    params |= {"her.enabled": "False", "calib.arm": value}
+                    params |= HER[HerVariant.OFF.value] | {"calib.arm": value}
                 # each run's own noise: half the pair's log-ratio variance
                 level = a + rng.normal(0, sc.log_spread / math.sqrt(2))
                 level += math.log(ratio) if treated else 0.0

@@ -99,7 +99,7 @@ def her_criteria(axis: Axis, treated: list[RunRecord], crit: Criteria) -> list[J
     runs no HER; the audits (1-3) NOT-APPLICABLE on runs that executed the oracles themselves
     (the numpy backend), criterion 3's count of lost closes still read."""
     names = [*AUDITS, INJECTIONS]
-    her = runs_with(treated, TREATMENTS)
+    her = runs_with(treated, TREATMENTS) if axis.is_her else []  # other axes: HER not judged
     if not axis.is_her or not her:
         why = (f"HER's own criterion; the axis is {axis.name}" if not axis.is_her
                else "the treatment runs no HER")  # fmt: skip
