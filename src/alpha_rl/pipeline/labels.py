@@ -17,7 +17,7 @@ from alpha_rl.errors import CheckpointError
 from alpha_rl.parts import recorded_init
 from alpha_rl.pipeline.ledger import UNITS
 from alpha_rl.session import Session, cubin_dir
-from alpha_rl.tracking.secrets import redact, secrets
+from alpha_rl.tracking.secrets import mask
 
 # the `audit` tag of a run whose kernels are the NumPy oracles: nothing to audit them against
 ORACLE_AUDIT = "not audited (numpy backend: the kernels are the oracles)"
@@ -52,18 +52,10 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def config_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML (the run artifact and the checkpoint's record), with the
-    environment's secrets masked in every key and value (alpha_rl.tracking.secrets): a value
-    taken from ${oc.env:MLFLOW_TRACKING_PASSWORD} is never written to disk or logged."""
-    return yaml.safe_dump(masked(resolved(cfg), secrets()), sort_keys=False)
-
-
-def masked(data: Any, values: tuple[str, ...]) -> Any:
-    """`data` with `redact` applied to every string key and value, at any depth."""
-    if isinstance(data, Mapping):
-        return {masked(k, values): masked(v, values) for k, v in data.items()}
-    if isinstance(data, list | tuple):
-        return [masked(v, values) for v in data]
-    return redact(data, values) if isinstance(data, str) else data
+    environment's secrets masked in every key and value, numbers included
+    (alpha_rl.tracking.secrets): a value taken from ${oc.env:MLFLOW_TRACKING_PASSWORD} or
+    ${oc.decode:${oc.env:PGPASSWORD}} is never written to disk or logged."""
+    return yaml.safe_dump(mask(resolved(cfg)), sort_keys=False)
 
 
 def check_resumable(saved_yaml: str, cfg: DictConfig) -> None:
@@ -172,7 +164,7 @@ def variant_label(cfg: DictConfig, choices: Mapping[str, str]) -> str:
 
 def curves_title(cfg: DictConfig, choices: Mapping[str, str], run_dir: Path) -> str:
     """`her-on, seed 0, market synthetic_waves (single split) - outputs/...`: what a run's
-    curves show, in words."""
+    curves show, in words (the environment's secrets masked: it is drawn on curves.png)."""
     preset = choices.get("experiment") or choices.get("hparams_search")
     fold = cfg.market.get("fold")
     market = str(cfg.market.name)
@@ -181,7 +173,7 @@ def curves_title(cfg: DictConfig, choices: Mapping[str, str], run_dir: Path) -> 
     parts = [variant_label(cfg, choices), f"seed {cfg.seed}", f"market {market}"]
     parts += [f"fold {fold}"] if fold is not None else []
     parts += [f"experiment {preset}"] if preset else []
-    return f"{', '.join(parts)}  ({run_dir})"
+    return mask(f"{', '.join(parts)}  ({run_dir})")
 
 
 def run_name(cfg: DictConfig, choices: Mapping[str, str]) -> str:

@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import ConfigError, require
 from alpha_rl.tracking.mounts import MOUNTINFO, network_filesystem
-from alpha_rl.tracking.secrets import hide_password, uri_has_password
+from alpha_rl.tracking.secrets import hide_password, secret_in, uri_has_password
 from alpha_rl.tracking.store import sqlite_file
 
 WHERE = "conf/tracking/"
@@ -71,6 +71,7 @@ class TrackingConfig:
                     "run's config: give a server's account in MLFLOW_TRACKING_USERNAME / "
                     "MLFLOW_TRACKING_PASSWORD, a database's password in PGPASSWORD or ~/.pgpass",
                 ),
+                _no_secret("tracking.uri", uri, "the store's address without it"),
                 (
                     store != "file",
                     f"tracking.uri={shown!r}: MLflow file stores are not supported; use "
@@ -82,6 +83,7 @@ class TrackingConfig:
                     f"in; use {ACCEPTED_URIS}",
                 ),
                 sqlite_directory_exists(uri, shown),
+                _no_secret("tracking.experiment", self.experiment, "a name of its own"),
                 (
                     bool(self.experiment.strip()) and len(self.experiment) <= 500,
                     f"tracking.experiment={self.experiment!r}: needs 1..500 characters",
@@ -141,6 +143,17 @@ class TrackingConfig:
             WHERE,
         )
         return cls(**{name: _CONVERT[name](name, data[name]) for name in names})
+
+
+def _no_secret(key: str, value: str, instead: str) -> tuple[bool, str]:
+    """(ok, message): `value` holds no secret of the environment. A name that runs are filed and
+    shown under (the store, tracking.json, the log, the UI) is refused rather than masked: a
+    masked one would file them under `***`."""
+    name = secret_in(value)
+    return name is None, (
+        f"{key} holds the value of {name}, a secret of the environment: it would be shown in "
+        f"the store, the run directory and its log; give {instead}"
+    )
 
 
 def sqlite_directory_exists(uri: str, shown: str) -> tuple[bool, str]:
