@@ -2,7 +2,8 @@
 line naming the key, the value and what is accepted, and never prints a traceback. So is a key
 or group that conf/ does not have, with the nearest one it has (never Hydra's advice to add it
 with +). A group option that does not exist is Hydra's to refuse (it lists the options and exits
-1), unless one is close to it: then it is refused as ours, naming that one."""
+1), unless one is close to it: then it is refused as ours, naming that one. A key that only
+another option of its group has is refused naming that option."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from alpha_rl.pipeline.keys import (
     config_groups,
     declared_keys,
 )
+from alpha_rl.pipeline.options import check_chosen_options
 from alpha_rl.tracking import TrackingConfig
 from tests.helpers import compose_train, train_in_process
 
@@ -100,6 +102,18 @@ CASES = {
                     "unknown option 'forwad' of config group her in the override her=forwad: did "
                     "you mean her=forward? (options of her: backward, forward, off, on)"),
     "her_unknown": (["her=sideways"], HYDRA_ERROR, "Could not find 'her/sideways'"),
+    # a key of another option of its group: that option named, not Hydra's "+key" advice
+    "key_of_another_option": (["her='off'", "her.threshold=2"], USER_ERROR,
+                              "her.threshold=2: her.threshold exists in her=backward, forward, "
+                              "'on', not in this config's her='off': choose one of them "
+                              "(her=backward her.threshold=2), or drop the override"),
+    "owned_slot_init": (["isv.slots.her.her_threshold.init=-5"], USER_ERROR,
+                        "the HER part sets the slot her_threshold's initial value from "
+                        "her.threshold (range-checked there), never from an init; set "
+                        "her.threshold=-5 instead"),
+    "isv_slot_nothing_reads": (["+isv.slots.foo.bar={index: 600, doc: x}"], USER_ERROR,
+                               "isv.slots.foo.bar: no part of the code reads an ISV slot named "
+                               "'bar', so it would do nothing; remove it"),
     # a quotes file that parses but that the float32 kernels cannot hold: refused at its row
     "file_price_beyond_float32": (
         ["market=file", f"market.path={Path(__file__).parent}/market/data/float32_overflow.csv"],
@@ -207,6 +221,54 @@ def test_no_legitimate_override_is_refused_before_hydra() -> None:
     check_command_line(["her=sideways"])
     check_command_line(["backend=tpu"])
     check_command_line(["seed=[1", "expriment=x"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [(["market.session_gap=1h"], "market.session_gap=1h: market.session_gap exists in "
+      "market=file, sp500_daily, not in this config's market=synthetic_waves: choose one of them "
+      "(market=file market.session_gap=1h), or drop the override"),
+     (["alpha.lr=0.1"], "alpha.lr=0.1: alpha.lr exists in alpha='on', not in this config's "
+      "alpha='off': choose it (alpha='on' alpha.lr=0.1), or drop the override"),
+     (["beta.gain=1"], "beta.gain exists in beta=active_controller, not in this config's "
+      "beta=sentinel"),
+     (["market=file", "market.ticks=100"], "market.ticks exists in market=synthetic_waves, not "
+      "in this config's market=file"),
+     (["her=backward", "her.lookahead=7"], "her.lookahead exists in her=forward, 'on', not in "
+      "this config's her=backward: choose one of them (her=forward her.lookahead=7)"),
+     (["her=on,'off'", "her.threshold=2"], "not in this config's her='off'"),  # each swept
+     (["debug.market_ticks=10"], "debug.market_ticks exists in debug=tiny, not in this config "
+      "(no debug): choose it (debug=tiny debug.market_ticks=10)"),
+     (["her=backward", "isv.slots.her.her_forward_lookahead.index=900"],
+      "isv.slots.her.her_forward_lookahead.index exists in her=forward, 'on', not in this "
+      "config's her=backward"),
+     (["isv.slots.her.her_threshold.init=-5"], "set her.threshold=-5 instead")],
+)  # fmt: skip
+def test_a_key_of_another_option_of_its_group_names_the_options(
+    overrides: list[str], says: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_chosen_options(overrides)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_key_the_chosen_options_have_is_left_alone() -> None:
+    for overrides in (["her.threshold=2"], ["beta=active_controller", "beta.gain=1"],
+                      ["+experiment=her_walk_forward", "validation.folds=3"],
+                      ["market=file", "market.session_gap=1h"], ["agent=dqn,rainbow", "seed=1,2"],
+                      ["alpha='on'", "alpha.lr=0.1"], ["her='off'", "~her.enabled"],
+                      ["+her.extra=1"], ["+hydra/launcher=basic", "her.threshold=2"],
+                      ["market=file", "market.path=quotes.csv"],
+                      ["alpha=null", "seed=1"]):  # fmt: skip
+        check_chosen_options(overrides)
+    with pytest.raises(ConfigError, match=r"^alpha\.lr=1: alpha\.lr exists in alpha='on', not "
+                       r"in this config \(no alpha\)"):  # fmt: skip
+        check_chosen_options(["~alpha", "alpha.lr=1"])
+    # Hydra's to judge: a key no option has (Hydra's advice to add it is then right), a glob,
+    # a group set to null (Hydra takes ~group)
+    check_chosen_options(["alpha=null", "alpha.lr=1"])
+    check_chosen_options(["isv.slots.her.her_threshold.kind=diag"])
+    check_chosen_options(["her=glob(*)", "her.threshold=2"])
 
 
 def test_the_overrides_come_from_a_command_line_that_uses_conf_alone() -> None:

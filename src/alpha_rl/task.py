@@ -19,6 +19,7 @@ from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
 from alpha_rl.pipeline.keys import check_command_line, command_line_overrides
+from alpha_rl.pipeline.options import check_chosen_options
 from alpha_rl.pipeline.owner import RunDirError
 from alpha_rl.pipeline.run import Job, Outcome, run_job, run_jobs, search_tags
 from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
@@ -174,10 +175,13 @@ def stopped(outcomes: list[Outcome], cfg: DictConfig, sweep_dir: Path | None) ->
 
 def start() -> None:
     """Hydra parses the command line (overrides, -m for sweeps) and runs `run` per job; a key
-    that conf/ does not have, or a misspelt group option, is refused first (exit 2, keys.py)."""
+    that conf/ does not have, or a misspelt group option, is refused first (exit 2, keys.py), as
+    is a key of another option of its group (options.py)."""
     try:
         config_path = str(paths.conf_dir())
-        check_command_line(command_line_overrides(sys.argv[1:]))
+        overrides = command_line_overrides(sys.argv[1:])
+        check_command_line(overrides)
+        check_chosen_options(overrides)
     except AlphaRlError as exc:
         print(f"alpha-rl-train: {exc}", file=sys.stderr)
         sys.exit(2)
