@@ -49,6 +49,14 @@ STORAGE = ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", 
 ENV_INPUTS = ("opened", "closed", "pos", "episode", "fill_mid", "post_mid", "rc", "eff_action")
 
 
+# per direction: the ISV slot counting its injections of the last step, and its name at a log
+# point (her/<name>)
+STEP_COUNTS = {
+    "backward": (vocab.SLOT_HER_INJECT_COUNT, "inject_count_step"),
+    "forward": (vocab.SLOT_HER_FORWARD_INJECT_COUNT, "forward_inject_count_step"),
+}
+
+
 def ring_for(num_envs: int, lookahead: int) -> int:
     """`her.closed_ring: auto`: the smallest power of two that holds every claim forward HER may
     still judge in the worst case, every env closing a trade on every step. her_inject records a
@@ -110,6 +118,21 @@ class HerConfig:
         return cls(variant, threshold, boost, lookahead, ring, auto, limit)
 
 
+def array_sizes(cfg: HerConfig, num_envs: int, obs_dim: int) -> dict[str, tuple[int, Any]]:
+    """HER's device arrays by name, each as (elements, dtype): what `Hindsight` allocates and
+    the memory estimate counts (per env, the trade tracking state and the counters; with
+    forward HER, the ring of closed trades and its push state)."""
+    B, R, H = num_envs, cfg.closed_ring, obs_dim
+    out = {k: (B * her.RING if k == "mid_ring" else B, dt) for k, dt in ENV_STATE.items()}
+    out["counters"] = (her.COUNTERS, U64)
+    if cfg.forward:
+        sizes = {"R": R, "R*H": R * H}
+        out |= {k: (sizes[n], dt) for k, (dt, n) in her.RING_ARRAYS.items()}
+        out["ring_state"] = (per.STATE_WORDS, U64)
+        out["ring_lookback"] = (-(-B // her.BLOCK), U64)
+    return out
+
+
 class Hindsight:
     """HER state and kernels for one run's environment and replay."""
 
@@ -137,23 +160,14 @@ class Hindsight:
             raise ConfigError(f"the replay must accept pushes of {B} rows for HER")
         be = runtime.backend
         # HER's device state, by name: what the checkpoint saves and a resume writes back
-        self.arrays = {
-            k: be.zeros(B * her.RING if k == "mid_ring" else B, dt) for k, dt in ENV_STATE.items()
-        }
-        self.arrays["counters"] = be.zeros(her.COUNTERS, U64)
-        if cfg.forward:
-            sizes = {"R": R, "R*H": R * H}
-            self.arrays |= {k: be.zeros(sizes[n], dt) for k, (dt, n) in her.RING_ARRAYS.items()}
-            self.arrays["ring_state"] = be.zeros(per.STATE_WORDS, U64)
-            self.arrays["ring_lookback"] = be.zeros(-(-B // her.BLOCK), U64)
+        self.arrays = {k: be.zeros(n, dt) for k, (n, dt) in array_sizes(cfg, B, H).items()}
         at = isv.layout.index_or_absent
         self.slots = {
             "threshold": at(vocab.SLOT_HER_THRESHOLD),
             "boost": at(vocab.SLOT_HER_PRIORITY_BOOST),
             "scale": at(vocab.SLOT_REWARD_SCALE),
             "lookahead": at(vocab.SLOT_HER_FORWARD_LOOKAHEAD),
-            "backward_count": at(vocab.SLOT_HER_INJECT_COUNT),
-            "forward_count": at(vocab.SLOT_HER_FORWARD_INJECT_COUNT),
+            **{f"{d}_count": at(slot) for d, (slot, _) in STEP_COUNTS.items()},
         }
         self.lot_mult = env.cfg.lot * env.cfg.multiplier
         bind = runtime.bind

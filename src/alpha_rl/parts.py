@@ -24,7 +24,8 @@ from omegaconf import DictConfig
 
 from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import IsvLayoutError
-from alpha_rl.hindsight import HerConfig
+from alpha_rl.her_variant import DIRECTIONS
+from alpha_rl.hindsight import STEP_COUNTS, HerConfig
 from alpha_rl.isv import IsvLayout, Owned, build_layout
 from alpha_rl.kernels.reward import RC_AUX_ALIGN, has_aux_align
 from alpha_rl.pipeline.config import (
@@ -99,12 +100,11 @@ def _her(cfg: DictConfig) -> Fill:
         vocab.SLOT_HER_THRESHOLD: (her.threshold,),
         vocab.SLOT_HER_PRIORITY_BOOST: (her.priority_boost,),
     }
-    need = []
-    if her.backward:
-        need += [(s, "HER backward inject") for s in (*values, vocab.SLOT_HER_INJECT_COUNT)]
-    if her.forward:
+    need = [(s, f"HER {d} inject") for d in DIRECTIONS if d in her.variant.directions
+            for s in (*values, STEP_COUNTS[d][0])]  # fmt: skip
+    if her.forward:  # forward's own setting
         values[vocab.SLOT_HER_FORWARD_LOOKAHEAD] = (float(her.lookahead),)
-        need += [(s, "HER forward inject") for s in (*values, vocab.SLOT_HER_FORWARD_INJECT_COUNT)]
+        need.append((vocab.SLOT_HER_FORWARD_LOOKAHEAD, "HER forward inject"))
     return values, need
 
 

@@ -35,8 +35,8 @@ import psutil
 from alpha_rl.agent import ACTIONS, MAX_SPLITS, SPLIT_ROWS, AgentConfig, NetLayout
 from alpha_rl.env import OUT_F32, OUT_I32, OUT_U8, STATE_F32, STATE_I32, STATS, EnvConfig
 from alpha_rl.errors import ConfigError
-from alpha_rl.hindsight import ENV_STATE, HerConfig
-from alpha_rl.kernels import dqn, her, mlp, per
+from alpha_rl.hindsight import HerConfig, array_sizes
+from alpha_rl.kernels import dqn, mlp, per
 from alpha_rl.kernels.per import STATE_WORDS, tree_layout
 from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.replay import ReplayConfig
@@ -175,14 +175,8 @@ def her_bytes(cfg: HerConfig | None, num_envs: int, obs_dim: int) -> int:
     """Hindsight's per-env state and counters, and with forward HER the ring of closed trades."""
     if cfg is None:
         return 0
-    B, R = num_envs, cfg.closed_ring
-    size = sum((B * her.RING if k == "mid_ring" else B) * np.dtype(dt).itemsize
-               for k, dt in ENV_STATE.items()) + her.COUNTERS * U64  # fmt: skip
-    if cfg.forward:
-        sizes = {"R": R, "R*H": R * obs_dim}
-        size += sum(sizes[n] * np.dtype(dt).itemsize for dt, n in her.RING_ARRAYS.values())
-        size += STATE_WORDS * U64 + -(-B // her.BLOCK) * U64
-    return size
+    sizes = array_sizes(cfg, num_envs, obs_dim).values()
+    return sum(n * np.dtype(dt).itemsize for n, dt in sizes)
 
 
 def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:

@@ -27,8 +27,9 @@ from alpha_rl.backend.base import DeviceArray
 from alpha_rl.backend.graph import Graph, graphs_available
 from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
+from alpha_rl.her_variant import DIRECTIONS
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
-from alpha_rl.hindsight import Hindsight, ring_for
+from alpha_rl.hindsight import STEP_COUNTS, Hindsight, ring_for
 from alpha_rl.kernels import aux, experience, mlp, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
@@ -45,7 +46,7 @@ log = logging.getLogger("alpha_rl")
 AUDITED = (experience.ENV_STEP.name, nstep.ACCUMULATE.name, per.PUSH.name, *HER_KERNELS,
            *(d.name for d in mlp.TF32_KERNELS))  # fmt: skip
 # HER totals whose growth since the last log point is logged as well
-HER_INTERVALS = ("backward", "forward", "overwritten", "expired")
+HER_INTERVALS = (*DIRECTIONS, "overwritten", "expired")
 
 
 class Trainer:
@@ -236,17 +237,14 @@ class Trainer:
         grown = {k: totals[k] - self._her_seen.get(k, 0) for k in HER_INTERVALS if k in totals}
         self._her_seen |= {k: totals[k] for k in grown}
         block: dict[str, Any] = {"enabled": True}
-        if hs.cfg.backward:
-            block["inject_count_step"] = slot(vocab.SLOT_HER_INJECT_COUNT)
-        if hs.cfg.forward:
-            block["forward_inject_count_step"] = slot(vocab.SLOT_HER_FORWARD_INJECT_COUNT)
+        block |= {name: slot(s) for direction, (s, name) in STEP_COUNTS.items()
+                  if direction in hs.cfg.variant.directions}  # fmt: skip
         block |= {
             "threshold": slot(vocab.SLOT_HER_THRESHOLD),
             "priority_boost": slot(vocab.SLOT_HER_PRIORITY_BOOST),
-            "backward_total": totals["backward"],
-            "forward_total": totals["forward"],
-            "inject_total": totals["backward"] + totals["forward"],
-            "inject_interval": grown["backward"] + grown["forward"],
+            **{f"{d}_total": totals[d] for d in DIRECTIONS},
+            "inject_total": sum(totals[d] for d in DIRECTIONS),
+            "inject_interval": sum(grown[d] for d in DIRECTIONS),
         }
         if hs.cfg.forward:
             block |= self._forward_fates(totals, grown)
