@@ -464,7 +464,10 @@ def test_a_gap_of_the_wrong_kind_says_which_to_use(tmp_path: Path) -> None:
 
 
 def test_the_composed_config_takes_the_new_keys(tmp_path: Path) -> None:
-    path = _dukascopy(tmp_path)
+    # two more ticks on 2 July: a session of 3 ticks, the fewest an env steps in
+    later = [("02.07.2017 12:00:01.500", 1.14102, 1.14092, 1.0, 2.0),
+             ("02.07.2017 12:00:02.500", 1.14103, 1.14093, 1.0, 2.0)]  # fmt: skip
+    path = _dukascopy(tmp_path, [*DUKASCOPY, *later])
     overrides = [
         "market=file",
         f"market.path={path}",
@@ -491,7 +494,7 @@ def test_the_composed_config_takes_the_new_keys(tmp_path: Path) -> None:
     market = load_market(cfg.market, 0, SingleSplit(0.5))
     assert market.book.timestamps[0] == (JAN_1_2017 + 21 * 3600) * S
     assert market.book.breaks.tolist() == [2, 3]  # 1 Jan -> 1 Jul -> 2 Jul
-    assert market.train.breaks.tolist() == [] and market.heldout.breaks.tolist() == [1]
+    assert market.train.breaks.tolist() == [2] and market.heldout.breaks.tolist() == []
 
 
 def test_the_defaults_leave_a_canonical_file_as_it_was(tmp_path: Path) -> None:
