@@ -4,7 +4,8 @@
 - `network`: `QNetwork`, the forward and backward passes over `MlpOps` (kernels or oracles);
 - `config`: `AgentConfig` and `AlphaConfig`, the typed settings;
 - `state`: `LearnerState`, the arrays a resume needs; `batch`: the update's `Batch`, `Slots`;
-- `head`: `QHead` / `C51Head`, Q from the network's outputs and the loss;
+- `head`: `QHead` / `C51Head`, Q from the network's outputs and the loss (`HEADS`: every head);
+- `pieces`: a learner variant's name from its pieces (dqn_c51, rainbow), for the kill check;
 - `noise`: `Noiseless` / `NoisyLayers`, how acting explores and which weights run;
 - `alpha`: `NoBias` / `AlphaBias`, α's learned bias on the directional Q-values;
 - `learner`: `Learner`, which composes them; `policy`: `GreedyPolicy`, `aux_calls`,

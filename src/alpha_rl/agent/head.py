@@ -5,7 +5,11 @@ double-DQN Huber TD error. `C51Head` (plain or dueling): the outputs are logits
 [rows, atoms, A] of a categorical return distribution on [v_min, v_max]; Q is each action's
 expected value (c51_q) and the loss is the cross-entropy to the projected target distribution
 (c51_project, c51_loss). The dueling combination itself runs inside the network
-(QNetwork, mlp_dueling_*); the head says whether there is one. `make_head` picks the head once.
+(QNetwork, mlp_dueling_*); the head says whether there is one.
+
+`HEADS` is the one list of heads: `make_head` picks from it once (the head whose agent.<key> is
+true, QHead when none is), the memory estimate asks the chosen class for its sizes, and the
+kill check's agent axis names a learner by it (`agent/pieces.py`).
 """
 
 from __future__ import annotations
@@ -18,15 +22,34 @@ from alpha_rl.agent.batch import Batch, Slots
 from alpha_rl.agent.config import AgentConfig
 from alpha_rl.agent.layout import ACTIONS, F32, NetLayout
 from alpha_rl.backend.base import DeviceArray
+from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import c51, dqn
 from alpha_rl.kernels.runtime import KernelRuntime
+
+Sizes = dict[str, tuple[int, Any]]  # array name -> (elements, dtype)
 
 
 class QHead:
     """Q [rows, A] straight from the network (plain, or dueling: V + A - mean A); the loss is
     dqn_td's Huber TD error of double DQN."""
 
+    key = None  # no agent.* flag: the head when no other head's flag is on
     atoms = 1
+
+    @staticmethod
+    def atoms_of(cfg: AgentConfig) -> int:
+        """Outputs per action: one, Q itself."""
+        return 1
+
+    @staticmethod
+    def scratch(cfg: AgentConfig, batch: int) -> Sizes:
+        """Arrays the head allocates for an update of `batch` rows: none."""
+        return {}
+
+    @staticmethod
+    def q_elements(rows: int) -> int:
+        """Elements of `q_buffer(rows)`: none."""
+        return 0
 
     def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> None:
         self.cfg, self.dueling, self.batch = cfg, cfg.dueling, batch
@@ -69,6 +92,24 @@ class C51Head:
     [v_min, v_max]; Q is its expected value, the loss the cross-entropy to the projected
     double-DQN target distribution."""
 
+    key = "distributional"  # agent.distributional=true picks it
+    piece = "c51"  # its name in a learner variant (dqn_c51)
+
+    @staticmethod
+    def atoms_of(cfg: AgentConfig) -> int:
+        """Outputs per action: agent.atoms."""
+        return cfg.atoms
+
+    @staticmethod
+    def scratch(cfg: AgentConfig, batch: int) -> Sizes:
+        """The projected targets m [batch, atoms] and c51_loss's done counter."""
+        return {"m": (batch * cfg.atoms, F32), "done": (1, np.uint64)}
+
+    @staticmethod
+    def q_elements(rows: int) -> int:
+        """Elements of `q_buffer(rows)`: float32 [rows, A]."""
+        return rows * ACTIONS
+
     def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> None:
         be = runtime.backend
         self.cfg, self.dueling, self.atoms, self.batch = cfg, cfg.dueling, cfg.atoms, batch
@@ -76,8 +117,7 @@ class C51Head:
         self.c51_q = runtime.bind(c51.Q)
         self.project = runtime.bind(c51.PROJECT)
         self.cross_entropy = runtime.bind(c51.LOSS)
-        self.m = be.zeros(batch * cfg.atoms, F32)  # the projected targets [M, atoms]
-        self.done = be.zeros(1, np.uint64)  # c51_loss's scratch
+        self.m, self.done = (be.zeros(n, dt) for n, dt in self.scratch(cfg, batch).values())
 
     @property
     def name(self) -> str:
@@ -89,7 +129,7 @@ class C51Head:
 
     def q_buffer(self, rows: int) -> DeviceArray:
         """A buffer for `expected_q` over `rows` rows: float32 [rows * A]."""
-        return self.backend.zeros(rows * ACTIONS, F32)
+        return self.backend.zeros(self.q_elements(rows), F32)
 
     def expected_q(self, out: DeviceArray, q: DeviceArray | None, rows: int,
                    stream: Any = None) -> DeviceArray:  # fmt: skip
@@ -120,8 +160,22 @@ class C51Head:
 
 
 Head = QHead | C51Head
+# every head: those an agent.<key> flag picks, then QHead (no key), the head when none is on
+HEADS: tuple[type[Head], ...] = (C51Head, QHead)
+
+
+def head_class(cfg: AgentConfig) -> type[Head]:
+    """The head `cfg` asks for: the one whose agent.<key> is true, QHead when none is;
+    ConfigError when two are."""
+    chosen = [h for h in HEADS if h.key is not None and getattr(cfg, h.key)]
+    if len(chosen) > 1:
+        flags = " and ".join(f"agent.{h.key}=true" for h in chosen)
+        raise ConfigError(f"{flags} each choose a head of their own; the learner has one: "
+                          "set all but one of them false (see conf/agent/)")  # fmt: skip
+    return chosen[0] if chosen else next(h for h in HEADS if h.key is None)
 
 
 def make_head(cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> Head:
-    """The head `cfg` asks for (agent.distributional, agent.dueling), for batches of `batch`."""
-    return (C51Head if cfg.distributional else QHead)(cfg, runtime, batch)
+    """The head `cfg` asks for (`head_class`; plain or dueling: agent.dueling), for batches of
+    `batch`."""
+    return head_class(cfg)(cfg, runtime, batch)

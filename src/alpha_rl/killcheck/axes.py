@@ -6,11 +6,11 @@ on, as alpha_rl.her_variant decodes a run's params; baseline off), `beta` (senti
 active_controller, beta.mode and beta.controller; baseline sentinel), `alpha` (off | on,
 alpha.mode; baseline off), `reward` (stride6 | stride7, reward.stride; baseline stride6) and
 `agent` (the learner: dqn, rainbow or dqn with Rainbow's pieces, named as conf/agent/ names
-them, from the agent.dueling / n_step / noisy / distributional params; baseline dqn). A sixth,
+them by alpha_rl.agent.pieces from its pieces' params; baseline dqn). A sixth,
 `search` (trial<N> | default, from search.trial), is alpha-rl-confirm's: a search's candidates
 against the default config, owning the keys the search varied. Each owns
 the params under its group and its ISV slots (`her.`, `isv.slots.her.`, ...), which may differ
-between paired runs; the agent axis only those four params (and the agent's slots), so runs that
+between paired runs; the agent axis only its pieces' params (and the agent's slots), so runs that
 also differ in another agent key (agent.lr) pair only with their own. Any other axis is one
 config key (`--axis agent.lr`): the key and the keys under it; its baseline is the value of the
 default config (conf/train.yaml) unless given.
@@ -24,16 +24,12 @@ from typing import Any
 
 import yaml
 
+from alpha_rl.agent import pieces
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.her_variant import TREATMENTS, HerVariant, from_params
 from alpha_rl.tracking import RunRecord
 
 HER_ORDER = tuple(v.value for v in TREATMENTS)  # the seed plan's order
-
-
-def flag(run: RunRecord, key: str) -> bool:
-    """The run's boolean param `key` (absent: False)."""
-    return run.params.get(key, "").strip().lower() == "true"
 
 
 def her_variant(run: RunRecord) -> HerVariant | None:
@@ -58,24 +54,13 @@ def beta_value(run: RunRecord) -> str | None:
 
 
 # the learner's pieces: the agent axis owns these (a sweep may vary agent.lr across it too)
-AGENT_KEYS = ("agent.dueling", "agent.n_step", "agent.noisy", "agent.distributional")
+AGENT_KEYS = pieces.KEYS
 
 
 def agent_value(run: RunRecord) -> str | None:
-    """The learner's variant from its agent.* params: dqn, rainbow (dueling, 3-step returns,
-    noisy nets and C51), or dqn_ followed by the pieces it adds (dqn_nstep3, dqn_dueling_c51);
-    None when the run has no such params."""
-    p = run.params
-    if "agent.n_step" not in p:
-        return None
-    has = {k: flag(run, f"agent.{k}") for k in ("dueling", "noisy", "distributional")}
-    n = normalise(p["agent.n_step"])
-    if all(has.values()) and n == 3:
-        return "rainbow"
-    pieces = [name for name, on in (("dueling", has["dueling"]), (f"nstep{n}", n != 1),
-                                    ("noisy", has["noisy"]), ("c51", has["distributional"]))
-              if on]  # fmt: skip
-    return "_".join(["dqn", *pieces])
+    """The learner's variant (alpha_rl.agent.pieces): dqn, rainbow, or dqn_ followed by the
+    pieces it adds (dqn_nstep3, dqn_dueling_c51); None when the run has no such params."""
+    return pieces.from_params(run.params)
 
 
 def _param(key: str, prefix: str = "") -> Callable[[RunRecord], str | None]:

@@ -33,6 +33,7 @@ import numpy as np
 import psutil
 
 from alpha_rl.agent import ACTIONS, MAX_SPLITS, SPLIT_ROWS, AgentConfig, NetLayout
+from alpha_rl.agent.head import head_class
 from alpha_rl.env import OUT_F32, OUT_I32, OUT_U8, STATE_F32, STATE_I32, STATS, EnvConfig
 from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import HerConfig, array_sizes
@@ -131,8 +132,8 @@ def net_buffers(layout: NetLayout, rows: int) -> int:
 
 
 def net_layout(agent: AgentConfig, obs_dim: int) -> NetLayout:
-    """The learner's network layout."""
-    atoms = agent.atoms if agent.distributional else 1
+    """The learner's network layout (its head's outputs per action)."""
+    atoms = head_class(agent).atoms_of(agent)
     return NetLayout.build(obs_dim, agent.hidden, ACTIONS, agent.dueling, atoms)
 
 
@@ -151,13 +152,12 @@ def learner_buffer_bytes(agent: AgentConfig, layout: NetLayout, obs_dim: int, nu
                          batch: int, alpha: bool) -> int:  # fmt: skip
     """Learner's buffers: acting over the envs, the update's forward of 2 x batch rows and the
     target's of batch rows, the gathered batch and its scratch."""
-    B, M, H = num_envs, batch, obs_dim
-    atoms = agent.atoms if agent.distributional else 1
+    B, M, H, head = num_envs, batch, obs_dim, head_class(agent)
     size = net_buffers(layout, B) + net_buffers(layout, 2 * M) + net_buffers(layout, M)
-    size += (B * ACTIONS * F32 if agent.distributional else 0) + 2 * M * H * F32
+    size += head.q_elements(B) * F32 + 2 * M * H * F32
     size += M * (I32 + 2 * F32 + U8 + F32) + M * layout.outputs * F32
     size += M * F32 if agent.n_step > 1 else 0
-    size += (M * atoms * F32 + U64) if agent.distributional else 0
+    size += sum(n * np.dtype(dt).itemsize for n, dt in head.scratch(agent, M).values())
     size += 2 * M * F32 if alpha else 0
     return size + B * (I32 + F32) + -(-B // dqn.AUX_ROWS) * (H + 3) * F32
 
@@ -185,11 +185,12 @@ def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
     and buffers (pipeline/evaluate.py, probe.py)."""
     ev, agent, stride = plan.eval, plan.agent, plan.reward.stride
     E, n, H = ev.num_envs, ev.probe.size, obs_dim
-    q = (lambda rows: rows * ACTIONS * F32) if agent.distributional else (lambda rows: 0)
-    policy = net_buffers(layout, E) + q(E) + E * (I32 + F32) + dqn.COUNTERS * U64 + E * H * F32
+    q = head_class(agent).q_elements  # elements of the head's Q buffer for `rows` rows
+    policy = net_buffers(layout, E) + q(E) * F32 + E * (I32 + F32) + dqn.COUNTERS * U64
+    policy += E * H * F32
     probe_env = env_bytes(plan.env, ev.probe.envs, stride) + 2 * ev.probe.envs * H * F32
     loss = 2 * n * H * F32 + n * (I32 + 3 * F32) + net_buffers(layout, 2 * n)
-    loss += net_buffers(layout, n) + q(2 * n) + q(n) + n * F32 + n * ACTIONS * F32 + F32
+    loss += net_buffers(layout, n) + (q(2 * n) + q(n)) * F32 + n * F32 + n * ACTIONS * F32 + F32
     windows = -(-ev.steps // ev.sharpe_window)
     records = ev.steps * E * (I32 + 3 * F32) + windows * E * len(STATS) * F32 + E * I32
     return env_bytes(plan.env, E, stride) + policy + probe_env + loss + records
