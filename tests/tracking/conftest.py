@@ -1,10 +1,12 @@
-"""Fixtures of the tracking tests: a config on a fresh SQLite store, a client, store outages."""
+"""Fixtures of the tracking tests: a config on a fresh SQLite store, a client, store outages, a
+guard that nothing starts a process."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,17 @@ def make_cfg(uri: str, **overrides: Any) -> TrackingConfig:
     for key, value in overrides.items():
         node[key] = value
     return TrackingConfig.from_cfg(node)
+
+
+@pytest.fixture
+def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test should anything try to start a process."""
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", started)
+    monkeypatch.setattr(os, "execve", started)
 
 
 @pytest.fixture(scope="session")

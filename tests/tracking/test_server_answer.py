@@ -89,7 +89,7 @@ def test_the_wait_is_reported_until_the_server_answers_then_its_links(
     assert out.startswith("waiting for the server to answer (0 s)...\n")
     assert out.count("waiting for the server to answer") >= 2 and len(said) == 1
     assert 0.9 <= said[0] < 20
-    watch.ended(0)  # an exit after it answered says nothing
+    watch.ended(0)  # stopped: its exit says nothing
     assert capsys.readouterr().err == ""
 
 

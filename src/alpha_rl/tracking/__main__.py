@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     `relocate <store.db> [--artifacts DIR]` and `reap [--uri URI] [--older-than 10m]
     [--experiment NAME] [--mark]` (exit 0), each exiting 2 with one line on a store, experiment
     or run it cannot read (never creating a store) and on bad arguments; `server --db URI ...`
-    (becomes `mlflow server`; 2 when refused) and `load --uri URI ...` (0 when every value
-    arrived, else 1)."""
+    (runs `mlflow server` watched; 2 when refused, 128 + the signal's number when stopped) and
+    `load --uri URI ...` (0 when every value arrived, else 1)."""
     parser = argparse.ArgumentParser(
         prog="python -m alpha_rl.tracking", description="alpha_rl MLflow tracking tools"
     )

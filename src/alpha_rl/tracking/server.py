@@ -18,10 +18,14 @@ The command decides where the server listens: options after `--` pass only from 
 and environment variables that could move the address or loosen auth are refused
 (alpha_rl.tracking.server_checks). It checks what it can before it starts `mlflow server` as a
 child: the database is reachable, the flags agree. Then it watches that the server listens where
-announced and nowhere else (alpha_rl.tracking.server_watch). Exit 2 with one line naming the
-flag, the option or the variable on bad input. Once the server answers an HTTP request, the
-command says so and prints the UI's links (alpha_rl.tracking.server_answer); until then a line
-every 10 s says it is waiting. `--log FILE` sends the server's own output to FILE.
+announced and nowhere else (alpha_rl.tracking.server_watch). uvicorn takes a client's address
+from X-Forwarded-For only when a reverse proxy on this machine sent it. Exit 2 with one line
+naming the flag, the option or the variable on bad input. Ctrl-C, SIGTERM or SIGHUP ends every
+process of the server with one line, exit 128 + the signal's number (130, 143, 129); a server
+that ends without being stopped (one that cannot bind, say) fails the command, exit 1. Once the
+server answers an HTTP request, the command says so and prints the UI's links
+(alpha_rl.tracking.server_answer); until then a line every 10 s says it is waiting. `--log FILE`
+sends the server's own output to FILE.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import socket
 import stat
 import sys
@@ -40,13 +45,14 @@ from alpha_rl.tracking.secrets import hide_password, uri_has_password
 from alpha_rl.tracking.server_answer import StartWatch, ui_links
 from alpha_rl.tracking.server_checks import (
     ServerError,
+    bind_host,
     check_environment,
     check_mlflow_args,
     private_directory,
     private_file,
     too_wide,
 )
-from alpha_rl.tracking.server_watch import Announced, run_watched
+from alpha_rl.tracking.server_watch import Announced, run_watched, stopped
 from alpha_rl.tracking.store import sqlite_file
 
 ADMIN_USER_ENV, ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD"
@@ -54,6 +60,10 @@ AUTH_CONFIG_ENV = "MLFLOW_AUTH_CONFIG_PATH"
 JOBS_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 SECRET_KEY_ENV, SECRET_KEY_FILE = "MLFLOW_FLASK_SERVER_SECRET_KEY", "server_secret_key"
 PERMISSIONS = ("READ", "EDIT", "MANAGE", "NO_PERMISSIONS")
+# uvicorn takes a request's client address from X-Forwarded-For when the request comes from a
+# reverse proxy on this machine (its default, written out here), never from elsewhere: MLflow's
+# same-host checks (its assistant's endpoints) read that address
+UVICORN_OPTS = "--proxy-headers --forwarded-allow-ips=127.0.0.1,::1"
 AUTH_FILE, AUTH_DB = "basic_auth.ini", "basic_auth.db"
 
 
@@ -161,7 +171,8 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
         raise ServerError(f"--port {args.port}: must be in 1..65535")
     if args.workers < 1:
         raise ServerError(f"--workers {args.workers}: must be >= 1")
-    if not (args.auth or is_loopback(args.host)):
+    host = bind_host(args.host)
+    if not (args.auth or is_loopback(host)):
         raise ServerError(
             f"--host {args.host} reaches beyond this machine: add --auth (MLflow's basic-auth "
             "app) with --credentials FILE or MLFLOW_AUTH_ADMIN_USERNAME / _PASSWORD, or serve "
@@ -169,14 +180,17 @@ def plan(args: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict
         )
     if args.allowed_hosts and (wide := too_wide(args.allowed_hosts)):
         raise ServerError(f"--allowed-hosts {args.allowed_hosts}: {wide!r} lets in Host "
-                          "headers nobody named; name the hosts the server answers to")  # fmt: skip
+                          "headers nobody named (MLflow matches it as a glob); name each host, "
+                          "a wildcard only as one leading '*.' before two fixed labels or more "
+                          "(*.lab.example.org)")  # fmt: skip
     check_mlflow_args(args.mlflow_args)
     check_environment(env)
     check_database(args.db)
     artifacts = Path(args.artifacts).expanduser().resolve()
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", args.db,
-               "--artifacts-destination", str(artifacts), "--host", args.host,
-               "--port", str(args.port), "--workers", str(args.workers)]  # fmt: skip
+               "--artifacts-destination", str(artifacts), "--host", host,
+               "--port", str(args.port), "--workers", str(args.workers),
+               "--uvicorn-opts", UVICORN_OPTS]  # fmt: skip
     # MLflow's GenAI job runner (a pool of worker processes for scorers and evaluation jobs):
     # nothing of alpha_rl uses it, and on a small machine it takes the CPU from the requests
     env = {"MLFLOW_DISABLE_TELEMETRY": "true", JOBS_ENV: "false", **env}
@@ -234,7 +248,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="the address to serve on (default 127.0.0.1; beyond it needs --auth)",
+        help="the address to serve on (default 127.0.0.1; [::1] or ::1 for IPv6 loopback; "
+        "beyond loopback needs --auth)",
     )
     p.add_argument("--port", type=int, default=5000, help="the port (default 5000)")
     p.add_argument("--workers", type=int, default=4, help="server processes (default 4)")
@@ -277,7 +292,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """Check everything, then run `mlflow server` watched (alpha_rl.tracking.server_watch): 2 on
-    a refused start or a listener where none was announced, else the server's exit status."""
+    a refused start or a listener where none was announced, 128 + the signal's number on a stop
+    (130 for Ctrl-C, while it checks too), else the server's exit status (1 for 0: a server
+    ends only when stopped)."""
     if args.mlflow_args[:1] == ["--"]:
         args.mlflow_args = args.mlflow_args[1:]
     if not args.db:
@@ -285,11 +302,13 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         command, env = plan(args, dict(os.environ))
-        announced = _announced(args.host, args.port)
+        announced = _announced(bind_host(args.host), args.port)
         output = _output(args.log)
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while it checks (MLflow's imports, the database)
+        return stopped(signal.SIGINT)
     auth = " with basic-auth" if args.auth else ""
     print(f"starting the MLflow tracking server{auth} on {announced} over "
           f"{hide_password(args.db)}; jobs: tracking=server "

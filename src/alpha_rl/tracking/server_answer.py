@@ -6,8 +6,8 @@ with 4 workers on 2 cores. While it starts, a thread beside the watched server (
 answered), and prints `waiting for the server to answer (N s)...` every PROGRESS_S. Then it says
 that the server answers and prints the UI's links: the runs of each experiment that holds
 alpha_rl's runs view (alpha_rl.tracking.view), the most recently updated first, and the list of
-experiments. A server that exits before it answered is an error naming the file its output went
-to, with that output's last lines.
+experiments. A server that exits unasked, before it answered or while it served, is an error
+naming the file its output went to, with that output's last lines.
 """
 
 from __future__ import annotations
@@ -99,13 +99,15 @@ class StartWatch:
             self._thread.join(timeout=2 * ASK_TIMEOUT_S)
 
     def ended(self, code: int) -> None:
-        """The server exited with `code`: an error on stderr when it never answered."""
-        if self._done.is_set() or self.answered.is_set():
+        """The server exited with `code` unasked: an error on stderr, unless silenced or
+        stopped (the server was being stopped)."""
+        if self._done.is_set():
             return
         self.stop()
+        when = "while it served" if self.answered.is_set() else "before it answered"
         where = f"its output: {self.output}" if self.output else "its output is above"
         print(f"error: the MLflow server exited with status {code} after "
-              f"{time.monotonic() - self._start:.0f} s, before it answered; {where}",
+              f"{time.monotonic() - self._start:.0f} s, {when}; {where}",
               file=sys.stderr, flush=True)  # fmt: skip
         if self.output:
             for line in tail(self.output):

@@ -9,13 +9,16 @@ The launcher decides where the server listens (--host, --port), its app (basic-a
   spelling: `-h X`, `-hX`, `-h=X`, `--host=X`, an abbreviation such as `--ho`, combined short
   options, `--gunicorn-opts` / `--uvicorn-opts` / `--waitress-opts` with any contents, `--dev`,
   `--disable-security-middleware`, a stray word. A CORS origin with a `*` or `null`, and an
-  allowed host pattern that admits hosts nobody named (`*`, `*.com`), are refused too.
+  allowed host pattern that admits hosts nobody named (`*`, `*.com`, `10.*`, a `?` or `[...]`:
+  the only glob taken is one leading `*.` before two fixed labels), are refused too.
 - The environment. click reads MLFLOW_HOST, MLFLOW_PORT, MLFLOW_UVICORN_OPTS, ... for options
   missing from the command line; the workers read MLFLOW_SERVER_* (the security middleware),
   MLFLOW_BASIC_AUTH_FAIL_CLOSED and MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH (what basic-auth lets
   through) and MLFLOW_AUTH_CONFIG_PATH; uvicorn reads every UVICORN_* (UVICORN_FD and
-  UVICORN_UDS bind elsewhere, UVICORN_ENV_FILE loads more variables into the workers); gunicorn
-  reads GUNICORN_CMD_ARGS; and every variable click reads for any `mlflow server` option
+  UVICORN_UDS bind elsewhere, UVICORN_ENV_FILE loads more variables into the workers); uvicorn
+  and gunicorn read FORWARDED_ALLOW_IPS (the peers whose X-Forwarded-For is taken for the
+  client's address, which MLflow's same-host checks read); gunicorn reads GUNICORN_CMD_ARGS;
+  and every variable click reads for any `mlflow server` option
   (MLFLOW_STATIC_PREFIX would move every route under a prefix that basic-auth takes for a
   public path; mlflow_server_envvars lists them from the installed MLflow), and MLflow's internal
   _MLFLOW_* switches. Such a variable is refused (exit 2, naming it), not dropped from the
@@ -28,6 +31,7 @@ The launcher decides where the server listens (--host, --port), its app (basic-a
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import stat
@@ -44,28 +48,51 @@ class ServerError(AlphaRlError):
     """The server cannot be started as asked (the message names the flag and what to do)."""
 
 
+GLOB = frozenset("*?[]")  # the characters fnmatch reads as patterns
+
+
 def too_wide(value: str) -> str | None:
     """The first comma-separated Host pattern of `value` (--allowed-hosts) that admits hosts
-    nobody named, None when each names hosts: a `*` is taken only as the leftmost label under
-    at least two fixed ones (`*.lab.example.org`) or after the fixed octets of a private IPv4
-    range (`10.*`, `192.168.*`, `172.16.*`..`172.31.*`, as MLflow's own default)."""
+    nobody named, None when each names hosts. MLflow matches a pattern holding a `*` with
+    fnmatch, where `*` takes any text (dots included: `10.*` lets in 10.rebind.example) and `?`,
+    `[...]` any character: the only glob taken is one leading `*.` before at least two fixed
+    labels (`*.lab.example.org`, `*.lab.example.org:5000`); `[` and `]` only around an IPv6
+    address (`[::1]:5000`), which MLflow compares as written."""
     for pattern in (p.strip() for p in value.split(",")):
-        host = pattern.rsplit(":", 1)[0] if pattern.count(":") == 1 else pattern  # a :port
-        if "*" in pattern and not _named_wildcard(host):
+        if not _named(pattern):
             return pattern
     return None
 
 
-def _named_wildcard(host: str) -> bool:
-    if host.startswith("*.") and "*" not in host[2:]:
-        return len([x for x in host[2:].split(".") if x]) >= 2
-    octets = host.split(".")
-    if octets[-1] != "*" or "*" in ".".join(octets[:-1]):
+def _named(pattern: str) -> bool:
+    if pattern.startswith("["):  # an IPv6 address, with a port or not
+        address, _, port = pattern[1:].partition("]")
+        return _ipv6(address) and (not port or (port[0] == ":" and port[1:].isdigit()))
+    host, port = pattern.split(":") if pattern.count(":") == 1 else (pattern, "")
+    wildcard = host.startswith("*.")
+    fixed = host[2:] if wildcard else host
+    if GLOB & set(fixed + port):
         return False
-    fixed = octets[:-1]
-    return fixed in (["10"], ["192", "168"]) or (
-        len(fixed) == 2 and fixed[0] == "172" and fixed[1].isdigit() and 16 <= int(fixed[1]) <= 31
-    )
+    return not wildcard or len([label for label in fixed.split(".") if label]) >= 2
+
+
+def _ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def bind_host(host: str) -> str:
+    """--host as uvicorn binds it: an IPv6 address written as in a URL (`[::1]`) without its
+    brackets; brackets around anything else refused (ServerError naming it)."""
+    if not (host.startswith("[") or host.endswith("]")):
+        return host
+    if not (host.startswith("[") and host.endswith("]") and _ipv6(host[1:-1])):
+        raise ServerError(f"--host {host}: brackets hold an IPv6 address ([::1]); give the "
+                          "address or the name without them")  # fmt: skip
+    return host[1:-1]
 
 
 def _origins(value: str) -> str | None:
@@ -151,6 +178,12 @@ REFUSED_ENV = {"MLFLOW_HOST": "--host", "MLFLOW_PORT": "--port", "MLFLOW_GUNICOR
                "MLFLOW_BASIC_AUTH_FAIL_CLOSED": "", "MLFLOW_SERVER_ENABLE_GRAPHQL_AUTH": "",
                "MLFLOW_AUTH_CONFIG_PATH": "--auth", "GUNICORN_CMD_ARGS": ""}  # fmt: skip
 REFUSED_ENV_PREFIX = "UVICORN_"
+# variables that would widen whose X-Forwarded-For the server believes, which makes a request's
+# client address what the request says (uvicorn's and gunicorn's FORWARDED_ALLOW_IPS; uvicorn's
+# click options, refused as UVICORN_* anyway); the launcher passes uvicorn --proxy-headers
+# --forwarded-allow-ips=127.0.0.1,::1 itself (UVICORN_OPTS in alpha_rl.tracking.server)
+PROXY_TRUST_ENV = frozenset({"FORWARDED_ALLOW_IPS", "UVICORN_FORWARDED_ALLOW_IPS",
+                             "UVICORN_PROXY_HEADERS"})  # fmt: skip
 
 
 INTERNAL_ENV_PREFIX = "_MLFLOW_"  # MLflow's internal switches (the server's boot id, ...)
@@ -172,19 +205,26 @@ def mlflow_server_envvars() -> frozenset[str]:
 
 
 def check_environment(env: dict[str, str]) -> None:
-    """Refuse an environment holding a variable of REFUSED_ENV, UVICORN_* or _MLFLOW_*, or one
-    that `mlflow server` reads for an option (set, even empty)."""
+    """Refuse an environment holding a variable of REFUSED_ENV, PROXY_TRUST_ENV, UVICORN_* or
+    _MLFLOW_*, or one that `mlflow server` reads for an option (set, even empty)."""
     click = mlflow_server_envvars()
-    names = sorted(n for n in env if n in REFUSED_ENV or n in click
+    names = sorted(n for n in env if n in REFUSED_ENV or n in click or n in PROXY_TRUST_ENV
                    or n.startswith((REFUSED_ENV_PREFIX, INTERNAL_ENV_PREFIX)))  # fmt: skip
     if not names:
         return
+    what = []
+    if any(n not in PROXY_TRUST_ENV for n in names):
+        what.append("where the server listens, its auth or its security middleware")
+    if any(n in PROXY_TRUST_ENV for n in names):
+        what.append("whose X-Forwarded-For it believes (the client address MLflow's same-host "
+                    "checks read: it believes this machine's loopback only, a reverse proxy "
+                    "here)")  # fmt: skip
     instead = sorted({REFUSED_ENV.get(n, "") for n in names} - {""})
     use = f" (this command's {', '.join(instead)} instead)" if instead else ""
     them = "it" if len(names) == 1 else "them"
-    raise ServerError(f"{', '.join(names)} set in the environment: could change where the "
-                      "server listens, its auth or its security middleware, which this command "
-                      f"decides itself; unset {them}{use}")  # fmt: skip
+    raise ServerError(f"{', '.join(names)} set in the environment: could change "
+                      f"{' and '.join(what)}, which this command decides itself; "
+                      f"unset {them}{use}")  # fmt: skip
 
 
 def private_directory(path: Path, flag: str) -> None:

@@ -2,11 +2,15 @@
 
 The launcher does not become `mlflow server` (os.execve) but starts it as a child in a process
 group of its own and stays beside it:
-- SIGINT, SIGTERM and SIGHUP are forwarded to that group, so that every process of the server
-  (MLflow's command, uvicorn's supervisor, its workers) gets them as from a terminal's Ctrl-C.
-  The launcher exits with the child's status (128 + the signal's number for a signal); whatever
-  of the group outlives the child (uvicorn's supervisor when a SIGHUP ended MLflow's command)
-  gets SIGTERM, then SIGKILL after STOP_WAIT_S.
+- A stop signal (SIGINT, a terminal's Ctrl-C, which reaches the launcher alone; SIGTERM;
+  SIGHUP) is passed on to that group as SIGTERM, so that every process of the server (MLflow's
+  command, uvicorn's supervisor, its workers) ends gracefully and quietly: a SIGINT would be a
+  KeyboardInterrupt, and a traceback, in whichever of them is still importing or starting. A
+  second stop signal sends SIGKILL. The launcher then says `tracking server stopped
+  (interrupted)` (terminated, hung up) in one line and exits 128 + the number of the signal it
+  received: 130, 143, 129. A server that ends without a stop signal is an error: its status,
+  or 1 when that is 0 (MLflow's command exits 0 whatever uvicorn did, a failed bind included).
+  Whatever of the group outlives the child gets SIGTERM, then SIGKILL after STOP_WAIT_S.
 - The listening TCP sockets of the child's process tree (psutil; LISTEN is a TCP state) are read
   every STARTING_POLL_S while it starts. A listener on any other address or port (0.0.0.0 when
   127.0.0.1 was announced) stops the whole tree at once with SIGKILL, a server listening where
@@ -49,6 +53,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STARTING_POLL_S = 0.5  # how often the sockets are read until the server listens
 WATCH_POLL_S = 5.0  # ... and afterwards
 STOP_WAIT_S = 10.0  # how long a SIGTERM-ed process gets before SIGKILL
+STOPPED_BY = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -174,40 +179,51 @@ def end(procs: list[psutil.Process], sig: int, wait_s: float) -> list[psutil.Pro
     return left
 
 
+def stopped(sig: int) -> int:
+    """Say in one line (stderr) that a stop signal ended the server; 128 + its number."""
+    print(f"tracking server stopped ({STOPPED_BY.get(sig, signal.Signals(sig).name)})",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return 128 + sig
+
+
 def run_watched(command: list[str], env: dict[str, str], announced: Announced, *,
                 output: Path | None = None, start: StartWatch | None = None) -> int:  # fmt: skip
-    """Run `command` as a watched child (see the module docstring); its exit status, or 2 when
-    its process tree listened anywhere else than `announced`. `output`: a file the child's
-    output is appended to (None: this process's); `start`: what waits for its first answer
-    (alpha_rl.tracking.server_answer), told when it exits and stopped by a forwarded signal."""
+    """Run `command` as a watched child (see the module docstring): 2 when its process tree
+    listened anywhere else than `announced`, 128 + the signal's number when a stop signal ended
+    it, else its own exit status, 1 for 0 (a server ends only when stopped). `output`: a file the
+    child's output is appended to (None: this process's); `start`: what waits for its first
+    answer (alpha_rl.tracking.server_answer), told when it exits and stopped by a stop signal."""
     child: list[subprocess.Popen] = []
-    pending: list[int] = []  # signals that came before the child
+    stops: list[int] = []  # the stop signals received, the first one first
 
-    def forward(sig: int, _frame: object) -> None:
+    def stop(sig: int, _frame: object) -> None:
         if start is not None:  # the user stops it: no more waiting, no error for its exit
             start.silence()
-        if not child:
-            pending.append(sig)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child[0].pid, sig)
+        stops.append(sig)
+        if child:
+            _stop_group(child[0], len(stops))
 
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    previous = {sig: signal.signal(sig, stop) for sig in FORWARDED}
     seen: dict[int, psutil.Process] = {}
     try:
         with open(output, "ab") if output else contextlib.nullcontext() as sink:
             child.append(subprocess.Popen(command, env=env, process_group=0, stdout=sink,
                                           stderr=subprocess.STDOUT if sink else None))  # fmt: skip
+        if stops:  # a stop signal came while it was being started
+            _stop_group(child[0], len(stops))
         if start is not None:
             start.begin()
-        for sig in pending:
-            forward(sig, None)
-        return _watch(child[0], announced, seen, start)
+        code = _watch(child[0], announced, seen)
+        if code is None:
+            return 2
+        if stops:
+            return stopped(stops[0])
+        if start is not None:
+            start.ended(code)
+        return code or 1
     finally:
         if start is not None:
             start.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if child:  # what outlives the child (its group, and any seen that left it); the child
             # too, should the watch itself fail. Its pid names no other process while its group
             # lives on: Linux gives out no pid in use as a process group's
@@ -216,18 +232,26 @@ def run_watched(command: list[str], env: dict[str, str], announced: Announced, *
             if end(rest, signal.SIGTERM, STOP_WAIT_S):
                 end(rest, signal.SIGKILL, STOP_WAIT_S)
             child[0].wait()
+        for sig, handler in previous.items():  # after the clean-up: a signal meanwhile is ours
+            signal.signal(sig, handler)
 
 
-def _watch(child: subprocess.Popen, announced: Announced, seen: dict[int, psutil.Process],
-           start: StartWatch | None) -> int:  # fmt: skip
+def _stop_group(child: subprocess.Popen, nth: int) -> None:
+    """The `nth` stop signal, passed on to the server's process group: SIGTERM first, SIGKILL
+    for any after it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM if nth == 1 else signal.SIGKILL)
+
+
+def _watch(child: subprocess.Popen, announced: Announced,
+           seen: dict[int, psutil.Process]) -> int | None:  # fmt: skip
+    """The child's exit status once it exits (128 + the signal's number for a signal), None
+    when it was stopped for listening elsewhere (an error line said so)."""
     listening = False
     while True:
         try:
             code = child.wait(timeout=WATCH_POLL_S if listening else STARTING_POLL_S)
-            code = code if code >= 0 else 128 - code
-            if start is not None:
-                start.ended(code)
-            return code
+            return code if code >= 0 else 128 - code
         except subprocess.TimeoutExpired:
             pass
         procs = tree(child.pid)
@@ -235,20 +259,20 @@ def _watch(child: subprocess.Popen, announced: Announced, seen: dict[int, psutil
         try:
             found = listeners(procs)
         except psutil.AccessDenied as exc:
-            return _stop(child, procs, f"cannot read the sockets of its process {exc.pid}")
+            _stop(child, procs, f"cannot read the sockets of its process {exc.pid}")
+            return None
         stray = [f for f in found if not announced.admits(f.address, f.port)]
         if stray:
             where = ", ".join(str(s) for s in stray)
-            found_at = f"it listens on {where}, not only on the announced {announced}"
-            return _stop(child, procs, found_at)
+            _stop(child, procs, f"it listens on {where}, not only on the announced {announced}")
+            return None
         if found and not listening:
             print(f"listening on {announced} (checked: nowhere else)", flush=True)
             listening = True
 
 
-def _stop(child: subprocess.Popen, procs: list[psutil.Process], what: str) -> int:
+def _stop(child: subprocess.Popen, procs: list[psutil.Process], what: str) -> None:
     end(procs, signal.SIGKILL, STOP_WAIT_S)
     child.wait()
     print(f"error: stopped the tracking server: {what}; check the options after -- and the "
           "environment", file=sys.stderr, flush=True)  # fmt: skip
-    return 2
