@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from alpha_rl.tracking.server import plan
+from alpha_rl.tracking.server_watch import end, tree
+from tests.mlflow_server import free_port
 from tests.tracking.test_server import parse, server
 
 PROXY_TRUST = ["FORWARDED_ALLOW_IPS", "UVICORN_FORWARDED_ALLOW_IPS", "UVICORN_PROXY_HEADERS"]
@@ -42,14 +45,19 @@ def test_gunicorn_options_that_would_trust_any_proxy_are_refused(
 def test_forwarded_allow_ips_stops_the_command_before_anything_starts(tmp_path: Path) -> None:
     """The whole command: exit 2, one line on stderr, no server announced, no store made."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "FORWARDED_ALLOW_IPS": "*"}
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "alpha_rl.tracking", "server", "--db",
-         f"sqlite:///{tmp_path}/mlflow.db", "--artifacts", str(tmp_path / "art")],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+         f"sqlite:///{tmp_path}/mlflow.db", "--artifacts", str(tmp_path / "art"),
+         "--port", str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("error: FORWARDED_ALLOW_IPS set in the environment: ")
-    assert done.stderr.count("\n") == 1 and done.stdout == "", done.stdout + done.stderr
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:  # a server it started regardless, in a process group of its own
+        end(tree(proc.pid), signal.SIGKILL, 30)
+    assert proc.returncode == 2, out + err
+    assert err.startswith("error: FORWARDED_ALLOW_IPS set in the environment: ")
+    assert err.count("\n") == 1 and out == "", out + err
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "art").exists()
 
 
