@@ -52,7 +52,7 @@ def printed_until(proc: subprocess.Popen, text: str, timeout_s: float = 300) -> 
         lines.append(line)
         if text in line:
             return "".join(lines)
-    proc.kill()
+    end(tree(proc.pid), signal.SIGKILL, 30)  # the launcher and the server it started
     out, err = proc.communicate()
     raise AssertionError(f"no {text!r} from the launcher: {''.join(lines) + out}\n{err}")
 
