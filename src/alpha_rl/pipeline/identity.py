@@ -32,6 +32,7 @@ from alpha_rl.errors import CheckpointError, WriteError
 from alpha_rl.pipeline.owner import RunDirError, claim, job_id, release, write_record
 from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.records import dumps, read_diag, replace_text, why
+from alpha_rl.tracking.secrets import MASK, mask
 from alpha_rl.tracking.tracker import DIAG_FILE
 
 log = logging.getLogger("alpha_rl")
@@ -115,10 +116,11 @@ def _set_aside(diag: Path, job: str) -> None:
 
 
 def write_identity(directory: Path, seed: int, market: str) -> dict[str, Any]:
-    """A fresh run's identity.json (before anything else of its own is written)."""
+    """A fresh run's identity.json (before anything else of its own is written); a seed that is
+    a secret of the environment is kept masked, as `***`."""
     created = dt.datetime.now(dt.UTC).astimezone().isoformat(timespec="seconds")
     identity = {"id": uuid.uuid4().hex, "created": created, "host": socket.gethostname(),
-                "job": job_id(), "seed": seed, "market": market, "run_id": None}  # fmt: skip
+                "job": job_id(), "seed": mask(seed), "market": market, "run_id": None}  # fmt: skip
     write_record(Path(directory) / IDENTITY_FILE, identity)
     return identity
 
@@ -138,6 +140,8 @@ def read_identity(directory: Path) -> dict[str, Any] | None:
     fields = {"id": str, "seed": int, "market": str}
     bad = [k for k, t in fields.items() if not isinstance(identity, dict)
            or not isinstance(identity.get(k), t) or isinstance(identity.get(k), bool)]  # fmt: skip
+    if bad == ["seed"] and identity["seed"] == MASK:  # a secret's, as write_identity keeps it
+        bad = []
     if bad:
         raise CheckpointError(f"{path}: {', '.join(bad)} missing or of the wrong type; restore "
                               "the file or start afresh")  # fmt: skip
@@ -169,7 +173,7 @@ def check_identity(directory: Path, identity: dict[str, Any], *, seed: int, mark
     """CheckpointError naming what disagrees when `resume=directory` would continue another run
     than the one the directory started (seed, market, MLflow run, checkpoint)."""
     problems = []
-    if identity["seed"] != seed:
+    if identity["seed"] != mask(seed):  # masked as written
         problems.append(f"the run started with seed {identity['seed']}, this config has {seed}")
     if identity["market"] != market:
         problems.append(f"its market data had digest {identity['market']}, the market built now "

@@ -23,6 +23,7 @@ from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.parent import failed_jobs, recorded_parent, ui_opening
 from alpha_rl.tracking.records import write_json
+from alpha_rl.tracking.secrets import redact, secrets
 
 log = logging.getLogger("alpha_rl")
 
@@ -36,7 +37,9 @@ NO_END = "no end recorded"
 
 
 def write_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
-    """<run dir>/outcome.json: how the run ended."""
+    """<run dir>/outcome.json: how the run ended (the reason with the environment's secrets
+    masked: an unexpected error's text is as it came)."""
+    reason = None if reason is None else redact(reason, secrets())
     write_json(run_dir / OUTCOME_FILE, {"status": status, "steps": steps, "reason": reason})
 
 

@@ -123,10 +123,11 @@ def record_failed_run(sweep_dir: Path, cfg: TrackingConfig, name: str, overrides
     parent = parent_run_for(sweep_dir, cfg, create=False)
     hidden = secrets()
     reason = redact(str(exc), hidden)[:5000]
-    labels = tags | {REASON_TAG: reason} | ({PARENT_TAG: parent} if parent else {})
+    labels = {key: redact(value, hidden) for key, value in tags.items()}
+    labels |= {REASON_TAG: reason} | ({PARENT_TAG: parent} if parent else {})
 
     def create(client: Any, experiment_id: str) -> str:
-        run = client.create_run(experiment_id, tags=labels, run_name=name)
+        run = client.create_run(experiment_id, tags=labels, run_name=redact(name, hidden))
         for line in overrides:
             key, _, value = line.lstrip("+~").partition("=")
             client.log_param(run.info.run_id, key, redact(value, hidden)[:6000])

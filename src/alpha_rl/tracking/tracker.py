@@ -234,7 +234,9 @@ def open_tracker(
     parent_run_id: str | None = None,
     resume_run_id: str | None = None,
 ) -> Tracker:
-    """A Tracker writing into run_dir; the MLflow run is created (or reopened) now if it can be."""
+    """A Tracker writing into run_dir; the MLflow run is created (or reopened) now if it can be.
+    The run's name has the environment's secrets masked (it is shown in the store, tracking.json
+    and unsent.jsonl); cfg has none in its store or experiment (TrackingConfig refuses them)."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     set_http_limits(cfg.http_timeout_s, cfg.http_retries)
@@ -243,7 +245,7 @@ def open_tracker(
     spec = RunSpec(
         uri=store.uri,
         experiment=cfg.experiment,
-        run_name=run_name,
+        run_name=redact(run_name, secrets()),
         run_dir=str(run_dir),
         parent_run_id=parent_run_id,
         run_id=resume_run_id,
