@@ -91,7 +91,9 @@ class HerConfig:
         """None when HER is off; otherwise the checked settings (`cfg`: the whole config)."""
         where = "conf/her/"
         read = functools.partial(settings.flag, cfg, where=where)  # read("her.enabled")
-        variant = from_config(OmegaConf.select(cfg, "her"), read, f"see {where}")
+        node = OmegaConf.select(cfg, "her")  # its keys as values (a flag is read by `read`)
+        group = OmegaConf.to_container(node) if OmegaConf.is_dict(node) else {}
+        variant = from_config(group, read, f"see {where}")
         if variant is HerVariant.OFF:
             return None
         threshold = settings.number(
