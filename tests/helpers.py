@@ -172,3 +172,20 @@ FX_LIKE = [
     "Local time: timestamp}", "market.session_gap=3h", "env.multiplier=100000",
     "env.fee_per_lot=0.5",
 ]  # fmt: skip
+
+
+def paste(command: str, where: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`command` as a user pastes it into a fresh shell in `where`: bash with nothing activated,
+    the system's PATH and HOME only; stdout and stderr together."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    return subprocess.run(["/bin/bash", "-c", command], cwd=where, env=env, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def as_project_venv(monkeypatch) -> Path:
+    """This process as if it ran from the project's .venv, in the project directory (how
+    alpha_rl.commands then writes a command: as its make target); the venv's bin/."""
+    venv = paths.project_root() / ".venv"
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.chdir(paths.project_root())
+    return venv / "bin"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from alpha_rl.search.confirm import unseen_folds
 from alpha_rl.search.shrinkage import deflated_sharpe
 from alpha_rl.search.study import STUDY_TAG
 from tests.bad_stores import PASSWORD, fingerprint, make
+from tests.helpers import paste
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
 # a grid of four trials, one of which (lookahead -1) is refused by the config checks
@@ -93,6 +95,12 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
     assert (tags["search.trials_complete"], tags["search.trials_failed"]) == ("3", "1")
     assert parent.info.status == "FINISHED"
     assert "failed" in (tmp_path / "sweep" / "search_results.yaml").read_text()
+    # the search ends with the confirmation to run, which a fresh shell here finds (--help: a
+    # confirmation as printed runs for its default seeds, folds and steps)
+    suggested = printed_after(done.stdout + done.stderr, "confirm it: ")
+    assert f"--parent {parent.info.run_id} --tracking-uri sqlite:///" in suggested
+    helped = paste(f"{suggested} --help", tmp_path)
+    assert helped.returncode == 0 and "usage: alpha-rl-confirm" in helped.stdout, helped.stdout
 
     # the same search again adds its trials to the same study, under a parent of its own
     again = search(
@@ -154,6 +162,15 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
     tags = client.get_run(parent.info.run_id).data.tags
     assert tags["confirm.verdict"] == rep["verdict"] and tags["confirm.trials_tried"] == "5"
     assert "Deflated Sharpe Ratio" in done.stdout
+    # the multirun the confirmation ran, as it printed it: its program is found in a fresh shell
+    program = shlex.split(printed_after(done.stdout, "confirmation: "))[0]
+    assert paste(f"command -v {shlex.quote(program)}", tmp_path).returncode == 0, program
+
+
+def printed_after(out: str, head: str) -> str:
+    """The rest of the one line of `out` that holds `head`, after it."""
+    (line,) = [x for x in out.splitlines() if head in x]
+    return line.split(head, 1)[1]
 
 
 def confirm(tmp_path: Path, parent: str, *args: str) -> subprocess.CompletedProcess:

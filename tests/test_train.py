@@ -12,6 +12,7 @@ import pytest
 
 from alpha_rl import paths
 from alpha_rl.parts import layout_from_config
+from alpha_rl.tracking.links import open_line
 from tests.helpers import compose_fixed
 
 
@@ -37,7 +38,8 @@ def _train(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) -> None:
+def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path,
+                                                               monkeypatch) -> None:  # fmt: skip
     proc = _train(tmp_path, "backend=numpy")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -46,8 +48,8 @@ def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path) ->
     assert "549    1  her_threshold" in out
     assert "backend: numpy (backend=numpy)" in out
     assert "run FINISHED after 40 steps" in out
-    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path}/mlflow.db" in out
-    assert f"every metric in the UI: make ui STORE={tmp_path}/mlflow.db" in out
+    monkeypatch.chdir(tmp_path)  # the run's directory: the UI line as it reads there
+    assert f"every metric in the UI: {open_line(f'sqlite:///{tmp_path}/mlflow.db', '1')}\n" in out
     assert ("then http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning"
             "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs") in out  # fmt: skip
     assert f"curves: {tmp_path}/run/curves.png" in out

@@ -14,6 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.killcheck import cli
+from alpha_rl.tracking.links import open_line
 from tests.helpers import seeded_store
 
 pytestmark = pytest.mark.slow  # whole sweeps in subprocesses: 20-60 s each
@@ -73,7 +74,9 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     assert done.returncode == 2, out + done.stderr[-3000:]
     assert last.startswith(f"verdict: CANNOT-JUDGE (her=on cannot be judged: {STABILITY}: ")
     assert "2 pairs < min_seeds 5: not judged" in last
-    assert f"runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui " in out
+    with contextlib.chdir(tmp_path):  # the check's directory: the UI line as it reads there
+        opening = open_line(uri_of(tmp_path), "1").split(", then ")[0]
+    assert f"runs in the UI: {opening}, then http://127.0.0.1:5000/" in out
     report = report_of(tmp_path)
     [on] = report["treatments"]
     assert on["value"] == "on" and len(on["pairs"]) == 2 and report["unpaired"] == []

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from alpha_rl.killcheck.stats import holm
+from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.view import VIEW_TAG
 from tests.killcheck.store import (
     BENEFIT,
@@ -349,7 +350,8 @@ def test_the_check_links_the_runs_and_gives_their_experiment_its_view(
     for args, ending in ((["--no-write"], link), ([], f"{link}&viewStateShareKey=alpha_rl_runs")):
         store.check(tmp_path, *args)
         lines = capsys.readouterr().out.splitlines()
-        assert lines[-2].startswith("runs in the UI: make ui STORE=") and lines[-2].endswith(ending)
+        assert lines[-2] == f"runs in the UI: {open_line(store.uri, store.eid, view=not args)}"
+        assert lines[-2].endswith(ending)
         assert (VIEW_TAG in store.client.get_experiment(store.eid).tags) == (not args)
 
 

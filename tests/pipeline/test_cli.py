@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from alpha_rl.commands import script_command
+from alpha_rl.tracking.links import open_line
+
 TINY = ["debug=tiny", "backend=numpy"]
 
 
@@ -46,22 +49,26 @@ def nested_sweep_runs(tmp_path: Path, sweep_dir: str = "multirun/sweep") -> list
 
 
 @pytest.mark.slow
-def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path) -> None:
+def test_a_sweep_gives_one_parent_and_a_nested_run_per_job(tmp_path: Path, monkeypatch) -> None:
     done = train(tmp_path, "-m", "experiment=her_ablation", "hydra.sweep.dir=multirun/sweep")
     assert done.returncode == 0, done.stderr[-3000:]
     children = nested_sweep_runs(tmp_path)
     assert not any("gpu_slot" in r.data.tags for r in children)  # the basic launcher
     counted, ui, judge = [line.split("] ", 1)[-1] for line in done.stdout.strip().splitlines()[-3:]]
     assert counted == "sweep multirun/sweep: 4 jobs: 4 FINISHED"
-    assert ui.startswith(f"its runs in the UI: make ui STORE={tmp_path}/mlflow.db (or mlflow ui ")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.chdir(tmp_path)  # the sweep's directory: its commands as they read there
+    assert ui == f"its runs in the UI: {open_line(uri, '1')}"
     assert ui.endswith("/#/experiments/1/runs?workflowType=machine_learning"
                        "&compareRunsMode=TABLE&viewStateShareKey=alpha_rl_runs")  # fmt: skip
-    assert judge == (f"judge it: alpha-rl-kill-check --sweep multirun/sweep --tracking-uri "
-                     f"sqlite:///{tmp_path}/mlflow.db")  # fmt: skip
+    assert judge == "judge it: " + script_command(
+        "alpha-rl-kill-check", ["--sweep", "multirun/sweep", "--tracking-uri", uri])  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path) -> None:
+def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(
+    tmp_path: Path, monkeypatch
+) -> None:
     done = train(tmp_path, "-m", "steps=20", "eval.sharpe_window=0,5", "hydra.sweep.dir=sweep")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "eval.sharpe_window" in done.stderr + done.stdout
@@ -77,7 +84,11 @@ def test_a_config_error_in_one_job_lets_the_rest_of_the_sweep_run(tmp_path: Path
     assert child.info.status == "FINISHED" and child.data.params["eval.sharpe_window"] == "5"
     out = done.stderr + done.stdout
     assert "sweep sweep: 2 jobs: 1 FINISHED, 1 did not start" in out
-    assert "judge it: alpha-rl-kill-check --sweep sweep --axis eval.sharpe_window" in out
+    monkeypatch.chdir(tmp_path)  # the sweep's directory: its commands as they read there
+    args = ["--sweep", "sweep", "--axis", "eval.sharpe_window", "--tracking-uri",
+            f"sqlite:///{tmp_path}/mlflow.db"]  # fmt: skip
+    judge = script_command("alpha-rl-kill-check", args)
+    assert f"judge it: {judge}\n" in out
 
 
 def test_a_bad_override_exits_2_naming_the_key(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
+from alpha_rl.commands import script_command
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.pipeline.trainer import Trainer
 from tests.helpers import wait_for_step
@@ -81,7 +82,7 @@ def test_a_second_signal_stops_at_once_and_the_last_checkpoint_stays_valid(
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
-    tmp_path: Path, signum: int, status: int
+    tmp_path: Path, signum: int, status: int, monkeypatch
 ) -> None:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     overrides = ["backend=numpy", "debug=tiny", "steps=5000", "checkpoint.every=1000",
@@ -98,8 +99,9 @@ def test_the_command_line_exits_with_the_signal_status_and_says_how_to_resume(
     assert "Traceback" not in out
     step = json.loads((checkpoint.latest(run_dir) / "meta.json").read_text())["step"]
     assert 30 <= step < 5000
-    command = f"to continue it: alpha-rl-train {' '.join(overrides)} resume={run_dir}"
-    assert command in out
+    monkeypatch.chdir(tmp_path)  # the run's directory: the command as it reads there
+    command = script_command("alpha-rl-train", [*overrides, f"resume={run_dir}"])
+    assert f"to continue it: {command}\n" in out
     store = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/m.db")
     (run,) = store.search_runs([store.get_experiment_by_name("alpha_rl").experiment_id])
     assert run.info.status == "KILLED"

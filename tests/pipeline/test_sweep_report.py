@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from alpha_rl.commands import script_command
 from alpha_rl.pipeline.sweep_report import (
     OUTCOME_FILE,
     job_states,
@@ -19,17 +20,17 @@ from tests.helpers import compose_train
 
 
 @pytest.mark.parametrize(("preset", "axes"), [
-    ("her_ablation", [""]),
-    ("her_components", [""]),
-    ("her_walk_forward", [""]),  # market.fold pairs runs, it is no axis
-    ("learner_variants", [" --axis agent"]),
-    ("aux_variants", [" --axis beta", " --axis alpha"]),
-    ("reward_variants", [" --axis beta"]),
+    ("her_ablation", [[]]),
+    ("her_components", [[]]),
+    ("her_walk_forward", [[]]),  # market.fold pairs runs, it is no axis
+    ("learner_variants", [["--axis", "agent"]]),
+    ("aux_variants", [["--axis", "beta"], ["--axis", "alpha"]]),
+    ("reward_variants", [["--axis", "beta"]]),
 ])  # fmt: skip
-def test_each_preset_is_judged_on_the_axes_it_varies(preset: str, axes: list[str]) -> None:
+def test_each_preset_is_judged_on_the_axes_it_varies(preset: str, axes: list[list[str]]) -> None:
     cfg, _ = compose_train([f"experiment={preset}"])
     assert next_commands(cfg, Path("multirun/x")) == [
-        f"alpha-rl-kill-check --sweep multirun/x{axis}" for axis in axes
+        script_command("alpha-rl-kill-check", ["--sweep", "multirun/x", *axis]) for axis in axes
     ]
 
 
@@ -37,15 +38,16 @@ def test_another_store_and_experiment_are_named_in_the_command() -> None:
     cfg, _ = compose_train(["experiment=her_ablation", "tracking.uri=http://host:5000",
                             "tracking.experiment=my study"])  # fmt: skip
     assert next_commands(cfg, Path("multirun/a b")) == [
-        "alpha-rl-kill-check --sweep 'multirun/a b' --tracking-uri http://host:5000 "
-        "--experiment 'my study'"
-    ]
+        script_command("alpha-rl-kill-check", ["--sweep", "multirun/a b", "--tracking-uri",
+                                               "http://host:5000", "--experiment", "my study"])
+    ]  # fmt: skip
 
 
 def test_a_search_is_followed_by_its_confirmation(tmp_path: Path) -> None:
     cfg, _ = compose_train(["hparams_search=her_optuna"])
     (tmp_path / "mlflow_parent.json").write_text(json.dumps({"run_id": "abc123"}))
-    assert next_commands(cfg, tmp_path) == ["alpha-rl-confirm --parent abc123"]
+    confirm = script_command("alpha-rl-confirm", ["--parent", "abc123"])
+    assert next_commands(cfg, tmp_path) == [confirm]
 
 
 def test_jobs_are_counted_by_how_they_ended(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from alpha_rl.commands import module_command
 from alpha_rl.errors import CheckpointError, WriteError
 from alpha_rl.pipeline import checkpoint
 from alpha_rl.tracking import records
@@ -131,7 +132,7 @@ def test_unsent_data_falls_back_beside_the_run_and_syncs_from_there(
     assert out.status == "FINISHED" and out.run_id is None
     (kept,) = fallback.glob("run-no-run-id/unsent.jsonl")
     assert f"cannot write unsent.jsonl into {run_dir}" in caplog.text
-    assert f"python -m alpha_rl.tracking sync {kept.parent}" in caplog.text
+    assert module_command("alpha_rl.tracking", ["sync", str(kept.parent)]) in caplog.text
     spec = json.loads(kept.read_text().splitlines()[0])
     spec["uri"] = f"sqlite:///{tmp_path}/mlflow.db"  # the store the data goes to after all
     lines = kept.read_text().splitlines()
@@ -259,7 +260,7 @@ def test_a_full_disk_under_the_store_too_keeps_the_unsent_data_for_sync(tmp_path
     found = list((tmp_path / "fallback").glob("run-*/unsent.jsonl"))
     assert len(found) == 1, output[-6000:]
     (unsent,) = found
-    assert f"python -m alpha_rl.tracking sync {unsent.parent}" in output
+    assert module_command("alpha_rl.tracking", ["sync", str(unsent.parent)]) in output
     spec = json.loads(unsent.read_text().splitlines()[0])
     assert spec["status"] == "FAILED"
     for saved in checkpoint.saved(run_dir):  # what was written stays whole

@@ -4,41 +4,24 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from alpha_rl import paths
+from alpha_rl.commands import module_command
 from alpha_rl.tracking import TrackingConfig, open_tracker, sync_run
 from alpha_rl.tracking.__main__ import main
 from alpha_rl.tracking.records import Outbox, RunSpec, write_unsent
 from tests.bad_stores import KINDS, PASSWORD, fingerprint, free_port, make
+from tests.helpers import paste
 from tests.tracking.conftest import BlockedStore, Outage, diag_lines, history
 
 
 def _log(tracker, steps: range) -> None:
     for step in steps:
         tracker.log_point(step, {"loss/l_q": step / 8, "her/inject_total": float(step)})
-
-
-def _sync_command(run_dir: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        "PYTHONPATH": str(paths.project_root() / "src"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "alpha_rl.tracking", "sync", str(run_dir)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
 
 
 def test_unsent_data_is_kept_and_sync_sends_it(
@@ -69,7 +52,7 @@ def test_unsent_data_is_kept_and_sync_sends_it(
         "isv_table.txt",
         "diag.jsonl",
     }
-    command = f"python -m alpha_rl.tracking sync {run_dir}"
+    command = module_command("alpha_rl.tracking", ["sync", str(run_dir)])
     assert any(command in r.getMessage() for r in caplog.records)
     assert client.get_run(tracker.run_id).info.status == "RUNNING"
 
@@ -92,7 +75,10 @@ def test_unsent_data_is_kept_and_sync_sends_it(
 
 @pytest.mark.slow
 def test_the_sync_command_creates_a_run_that_never_reached_the_store(
-    tmp_path: Path, run_dir: Path, capsys: pytest.CaptureFixture
+    tmp_path: Path,
+    run_dir: Path,
+    capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = BlockedStore(tmp_path)
     cfg = store.config(retry_s=0.0, final_retry_s=0.0)
@@ -101,16 +87,19 @@ def test_the_sync_command_creates_a_run_that_never_reached_the_store(
     tracker = open_tracker(cfg, run_dir, run_name="cmd")
     tracker.log_params({"seed": 2})
     _log(tracker, range(250))
-    tracker.finish()
+    with caplog.at_level(logging.WARNING, logger="alpha_rl.tracking"):
+        tracker.finish()
     assert tracker.run_id is None and (run_dir / "unsent.jsonl").exists()
+    (said,) = [r.getMessage() for r in caplog.records if "Send them later with: " in r.getMessage()]
+    command = said.split("Send them later with: ", 1)[1]
 
     assert main(["sync", str(run_dir)]) == 2  # in-process: the store is still down
     assert "does not answer; " in capsys.readouterr().err
     assert (run_dir / "unsent.jsonl").exists()
 
     store.restore()
-    done = _sync_command(run_dir)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = paste(command, tmp_path)  # as printed, into a fresh shell
+    assert done.returncode == 0, done.stdout
     assert "sent 500 metric values" in done.stdout
     run_id = json.loads((run_dir / "tracking.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=uri)

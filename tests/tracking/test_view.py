@@ -4,13 +4,17 @@ columns, the runs flat, the model-training pages; written once, kept up to date,
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from alpha_rl import paths
+from alpha_rl.commands import script_command
 from alpha_rl.tracking import TrackingConfig, open_tracker
 from alpha_rl.tracking.links import open_line, runs_link, ui_of
 from alpha_rl.tracking.view import KIND, KIND_TAG, VIEW_NAME, VIEW_TAG, view_tag
+from tests.helpers import as_project_venv
 from tests.tracking.conftest import Outage
 
 LINK = ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
@@ -50,11 +54,25 @@ def test_links_open_the_runs_table_of_the_model_training_pages() -> None:
     assert ui_of("https://lab:secret@mlflow.lab.org/mlflow/") == "https://mlflow.lab.org/mlflow"
     assert ui_of("http://[::1]:5001") == "http://[::1]:5001"
     assert ui_of("postgresql://lab@db/mlflow") is None and ui_of("databricks") is None
-    assert open_line("sqlite:///mlflow.db", "7") == (
-        f"make ui (or mlflow ui --backend-store-uri sqlite:///mlflow.db), then {LINK}"
-    )
-    assert open_line("sqlite:////d/a.db", "7").startswith("make ui STORE=/d/a.db (or mlflow ui ")
     assert open_line("http://u:p@srv:5000", "7") == LINK.replace("127.0.0.1", "srv")
+
+
+def test_an_sqlite_stores_line_says_how_to_serve_it(monkeypatch, tmp_path: Path) -> None:
+    as_project_venv(monkeypatch)
+    mlflow = script_command("mlflow", ["ui", "--backend-store-uri"])  # the script beside python
+    assert open_line("sqlite:///mlflow.db", "7") == (
+        f"make ui (or {mlflow} sqlite:///mlflow.db), then {LINK}"
+    )
+    assert open_line("sqlite:////d/a.db", "7") == (
+        f"make ui STORE=/d/a.db (or {mlflow} sqlite:////d/a.db), then {LINK}"
+    )
+    monkeypatch.chdir(tmp_path)  # elsewhere make runs in the project, the store named whole
+    assert open_line("sqlite:///a.db", "7") == (
+        f"make -C {paths.project_root()} ui STORE={tmp_path}/a.db (or {mlflow} sqlite:///a.db), "
+        f"then {LINK}"
+    )
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # not the project's .venv: no make
+    assert open_line("sqlite:///a.db", "7") == f"{mlflow} sqlite:///a.db, then {LINK}"
 
 
 def test_a_tracker_gives_its_experiment_the_view_once(

@@ -24,6 +24,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from alpha_rl import paths, settings
+from alpha_rl.commands import module_command
 from alpha_rl.errors import AlphaRlError
 
 PAGE = Path("docs/reference/configuration.md")
@@ -253,8 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     text = page()
     if args.check:
         if not args.out.is_file() or args.out.read_text() != text:
-            print(f"{args.out} is stale: run `python -m alpha_rl.docsite.config_reference`",
-                  file=sys.stderr)  # fmt: skip
+            out = [] if args.out == paths.project_root() / PAGE else ["--out", str(args.out)]
+            again = module_command("alpha_rl.docsite.config_reference", out)
+            print(f"{args.out} is stale: run `{again}`", file=sys.stderr)
             return 1
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,6 @@ import dataclasses
 import logging
 import math
 import os
-import shlex
 import socket
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from omegaconf import DictConfig, open_dict
 
+from alpha_rl.commands import script_command
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
 from alpha_rl.market import Market
 from alpha_rl.pipeline import checkpoint, owner, tearsheet
@@ -89,9 +89,10 @@ class Job:
     overrides: tuple[str, ...] = ()  # the job's command-line overrides (for its resume command)
 
     def resume_command(self, run_dir: Path) -> str:
-        """The command that continues this job's run from its newest checkpoint."""
+        """The command that continues this job's run from its newest checkpoint, as the user
+        runs it (alpha_rl.commands)."""
         kept = [o for o in self.overrides if not o.startswith(("resume=", "+resume="))]
-        return shlex.join(["alpha-rl-train", *kept, f"resume={run_dir}"])
+        return script_command("alpha-rl-train", [*kept, f"resume={run_dir}"])
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.parent import failed_jobs, recorded_parent, ui_opening
@@ -72,22 +72,26 @@ def swept_keys(config: DictConfig) -> list[str]:
 
 
 def next_commands(config: DictConfig, sweep_dir: Path) -> list[str]:
-    """The command lines that judge this sweep: one kill check per variant axis it sweeps
-    (none for seeds alone); after a search, the confirmation of its best trials."""
-    tracking = ""
+    """The command lines that judge this sweep, as the user runs them (alpha_rl.commands): one
+    kill check per variant axis it sweeps (none for seeds alone); after a search, the
+    confirmation of its best trials."""
+    tracking = []
     uri = str(OmegaConf.select(config, "tracking.uri", default="") or "")
     experiment = str(OmegaConf.select(config, "tracking.experiment", default="") or "")
     if uri and uri != "sqlite:///mlflow.db":
-        tracking += f" --tracking-uri {shlex.quote(uri)}"
+        tracking += ["--tracking-uri", uri]
     if experiment and experiment != "alpha_rl":
-        tracking += f" --experiment {shlex.quote(experiment)}"
+        tracking += ["--experiment", experiment]
     if _searched(config):
         parent = _parent_id(sweep_dir)
-        return [f"alpha-rl-confirm --parent {parent}{tracking}"] if parent else []
-    sweep = shlex.quote(str(sweep_dir))
+        if parent is None:
+            return []
+        return [script_command("alpha-rl-confirm", ["--parent", parent, *tracking])]
     axes = [AXIS_OF.get(k, k) for k in swept_keys(config) if k not in PAIRING_KEYS]
-    return [f"alpha-rl-kill-check --sweep {sweep}" + ("" if axis == "her" else f" --axis {axis}")
-            + tracking for axis in dict.fromkeys(axes)]  # fmt: skip
+    return [script_command("alpha-rl-kill-check", ["--sweep", str(sweep_dir),
+                                                   *([] if axis == "her" else ["--axis", axis]),
+                                                   *tracking])
+            for axis in dict.fromkeys(axes)]  # fmt: skip
 
 
 def _ui(config: DictConfig) -> str | None:

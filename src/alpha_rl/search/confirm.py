@@ -29,6 +29,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
+from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.killcheck.axes import axis_for, default_value
 from alpha_rl.killcheck.cli import exit_with_verdict, wanted
@@ -184,7 +185,7 @@ def run_confirmation(
         f"hydra.sweep.dir={sweep}",
         *args.overrides,
     ]
-    print("confirmation:", " ".join(cmd[2:]), flush=True)
+    print("confirmation:", script_command("alpha-rl-train", cmd[3:]), flush=True)
     done = subprocess.run(cmd, env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
     if done.returncode != 0:
         raise AlphaRlError(f"the confirmation's multirun exited {done.returncode} ({sweep})")

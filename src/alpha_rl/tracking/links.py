@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
+from alpha_rl.commands import script_command, ui_command
 from alpha_rl.tracking.store import SQLITE_PREFIX
 from alpha_rl.tracking.view import VIEW_KEY
 
@@ -38,8 +39,9 @@ def ui_of(uri: str) -> str | None:
 
 
 def open_line(uri: str, experiment_id: str, view: bool = True) -> str | None:
-    """How to open an experiment's runs (view: in the runs view, see runs_link): `make ui
-    STORE=<file>, then <link>` for an SQLite store, the link for a server; None for another
+    """How to open an experiment's runs (view: in the runs view, see runs_link): for an SQLite
+    store `make ui STORE=<file> (or mlflow ui --backend-store-uri <uri>), then <link>`, each
+    command as the user runs it (alpha_rl.commands); the link for a server; None for another
     store."""
     ui = ui_of(uri)
     if ui is None:
@@ -47,6 +49,6 @@ def open_line(uri: str, experiment_id: str, view: bool = True) -> str | None:
     link = runs_link(ui, experiment_id, view)
     if not uri.startswith(SQLITE_PREFIX):
         return link
-    store = uri[len(SQLITE_PREFIX) :].split("?", 1)[0]
-    make = "make ui" if store == "mlflow.db" else f"make ui STORE={store}"
-    return f"{make} (or mlflow ui --backend-store-uri {uri}), then {link}"
+    mlflow = script_command("mlflow", ["ui", "--backend-store-uri", uri])
+    make = ui_command(uri[len(SQLITE_PREFIX) :].split("?", 1)[0])
+    return f"{make} (or {mlflow}), then {link}" if make else f"{mlflow}, then {link}"

@@ -14,11 +14,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from alpha_rl.commands import script_command
+from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.view import experiment_tags
 
 log = logging.getLogger("alpha_rl.tracking")
@@ -222,9 +225,11 @@ def _get_or_create(client: Any, name: str, uri: str) -> str:
         if experiment is None:
             raise RuntimeError(f"experiment {name!r} exists and does not: retry later")
     if experiment.lifecycle_stage != "active":
+        restore = script_command("mlflow", ["experiments", "restore", "--experiment-id",
+                                            str(experiment.experiment_id)])  # fmt: skip
         raise RuntimeError(
-            f"experiment {name!r} is deleted; restore it (`mlflow experiments restore "
-            f"--experiment-id {experiment.experiment_id}`) or choose another tracking.experiment"
+            f"experiment {name!r} is deleted; restore it (`MLFLOW_TRACKING_URI="
+            f"{shlex.quote(hide_password(uri))} {restore}`) or choose another tracking.experiment"
         )
     label_experiment(client, experiment)
     return experiment.experiment_id

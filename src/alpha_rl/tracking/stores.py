@@ -26,6 +26,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
+from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.secrets import hide_password
@@ -152,10 +153,10 @@ def check_schema(name: str, uri: str, found: tuple[set[str], str | None], remedy
         return
     mlflow = f"MLflow {installed_mlflow()}"
     if version in known:
+        upgrade = script_command("mlflow", ["db", "upgrade", uri])
         raise TrackingReadError(
             f"tracking store {name} has the older MLflow schema {version} ({mlflow} here reads "
-            f"{head}): back it up, then run `mlflow db upgrade {uri}`, or read it with the "
-            "MLflow that wrote it"
+            f"{head}): back it up, then run `{upgrade}`, or read it with the MLflow that wrote it"
         )
     raise TrackingReadError(
         f"tracking store {name} has MLflow schema {version}, unknown to {mlflow} here (a newer "

@@ -13,13 +13,13 @@ import contextlib
 import errno
 import logging
 import os
-import shlex
 import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from alpha_rl.commands import module_command
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import Delivery, now_ms
 from alpha_rl.tracking.records import (
@@ -176,7 +176,7 @@ class Tracker:
         path = self._write_unsent()
         if path is None:
             return
-        command = f"python -m alpha_rl.tracking sync {shlex.quote(str(path.parent))}"
+        command = module_command("alpha_rl.tracking", ["sync", str(path.parent)])
         log.warning(
             "MLflow store %s still unreachable after %.0f s; %d unsent item(s) kept in %s. "
             "Send them later with: %s",
