@@ -12,11 +12,12 @@ from tests.pipeline.test_run import ANNEAL, history, job, theta
 
 @dataclass(frozen=True)
 class Unbroken:
-    """What the tests read of an unbroken run: its loss/l_q history, (step, value) by step, and
-    its final learner.theta (read-only)."""
+    """What the tests read of an unbroken run: its loss/l_q history, (step, value) by step, its
+    final learner.theta (read-only) and its summary lines (but the curves' path)."""
 
     l_q: list[tuple[int, float]]
     theta: np.ndarray
+    summary: tuple[str, ...]
 
 
 @pytest.fixture(scope="session")
@@ -28,4 +29,9 @@ def unbroken(tmp_path_factory: pytest.TempPathFactory) -> Unbroken:
     assert whole.status == "FINISHED" and whole.steps == 40
     final = theta(whole.run_dir)
     final.flags.writeable = False
-    return Unbroken(history(where, whole.run_id, "loss/l_q"), final)
+    return Unbroken(history(where, whole.run_id, "loss/l_q"), final, summary_of(whole))
+
+
+def summary_of(outcome) -> tuple[str, ...]:
+    """An outcome's summary lines but the one naming its curves' file (a path of its own)."""
+    return tuple(line for line in outcome.summary if not line.startswith("curves: "))

@@ -14,8 +14,10 @@ import yaml
 
 from alpha_rl.errors import CheckpointError, ConfigError
 from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.identity import keep_diag_until
 from alpha_rl.pipeline.labels import check_resumable, config_yaml
 from tests.helpers import compose_fixed
+from tests.pipeline.conftest import summary_of
 from tests.pipeline.test_run import ANNEAL, client, history, job, theta
 
 EVERY_10 = [ANNEAL, "steps=30", "checkpoint.every=10", "checkpoint.keep=2"]
@@ -160,3 +162,60 @@ def test_a_checkpoint_that_recorded_owned_slot_inits_still_resumes() -> None:
     saved["her"]["threshold"] = 2.0
     with pytest.raises(CheckpointError, match=r"her\.threshold: 2\.0 -> 1\.5"):
         check_resumable(yaml.safe_dump(saved), cfg)
+
+
+@pytest.mark.slow
+def test_a_resume_with_fewer_steps_than_its_checkpoint_is_refused(tmp_path: Path) -> None:
+    done = job(tmp_path, ["steps=20"], "done")
+    files = {p: p.read_bytes() for p in done.run_dir.rglob("*") if p.is_file()}
+    with pytest.raises(CheckpointError) as caught:
+        job(tmp_path, [f"resume={done.run_dir}", "steps=15"], "ignored")
+    assert str(caught.value) == (
+        f"resume={done.run_dir}: steps=15 is below the step of its newest checkpoint, 20 (steps "
+        "is the run's total, not the steps to add); pass steps=20 or more"
+    )
+    owner = ("owner.json", ".owner.lock")  # the claim a run holds while it runs
+    after = {p: p.read_bytes() for p in done.run_dir.rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name not in owner} == {
+        p: b for p, b in files.items() if p.name not in owner
+    }
+    assert client(tmp_path).get_run(done.run_id).info.status == "FINISHED"  # never reopened
+
+
+@pytest.mark.slow
+def test_a_resumed_runs_summary_reads_its_whole_history(tmp_path: Path, unbroken) -> None:
+    half = job(tmp_path, ["steps=20", ANNEAL], "half")  # evaluations at 15 and 20
+    again = job(tmp_path, [f"resume={half.run_dir}", "steps=20", ANNEAL], "ignored")
+    assert again.status == "FINISHED" and again.steps == 20
+    assert summary_of(again) == summary_of(half)  # not "no evaluation ran", "no learner updates"
+    assert summary_of(half)[0].startswith("held-out, the last evaluation (step 20, ")
+    resumed = job(tmp_path, [f"resume={half.run_dir}", ANNEAL], "ignored")
+    assert resumed.steps == 40
+    assert summary_of(resumed) == unbroken.summary  # l_q over all 6 log points, not the last 4
+    assert unbroken.summary[-1].endswith("of 6 log points)")
+
+
+@pytest.mark.slow
+def test_a_resume_without_diag_jsonl_says_what_is_lost(tmp_path: Path, caplog) -> None:
+    half = job(tmp_path, ["steps=20"], "half")
+    (half.run_dir / "diag.jsonl").unlink()
+    caplog.set_level(logging.WARNING, logger="alpha_rl")
+    resumed = job(tmp_path, [f"resume={half.run_dir}", "steps=40"], "ignored")
+    assert resumed.status == "FINISHED"
+    (warning,) = [r.getMessage() for r in caplog.records if "is missing" in r.getMessage()]
+    assert warning.startswith(
+        f"resume: {half.run_dir / 'diag.jsonl'} is missing: the run's record of its first 20 "
+        "steps (metrics, evaluations) is gone, so its curves, summary, objective and diag.jsonl "
+        "artifact cover only the steps from here on"
+    )
+
+
+def test_a_missing_diag_jsonl_is_warned_only_once_a_log_point_wrote_it(
+    tmp_path: Path, caplog
+) -> None:
+    caplog.set_level(logging.WARNING, logger="alpha_rl")
+    keep_diag_until(tmp_path / "diag.jsonl", 4, log_every=5)  # nothing was logged by step 4
+    assert caplog.text == ""
+    keep_diag_until(tmp_path / "diag.jsonl", 5, log_every=5)
+    assert f"resume: {tmp_path / 'diag.jsonl'} is missing" in caplog.text
+    assert not (tmp_path / "diag.jsonl").exists()

@@ -158,6 +158,18 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     raise CheckpointError(f"resume={run_dir}: no readable checkpoint: " + "; ".join(problems))
 
 
+def check_steps(run_dir: Path, meta: dict[str, Any], steps: int) -> None:
+    """CheckpointError when `steps` (the run's total) is below the step of the checkpoint a
+    resume would continue from (`meta`, read_meta's): such a run has nothing left to do and
+    would end at the checkpoint's step, not at `steps`."""
+    if steps < meta["step"]:
+        raise CheckpointError(
+            f"resume={run_dir}: steps={steps} is below the step of its newest checkpoint, "
+            f"{meta['step']} (steps is the run's total, not the steps to add); pass "
+            f"steps={meta['step']} or more"
+        )
+
+
 def _meta(where: Path) -> dict[str, Any]:
     path = where / META
     try:

@@ -32,6 +32,7 @@ from alpha_rl.errors import CheckpointError, WriteError
 from alpha_rl.pipeline.owner import RunDirError, claim, job_id, release, write_record
 from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.records import dumps, read_diag, replace_text, why
+from alpha_rl.tracking.relocate import check_continued_store
 from alpha_rl.tracking.secrets import MASK, mask
 from alpha_rl.tracking.tracker import DIAG_FILE
 
@@ -194,10 +195,18 @@ def check_identity(directory: Path, identity: dict[str, Any], *, seed: int, mark
 # --- the side files a resume reads ---
 
 
-def keep_diag_until(path: Path, step: int) -> None:
+def keep_diag_until(path: Path, step: int, log_every: int) -> None:
     """Drop the diag JSONL lines after `step` (written after the checkpoint a resume starts at)
-    and any torn or damaged line (read_diag warns); the file is replaced whole."""
+    and any torn or damaged line (read_diag warns); the file is replaced whole. A missing file
+    is a warning once the run has passed a log point (every `log_every` steps): the run's record
+    of its steps up to `step` is gone."""
     if not path.is_file():
+        if step >= log_every:
+            log.warning("resume: %s is missing: the run's record of its first %d steps "
+                        "(metrics, evaluations) is gone, so its curves, summary, objective and "
+                        "diag.jsonl artifact cover only the steps from here on; to keep them, "
+                        "stop and put the file back (an earlier start that ended uploaded it "
+                        "as the run's diag.jsonl artifact)", path, step)  # fmt: skip
         return
     kept = [r for r in read_diag(path) if r["step"] <= step]
     try:
@@ -210,21 +219,38 @@ def keep_diag_until(path: Path, step: int) -> None:
 def previous_run_id(run_dir: Path) -> str | None:
     """The MLflow run id a run directory reported to (its tracking.json), if any; a damaged
     file is a CheckpointError naming it."""
+    return previous_run(run_dir)[0]
+
+
+def previous_run(run_dir: Path) -> tuple[str | None, str | None]:
+    """(MLflow run id, store URI) a run directory reported to (its tracking.json), each None
+    where not recorded; a damaged file is a CheckpointError naming it."""
     path = run_dir / TRACKING_FILE
     if not path.is_file():
-        return None
+        return None, None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         record, problem = None, f"unreadable ({exc})"
     else:
         problem = "not a JSON object with a run_id string"
-    if isinstance(record, dict) and isinstance(record.get("run_id", ""), str | None):
-        return record.get("run_id") or None
+    if isinstance(record, dict) and all(
+        isinstance(record.get(key, ""), str | None) for key in ("run_id", "uri")
+    ):
+        return record.get("run_id") or None, record.get("uri") or None
     raise CheckpointError(
         f"{path}: {problem}; it names the MLflow run this directory reports to: restore it, "
         "or delete it to continue the run's training into a new MLflow run"
     )
+
+
+def check_resume_store(run_dir: Path, uri: str) -> None:
+    """TrackingReadError (one line naming both) when a resume's tracking.uri is another store
+    than the one its MLflow run is in, as its tracking.json records it, unless that store is a
+    relocated copy (tracking/relocate.py)."""
+    run_id, recorded = previous_run(run_dir)
+    if run_id is not None and recorded is not None:
+        check_continued_store(run_dir, run_id, recorded, uri)
 
 
 # --- the Hydra callback ---

@@ -37,6 +37,7 @@ from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.identity import (
     IDENTITY_FILE,
     check_identity,
+    check_resume_store,
     keep_diag_until,
     market_digest,
     previous_run_id,
@@ -69,6 +70,7 @@ from alpha_rl.replay import ReplayConfig
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
+from alpha_rl.tracking.stores import check_store_to_write
 from alpha_rl.tracking.system import SystemMetrics
 from alpha_rl.tracking.tracker import DIAG_FILE
 
@@ -202,6 +204,7 @@ def _job_steps(cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | 
     plan = plan_run(cfg)
     saving = checkpoint.checkpoint_config(cfg)
     tracking = TrackingConfig.from_cfg(cfg.tracking)
+    check_store_to_write(tracking.uri)  # a damaged store, or another program's: not written
     if plan.run.resume is None and saving.requeue and requeued_job(job.output_dir):
         log.info("a requeued job: resuming from its checkpoint in %s", job.output_dir)
         plan = dataclasses.replace(plan, run=dataclasses.replace(plan.run, resume=job.output_dir))
@@ -222,6 +225,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     if plan.run.resume is not None:
         meta = checkpoint.read_meta(run_dir)
         check_resumable(meta["config"], cfg)
+        checkpoint.check_steps(run_dir, meta, plan.run.steps)
+        check_resume_store(run_dir, tracking.uri)
         plan = keep_beta_anneal(plan, cfg, meta["config"])
     else:
         refuse_a_used_dir(run_dir)
@@ -249,7 +254,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
         resume_id = previous_run_id(run_dir)
         check_identity(run_dir, identity, seed=plan.run.seed, market=digest,
                              run_id=resume_id, checkpoint_id=meta.get("identity"))  # fmt: skip
-        keep_diag_until(run_dir / DIAG_FILE, trainer.t)
+        keep_diag_until(run_dir / DIAG_FILE, trainer.t, plan.run.log_every)
         log.info("resuming %s at step %d (run %s)", run_dir, trainer.t, resume_id)
     parent = parent_run_for(job.sweep_dir, tracking) if job.sweep_dir else None
     tracker = open_tracker(tracking, run_dir, run_name=run_name(cfg, job.choices),
@@ -264,6 +269,8 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
                       RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
     summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps,
                       title=curves_title(cfg, job.choices, run_dir))  # fmt: skip
+    if meta is not None:  # the run's log points before this start, up to its checkpoint
+        summary.read_history(run_dir / DIAG_FILE)
     saver = Saver(run_dir, trainer, plan.run.checkpoint_replay, config_yaml(cfg), saving,
                   identity["id"])  # fmt: skip
     system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from alpha_rl.tracking.records import read_diag
 from alpha_rl.vocabulary import (
     BASELINES,
     CAPTURE,
@@ -24,6 +25,13 @@ from alpha_rl.vocabulary import (
 COSTS = (eval_key("cost_spread"), eval_key("cost_fees"), eval_key("turnover"))
 EVAL_KEYS = (PNL, PNL_GROSS, CAPTURE, SHARPE, TRADES, *COSTS,
              *(baseline_key(name, "pnl") for name in BASELINES))  # fmt: skip
+
+
+def _number(value: object) -> bool:
+    """Whether a diag.jsonl metric value is a number (a non-finite one is written as text)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int | float) or value in ("nan", "inf", "-inf")
 
 
 def versus_baselines(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
@@ -74,6 +82,17 @@ class Summary:
         if PNL in metrics:
             self.last_eval = {k: float(metrics[k]) for k in EVAL_KEYS if k in metrics}
             self.last_eval_step = step
+
+    def read_history(self, diag: Path) -> None:
+        """Record the log points of a resumed run's diag.jsonl (its steps before the resume), so
+        that its summary covers the whole run; a missing file adds nothing."""
+        if not diag.is_file():
+            return
+        for record in read_diag(diag):
+            metrics = record.get("metrics")
+            if isinstance(metrics, dict):
+                self.update(int(record["step"]), {k: float(v) for k, v in metrics.items()
+                                                  if _number(v)})  # fmt: skip
 
     def l_q_trend(self) -> str:
         """`0.83 -> 0.31`: the mean of the first and of the last quarter of the log points."""

@@ -29,6 +29,7 @@ from alpha_rl.tracking.links import open_line, ui_of
 from alpha_rl.tracking.records import write_json
 from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
+from alpha_rl.tracking.stores import TrackingReadError, check_store_to_write
 from alpha_rl.tracking.tracker import REASON_TAG
 
 log = logging.getLogger("alpha_rl.tracking")
@@ -73,13 +74,14 @@ class ParentRunCallback(Callback):
         self.parent_name = parent_name
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse a store the launcher would lose runs in (exit 2), then create the parent run
-        and write <sweep dir>/mlflow_parent.json."""
+        """Refuse a store the launcher would lose runs in, or that is damaged or another
+        program's (exit 2), then create the parent run and write <sweep dir>/mlflow_parent.json."""
         try:
             cfg = TrackingConfig.from_cfg(config.tracking)
+            check_store_to_write(cfg.uri)
             launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
             warning = check_launcher(cfg, launcher)
-        except ConfigError as exc:  # before any job: say why and stop the sweep
+        except (ConfigError, TrackingReadError) as exc:  # before any job: stop the sweep
             log.error("%s", exc)
             raise SystemExit(2) from None
         if warning:

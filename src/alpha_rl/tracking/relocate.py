@@ -7,16 +7,25 @@ experiment whose artifact root ends in `mlartifacts` and the artifact URI of eac
 to the `mlartifacts/` beside the database's new place, so `make ui STORE=<file>` serves the
 runs' artifacts (config, ISV table, diagnostics, kill-check report) again. A file that is not
 an MLflow store, or that cannot be read or written, is refused in one line (TrackingReadError).
+
+A resumed run continues its MLflow run in the store that holds it: `check_continued_store`
+refuses a resume whose `tracking.uri` is another store, unless that store is an SQLite copy of
+it that holds the run and that `relocate` has pointed at artifacts of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from alpha_rl.tracking.store import ARTIFACT_DIR
-from alpha_rl.tracking.stores import check_sqlite, sqlite_failure
+from alpha_rl.commands import module_command
+from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.tracking.store import ARTIFACT_DIR, artifact_location, resolve_uri, sqlite_file
+from alpha_rl.tracking.stores import TrackingReadError, check_sqlite, sqlite_failure, store_name
+
+log = logging.getLogger("alpha_rl.tracking")
 
 REMEDY = "give the SQLite tracking store (e.g. mlflow.db)"
 
@@ -66,3 +75,53 @@ def _rewrite(db: Path, new_root: str) -> list[Relocation]:
         return moved
     finally:
         con.close()
+
+
+def check_continued_store(run_dir: Path, run_id: str, recorded: str, uri: str) -> None:
+    """Refuse (TrackingReadError, one line naming both stores) a resume of `run_dir` whose
+    MLflow run `run_id` is in store `recorded` (its tracking.json) in another store `uri`,
+    unless `uri` is an SQLite copy of `recorded` that holds the run, its artifacts moved off the
+    original's folder by `relocate`."""
+    recorded, uri = resolve_uri(recorded), resolve_uri(uri)
+    old, new = sqlite_file(recorded), sqlite_file(uri)
+    same = old == new if (old, new) != (None, None) else recorded.rstrip("/") == uri.rstrip("/")
+    if same:
+        return
+    head = (f"resume={run_dir}: its MLflow run {run_id} is in tracking store "
+            f"{store_name(recorded)} (its tracking.json), but tracking.uri is "
+            f"{store_name(uri)}")  # fmt: skip
+    back = f"resume with tracking.uri={hide_password(recorded)}"
+    if old is None or new is None:  # a server or database: it continues where it is
+        raise TrackingReadError(f"{head}; a run continues in the store that holds it: {back}")
+    relocate = f"`{module_command('alpha_rl.tracking', ['relocate', str(new)])}`"
+    artifacts = _artifact_uri(new, run_id) if new.is_file() else None
+    if artifacts is None:
+        raise TrackingReadError(
+            f"{head}, which does not hold it; {back}, or copy that store (with its "
+            f"{ARTIFACT_DIR}/) to {new} and run {relocate} first"
+        )
+    old_root = str(artifact_location(recorded))
+    if artifacts == old_root or artifacts.startswith(old_root + "/"):
+        raise TrackingReadError(
+            f"{head}, a copy whose artifacts are still those of {old.parent / ARTIFACT_DIR}; "
+            f"run {relocate} first, or {back}"
+        )
+    log.info("MLflow run %s continues in %s, a relocated copy of %s", run_id, new, old)
+
+
+def _artifact_uri(db: Path, run_id: str) -> str | None:
+    """The artifact URI of run `run_id` in the SQLite store `db` (read only); None when it holds
+    no such run, or no runs table."""
+    try:
+        con = sqlite3.connect(db.as_uri() + "?mode=ro", uri=True)
+        try:
+            named = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+            if con.execute(named).fetchone() is None:
+                return None
+            row = con.execute("SELECT artifact_uri FROM runs WHERE run_uuid = ?", (run_id,))
+            found = row.fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise sqlite_failure(db, exc, REMEDY) from None
+    return None if found is None else str(found[0] or "")

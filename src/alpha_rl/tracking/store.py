@@ -11,12 +11,13 @@ mlflow is imported on first use, never at import time of alpha_rl.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,8 +100,20 @@ def new_client(uri: str) -> Any:
     processes opening a new store at once would race through (a sweep's jobs side by side:
     "table ... already exists"); they open it one at a time, under a lock on its directory."""
     path = sqlite_file(uri)
-    if path is None or not path.parent.is_dir():
+    if path is None:
         return mlflow_client_class()(tracking_uri=uri)
+    with store_lock(path):
+        return mlflow_client_class()(tracking_uri=uri)
+
+
+@contextlib.contextmanager
+def store_lock(path: Path) -> Iterator[None]:
+    """Hold the lock on the directory of the SQLite file `path` under which a store is created:
+    a store looked at under it is never one half made (none is taken where the directory is
+    missing or takes no flock)."""
+    if not path.parent.is_dir():
+        yield
+        return
     where = os.open(path.parent, os.O_RDONLY)
     try:
         try:
@@ -108,7 +121,7 @@ def new_client(uri: str) -> Any:
         except OSError as exc:  # a file system without flock on directories (NFS emulates it
             # with POSIX locks, which need a file open for writing): open unserialised
             log.debug("%s: no lock on its directory (%s); opening it unserialised", path, exc)
-        return mlflow_client_class()(tracking_uri=uri)
+        yield
     finally:
         os.close(where)  # and the lock with it
 

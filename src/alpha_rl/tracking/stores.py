@@ -11,6 +11,9 @@ turns whatever a client raised later into the same kind of line.
   finding it damaged, hold MLflow's tables, and be at the schema revision of the installed MLflow.
 - A database server (postgresql, mysql, mssql) must answer one connection and hold the same.
 - A tracking server (http, https) is asked nothing here: its first request says what it is.
+
+A training run (and a sweep's parent run) writes into its store: `check_store_to_write` refuses
+the same SQLite files before it does, but lets it make a store where there is none yet.
 """
 
 from __future__ import annotations
@@ -30,13 +33,20 @@ from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.secrets import hide_password
-from alpha_rl.tracking.store import mlflow_client_class, set_http_limits, sqlite_file
+from alpha_rl.tracking.store import (
+    mlflow_client_class,
+    set_http_limits,
+    sqlite_file,
+    store_lock,
+)
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 MLFLOW_TABLES = frozenset({"alembic_version", "experiments", "runs", "metrics"})
 DATABASE_SERVERS = frozenset({"postgresql", "mysql", "mssql"})  # MLflow's other SQL dialects
 CONNECT_TIMEOUT_ARG = {"postgresql": "connect_timeout", "mysql": "connect_timeout"}
 REFUSED_CODES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+# what a run refused its store is told to do
+WRITE_REMEDY = "give tracking.uri of an MLflow store, or of a file not there yet (the run makes it)"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\]]+)")
 
 
@@ -82,9 +92,10 @@ def check_store(uri: str, remedy: str) -> None:
         _check_database(uri, remedy)
 
 
-def check_sqlite(path: Path, remedy: str, schema: bool = True) -> None:
+def check_sqlite(path: Path, remedy: str, schema: bool = True, new_ok: bool = False) -> None:
     """Refuse an SQLite file that is missing, unreadable, not SQLite, damaged or not MLflow's
-    (and, with `schema`, at another MLflow schema revision); reads only, creates nothing."""
+    (and, with `schema`, at another MLflow schema revision; with `new_ok`, an empty file or a
+    database without a table passes: a store to be made); reads only, creates nothing."""
     try:
         mode = path.stat().st_mode
         head = _read_head(path) if stat.S_ISREG(mode) else b""
@@ -103,7 +114,23 @@ def check_sqlite(path: Path, remedy: str, schema: bool = True) -> None:
         found = _sqlite_contents(path)
     except sqlite3.Error as exc:
         raise sqlite_failure(path, exc, remedy) from None
-    check_schema(str(path), f"sqlite:///{path}", found, remedy, schema)
+    check_schema(str(path), f"sqlite:///{path}", found, remedy, schema, new_ok)
+
+
+def check_store_to_write(uri: str, remedy: str = WRITE_REMEDY) -> None:
+    """Refuse, before a run writes into it, an SQLite store that check_sqlite refuses (damaged,
+    not SQLite, another program's database, another MLflow schema revision: TrackingReadError
+    ending with `remedy`). A file not there yet, or empty, passes (the run makes the store), and
+    so does one only locked now (the tracker rides out an outage); other stores are not asked
+    here (a server's outage is buffered, not a reason to stop a run)."""
+    path = sqlite_file(uri)
+    if path is None or not (path.exists() or path.is_symlink()):
+        return
+    with store_lock(path):  # a store that another run is making: looked at once it is made
+        try:
+            check_sqlite(path, remedy, new_ok=True)
+        except StoreDownError:
+            return
 
 
 def _sqlite_contents(path: Path) -> tuple[set[str], str | None]:
@@ -131,11 +158,14 @@ def installed_mlflow() -> str:
 
 
 def check_schema(name: str, uri: str, found: tuple[set[str], str | None], remedy: str,
-                 schema: bool = True) -> None:  # fmt: skip
+                 schema: bool = True, new_ok: bool = False) -> None:  # fmt: skip
     """Refuse a database whose (tables, alembic revision) `found` lack MLflow's tables or, with
     `schema`, are at another MLflow schema revision than the installed MLflow's (MLflow would
-    create or upgrade them: write); `uri` is shown in the upgrade command."""
+    create or upgrade them: write); `uri` is shown in the upgrade command. With `new_ok` a
+    database without a table passes (MLflow makes its store there)."""
     tables, version = found
+    if not tables and new_ok:
+        return
     if not tables:
         raise TrackingReadError(
             f"tracking store {name} is an empty database, not an MLflow store; {remedy}"
