@@ -1,0 +1,266 @@
+"""alpha_rl.portable: products and functions whose float results do not depend on the CPU, its
+BLAS kernel or NumPy's SIMD dispatch. Their accuracy is checked against long double, and the
+products' independence of the order of additions by handing them float64 products added in
+other orders (the BLAS kernels' freedom) and asking for the same bits."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import alpha_rl
+from alpha_rl import portable
+
+F32, F64, LD = np.float32, np.float64, np.longdouble
+RNG = np.random.default_rng(20261205)
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> float:
+    """Largest distance of got from the long double want, in ulps of want's float64 rounding."""
+    spacing = np.spacing(np.abs(want.astype(F64))).astype(LD)
+    return float(np.max(np.abs(got.astype(LD) - want) / spacing))
+
+
+needs_long_double = pytest.mark.skipif(
+    np.finfo(LD).nmant < 60, reason="long double is no wider than double here"
+)
+
+
+@needs_long_double
+@pytest.mark.parametrize(
+    ("name", "x", "bound"),
+    [
+        ("exp", np.r_[RNG.uniform(-700, 700, 4000), RNG.uniform(-2, 2, 4000), 1e-9, -1e-12], 1),
+        ("log", np.r_[RNG.uniform(0.5, 2, 4000), 10 ** RNG.uniform(-300, 300, 4000)], 1),
+        ("log1p", np.r_[RNG.uniform(-0.999, 10, 4000), RNG.uniform(-1e-8, 1e-8, 500)], 3),
+        ("expm1", np.r_[RNG.uniform(-40, 40, 4000), RNG.uniform(-1e-8, 1e-8, 500)], 3),
+        ("tanh", np.r_[RNG.uniform(-30, 30, 4000), RNG.uniform(-1.5, 1.5, 4000), 1e-10], 5),
+        ("sin", np.r_[RNG.uniform(-10, 10, 4000), RNG.uniform(0, 2 * np.pi, 4000), 1e-3], 3),
+        ("cos", np.r_[RNG.uniform(-10, 10, 4000), RNG.uniform(-1e5, 1e5, 4000)], 3),
+    ],
+)
+def test_each_function_is_within_ulps_of_the_true_value(name: str, x: np.ndarray, bound):
+    got = getattr(portable, name)(x)
+    want = getattr(np, name)(x.astype(LD))
+    assert got.dtype == F64 and ulps(got, want) <= bound
+
+
+@needs_long_double
+def test_power_is_within_ulps_and_keeps_its_special_values() -> None:
+    base, expo = RNG.uniform(0, 10, 4000), RNG.uniform(-3, 3, 4000)
+    assert ulps(portable.power(base, expo), np.power(base.astype(LD), expo.astype(LD))) <= 10
+    special = portable.power(np.array([0.0, 0.0, 0.0, 1.0, 4.0, np.inf, -2.0]),
+                             np.array([2.0, 0.0, -1.0, 7.5, 0.5, 0.0, 0.5]))  # fmt: skip
+    np.testing.assert_array_equal(special[:6], [0.0, 1.0, np.inf, 1.0, 2.0, 1.0])
+    assert np.isnan(special[6])
+
+
+def test_float32_in_gives_the_float32_nearest_the_true_value() -> None:
+    x = RNG.uniform(-80, 80, 20000).astype(F32)
+    got = portable.exp(x)
+    assert got.dtype == F32
+    if np.finfo(LD).nmant >= 60:
+        np.testing.assert_array_equal(got, np.exp(x.astype(LD)).astype(F32))
+    assert type(portable.exp(F32(1))) is F32 and type(portable.exp(1.0)) is F64
+    assert portable.power(np.arange(3, dtype=F32), 2.0).dtype == F32  # a Python float is weak
+    assert portable.power(F32(2), F32(0.5)) == F32(math.sqrt(2))
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "log1p", "expm1", "tanh", "sin", "cos"])
+def test_special_values_are_those_of_numpy(name: str) -> None:
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-310, 710, -746, 709.7, -745])
+    with np.errstate(all="ignore"):
+        got, want = getattr(portable, name)(x), getattr(np, name)(x)
+        close = np.abs(got - want) <= 4 * np.spacing(np.abs(want))
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    assert (same | close).all(), (x[~(same | close)], got[~(same | close)])
+    assert (np.signbit(got) == np.signbit(want))[[0, 1]].all()  # sin(-0) = -0, tanh(-0) = -0 ...
+
+
+# --- products ---
+
+
+def exact_rounded(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 of math.fsum (the float64 nearest the exact sum) of each element's products."""
+    a64, b64 = a.astype(F64), b.astype(F64)
+    return np.array([[math.fsum((a64[i] * b64[:, j]).tolist()) for j in range(b.shape[1])]
+                     for i in range(a.shape[0])]).astype(F32)  # fmt: skip
+
+
+def in_order(order: str):
+    """A float64 product a @ b adding each element's exact products in another order, as another
+    BLAS kernel would: k ascending, k descending, or in four interleaved accumulators."""
+
+    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        terms = a[:, :, None] * b[None, :, :]  # [M, K, N], exact for float32 values
+        if order == "descending":
+            terms = terms[:, ::-1]
+        out = np.zeros((a.shape[0], b.shape[1]))
+        if order == "interleaved":
+            lanes = [np.zeros_like(out) for _ in range(4)]
+            for k in range(terms.shape[1]):
+                lanes[k % 4] += terms[:, k]
+            return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+        for k in range(terms.shape[1]):
+            out += terms[:, k]
+        return out
+
+    return product
+
+
+def near_midpoints(M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Operands whose exact sums lie just above float32 midpoints, where the order of additions
+    decides the rounding: column j holds f_j (a float32 with an even last bit), half its ulp and
+    K - 2 terms 2^-57, each lost when added to f_j alone, not when added to each other first;
+    row i scales it by 2^(i mod 5)."""
+    f = (1 + 2 * RNG.integers(0, 2**22, N) * 2.0**-23).astype(F32)
+    b = np.full((K, N), 2.0**-57, F32)
+    b[0], b[1] = f, F32(2.0**-24)
+    a = np.ones((M, K), F32) * (2.0 ** (np.arange(M) % 5))[:, None].astype(F32)
+    return a, b
+
+
+@pytest.mark.parametrize(("M", "N", "K"), [(1, 1, 1), (33, 31, 17), (16, 3, 256), (64, 40, 300)])
+def test_the_product_is_the_rounded_exact_sum(M: int, N: int, K: int) -> None:
+    for scale in (1.0, 1e-20, 1e20):
+        a = (RNG.standard_normal((M, K)) * scale).astype(F32)
+        b = RNG.standard_normal((N, K)).astype(F32).T  # a transposed operand, as the layers pass
+        a[a < -1.5 * scale] = 0
+        got = portable.matmul(a, b)
+        assert got.dtype == F32 and got.shape == (M, N)
+        np.testing.assert_array_equal(got, exact_rounded(a, b))
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "interleaved"])
+def test_the_product_does_not_depend_on_the_order_of_additions(order: str, monkeypatch) -> None:
+    cases = [near_midpoints(20, 30, 64), near_midpoints(5, 7, 24)]
+    cases += [(RNG.standard_normal((40, 50)).astype(F32), RNG.standard_normal((50, 24)).astype(F32))]
+    want = [portable.matmul(a, b) for a, b in cases]
+    monkeypatch.setattr(portable, "_product", in_order(order))
+    for (a, b), expected in zip(cases, want, strict=True):
+        np.testing.assert_array_equal(portable.matmul(a, b), expected)
+
+
+def test_the_check_finds_the_elements_near_a_rounding_boundary(monkeypatch) -> None:
+    """near_midpoints' elements are what the fixed-order sum is for: most of them are found,
+    and the orders above would round them apart."""
+    a, b = near_midpoints(20, 30, 64)
+    c = portable._product(a.astype(F64), b.astype(F64))
+    found = portable._near_boundary(c, portable._reach(a, b))
+    assert found.size == c.size
+    apart = [in_order(order)(a.astype(F64), b.astype(F64)).astype(F32)
+             for order in ("ascending", "descending")]  # fmt: skip
+    assert not np.array_equal(*apart)
+
+
+def test_vectors_zero_sizes_non_finite_and_float64() -> None:
+    m, v = RNG.standard_normal((6, 9)).astype(F32), RNG.standard_normal(9).astype(F32)
+    np.testing.assert_array_equal(portable.matmul(m, v), exact_rounded(m, v[:, None])[:, 0])
+    np.testing.assert_array_equal(portable.matmul(v, m.T), exact_rounded(v[None], m.T)[0])
+    assert portable.matmul(np.zeros((0, 3), F32), np.zeros((3, 4), F32)).shape == (0, 4)
+    np.testing.assert_array_equal(portable.matmul(np.ones((2, 0), F32), np.ones((0, 3), F32)), 0)
+    bad = m.copy()
+    bad[1, 2], bad[3, 0] = np.inf, np.nan
+    got = portable.matmul(bad, np.ones((9, 2), F32))
+    assert np.isposinf(got[1]).all() and np.isnan(got[3]).all()
+    np.testing.assert_array_equal(np.delete(got, [1, 3], 0),
+                                  np.delete(exact_rounded(m, np.ones((9, 2), F32)), [1, 3], 0))  # fmt: skip
+    assert not np.signbit(portable.matmul(-np.zeros((1, 2), F32), np.ones((2, 1), F32))).any()
+    d = RNG.standard_normal((3, 4))
+    np.testing.assert_array_equal(portable.matmul(d, d.T), d @ d.T)  # float64: the BLAS's
+    with pytest.raises(TypeError, match="float32 operands"):
+        portable.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16))
+
+
+# --- nothing computes around it ---
+
+PACKAGE = Path(alpha_rl.__file__).parent
+# what NumPy or math computes with a BLAS, a SIMD dispatch or the C library's functions
+UNPORTABLE = {
+    "np": {"dot", "matmul", "einsum", "tensordot", "inner", "vdot", "exp", "exp2", "expm1",
+           "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+           "arcsin", "arccos", "arctan", "arctan2", "power", "float_power", "cbrt", "hypot",
+           "logaddexp", "logaddexp2", "linalg"},
+    "math": {"exp", "expm1", "log", "log1p", "log2", "log10", "pow", "sin", "cos", "tan",
+             "tanh", "sinh", "cosh", "atan", "atan2", "asin", "acos", "hypot", "erf", "gamma"},
+}  # fmt: skip
+# parts of the package whose figures no run's results depend on, and why
+OUTSIDE = {
+    "portable.py": "the portable arithmetic itself",
+    "killcheck": "judges recorded runs (statistics printed to a few digits)",
+    "search": "a hyper-parameter search's sampler and shrinkage (Optuna's own)",
+    "tracking": "the tracking server and stores",
+    "docsite": "the documentation's generators",
+    "build": "the cubins' build",
+    "backend/cuda.py": "the GPU backend",
+}
+# single uses inside the run's code that are not its results
+EXEMPT = {
+    ("reference/mlp.py", "tf32_bound"): "the audit's bound on a GPU product (float64, a bound)",
+}
+
+
+def unportable_calls(path: Path, root: Path = PACKAGE) -> list[str]:
+    """`file:line what` of each call around portable in one module: NumPy or math functions of
+    UNPORTABLE, the @ operator, and ** of a non-literal or an exponent other than 2 (but in
+    the functions EXEMPT)."""
+    name = str(path.relative_to(root))
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exempt = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+              and (name, f.name) in EXEMPT for n in ast.walk(f)}  # fmt: skip
+    found = {f"{name}:{node.lineno} {what}" for node in ast.walk(tree)
+             if id(node) not in exempt and (what := _unportable(node))}  # fmt: skip
+    return sorted(found, key=lambda hit: int(hit.split(":")[1].split()[0]))
+
+
+def _unportable(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        if node.attr in UNPORTABLE.get(node.value.id, ()):
+            return f"{node.value.id}.{node.attr}"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return "@"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        literal = all(_literal(side) for side in (node.left, node.right))  # 2.0**-24: exact
+        squared = isinstance(node.right, ast.Constant) and node.right.value == 2
+        return None if literal or squared else "**"
+    return None
+
+
+def _literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+
+
+def run_modules() -> list[Path]:
+    """The package's modules but those OUTSIDE."""
+    return [path for path in sorted(PACKAGE.rglob("*.py"))
+            if not any(str(path.relative_to(PACKAGE)).startswith(part) for part in OUTSIDE)]  # fmt: skip
+
+
+def test_no_run_computes_around_portable() -> None:
+    """Every product, exp, log, sin, cos, tanh and power of the numpy backend's code path (the
+    oracles, the learner, the markets, the evaluation and the ledgers) goes through portable:
+    np.exp, math.log, @ or ** 1.5 there would round differently on another CPU."""
+    found = [hit for path in run_modules() for hit in unportable_calls(path)]
+    assert not found, f"use alpha_rl.portable instead of: {found}"
+
+
+def test_the_scan_sees_each_kind_of_call(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import math\nimport numpy as np\n\ndef f(a, b, t):\n"
+                      "    x = np.exp(a) + a @ b + a ** t\n"
+                      "    return x + math.tanh(t) + a ** 2 + 2 ** 63 + np.linalg.norm(a)\n")  # fmt: skip
+    hits = unportable_calls(module, tmp_path)
+    assert sorted(h.split(" ")[1] for h in hits) == ["**", "@", "math.tanh", "np.exp", "np.linalg"]
+
+
+def test_portable_imports_nothing_of_the_package() -> None:
+    tree = ast.parse((PACKAGE / "portable.py").read_text(encoding="utf-8"))
+    imported = {alias.name for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= {"__future__", "numpy"}
