@@ -4,6 +4,7 @@ import numpy as np
 
 from alpha_rl.abi import PERCEPTION
 from alpha_rl.kernels.decl import In, Launch, Out, Scalar, Stem
+from alpha_rl.portable import cos, log1p
 from alpha_rl.rng import Stream, draw_uniform
 
 STEM = Stem("perception")
@@ -27,8 +28,8 @@ def projection_weights(seed: int, features: int, hidden: int) -> tuple[np.ndarra
     n = hidden * features
     first = draw_uniform(seed, Stream.INIT, np.arange(n, dtype=np.uint64)).astype(np.float64)
     second = draw_uniform(seed, Stream.INIT, np.arange(n, 2 * n, dtype=np.uint64))
-    radius = np.sqrt(-2.0 * np.log1p(-first))
-    normal = radius * np.cos(2.0 * np.pi * second.astype(np.float64))
+    radius = np.sqrt(-2.0 * log1p(-first))
+    normal = radius * cos(2.0 * np.pi * second.astype(np.float64))
     return (normal / np.sqrt(features)).astype(F32), np.zeros(hidden, dtype=F32)
 
 

@@ -21,13 +21,12 @@ level-0 sizes of its last tick, which see the next move).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market.book import Book
 from alpha_rl.market.config import SyntheticWavesConfig
+from alpha_rl.portable import cos, log1p, sin, tanh
 from alpha_rl.rng import Stream, draw_uniform
 
 # draw kinds: per wave ...
@@ -85,9 +84,9 @@ class _Draws:
 
     def normal_pair(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Two independent [n] standard normals (Box-Muller; 1 - u is in (0, 1]: log is finite)."""
-        radius = np.sqrt(-2.0 * np.log1p(-self.uniform(n, _NORMAL_R)))
+        radius = np.sqrt(-2.0 * log1p(-self.uniform(n, _NORMAL_R)))
         theta = 2.0 * np.pi * self.uniform(n, _NORMAL_THETA)
-        return radius * np.cos(theta), radius * np.sin(theta)
+        return radius * cos(theta), radius * sin(theta)
 
 
 def _wave_trend(cfg: SyntheticWavesConfig, draw: _Draws, T: int) -> np.ndarray:
@@ -116,7 +115,7 @@ def _directions(
     ):
         if is_flat:
             continue
-        p_up = 0.5 * (1.0 - math.tanh(level / (2.0 * revert_ticks)))  # logistic(-level/revert)
+        p_up = 0.5 * (1.0 - float(tanh(level / (2.0 * revert_ticks))))  # logistic(-level/revert)
         signs[w] = 1.0 if u < p_up else -1.0
         level += signs[w] * amp
     return signs

@@ -52,11 +52,15 @@ F32, I32, U8, U64 = 4, 4, 1, 8  # bytes per element
 # brackets) and a whole run's peak, and holds these above them
 INIT_BYTES_PER_PARAM = 80  # init_params: Philox words over P indices, float64 uniforms (76)
 ADAM_BYTES_PER_PARAM = 24  # dqn_adam's float32 temporaries (20)
-SAMPLE_BYTES_PER_ROW = 24_000  # per_sample's lane sums and scans per batch row (21,600)
+SAMPLE_BYTES_PER_ROW = 10_000  # per_sample's children, lane sums and scans per batch row (9,400)
 REBUILD_BYTES_PER_LEAF = 16  # per_tree_reduce's level sums (11.7)
 ENV_BYTES_PER_ENV = 256  # env step, perception, reward diagnostics, HER, push per env (185)
 ENV_BYTES_PER_FEATURE = 16  # ... and per feature of h_t per env (12)
-GEMM_BYTES_PER_VALUE = 10  # a layer's product, bias, ReLU and mask per row and unit (8 to 9)
+# a layer's product (portable.matmul: the float64 product, its bound and its check), bias, ReLU
+# and mask, and a C51 head's softmaxes, per row and unit (29 to 41); a weight gradient's product
+# per weight of the layer (29)
+GEMM_BYTES_PER_VALUE = 48
+GEMM_BYTES_PER_WEIGHT = 32
 
 
 @dataclass(frozen=True)
@@ -215,20 +219,22 @@ def estimate(plan: Plan, isv_size: int) -> Estimate:
 
 def peaks(plan: Plan, layout: NetLayout, obs_dim: int) -> dict[str, int]:
     """The host's peaks above the arrays: the parameters' initialisation, and the NumPy oracles
-    of Adam's step, a batch's sampling, the tree's rebuild, and the env kernels with a forward
-    over the most rows at once (the constants above)."""
+    of Adam's step, a batch's sampling, the tree's rebuild, the env kernels with a forward over
+    the most rows at once, and the largest layer's weight gradient (the constants above)."""
     agent, ev, rp = plan.agent, plan.eval, plan.replay
     params = layout.size * (2 if agent.noisy else 1)
     envs = max(plan.env.num_envs, ev.num_envs, ev.probe.envs)
     rows = max(plan.env.num_envs, 2 * rp.batch_size, ev.num_envs, 2 * ev.probe.size)
     width = max(max(ly.n_in, ly.n_out) for ly in layout.layers)
     step = envs * (ENV_BYTES_PER_ENV + ENV_BYTES_PER_FEATURE * obs_dim)
+    weights = max(ly.n_in * ly.n_out for ly in layout.layers)
     return {
         "initialisation": INIT_BYTES_PER_PARAM * layout.size,
         "Adam step": ADAM_BYTES_PER_PARAM * params,
         "batch sampling": SAMPLE_BYTES_PER_ROW * rp.batch_size,
         "tree rebuild": REBUILD_BYTES_PER_LEAF * rp.capacity,
         "env step": step + GEMM_BYTES_PER_VALUE * rows * width,
+        "weight gradient": GEMM_BYTES_PER_WEIGHT * weights,
     }
 
 
@@ -320,6 +326,7 @@ def keys_to_lower(plan: Plan, part: str) -> str:
         "initialisation": hidden,
         "peak of the initialisation": hidden,
         "peak of the Adam step": hidden,
+        "peak of the weight gradient": hidden,
         "peak of the batch sampling": f"replay.batch_size={rp.batch_size}",
         "peak of the tree rebuild": f"replay.capacity_log2={rp.capacity_log2}",
         "peak of the env step": f"env.num_envs={B}, eval.num_envs={ev.num_envs} or {hidden}",

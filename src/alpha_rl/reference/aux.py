@@ -2,9 +2,9 @@
 controller of w_aux_align (DESIGN §7).
 
 The contract is the kernel file's header. The bias and the controller are the same float32
-operations (no fused multiply-add); the aux signal's dot product and exp, and the gradient's sum,
-round apart from the device's, so they agree to a few parts in 10^6. Every function works in its
-inputs' dtype (float64 for gradient checks).
+operations (no fused multiply-add); the aux signal's dot product and exp (alpha_rl.portable's),
+and the gradient's sum, round apart from the device's, so they agree to a few parts in 10^6.
+Every function works in its inputs' dtype (float64 for gradient checks).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import CONSTANTS, ENV_ACTIONS
+from alpha_rl.portable import exp, matmul
 from alpha_rl.reference.dqn import adam_step, target_sync
 
 F32 = np.float32
@@ -23,8 +24,8 @@ LONG, SHORT = ENV_ACTIONS["ACTION_LONG"], ENV_ACTIONS["ACTION_SHORT"]
 def aux_signal(h, aux_w, M: int, H: int) -> np.ndarray:
     """aux = 2 sigmoid(aux_w . h + b) - 1 per row, in h's dtype."""
     x = h[: M * H].reshape(M, H)
-    z = x @ aux_w[:H].astype(x.dtype) + x.dtype.type(aux_w[H])
-    return (2 / (1 + np.exp(-z)) - 1).astype(x.dtype)
+    z = matmul(x, aux_w[:H].astype(x.dtype)) + x.dtype.type(aux_w[H])
+    return (2 / (1 + exp(-z)) - 1).astype(x.dtype)
 
 
 def aux_alpha_bias(h, aux_w, w, q, aux_out, M, H) -> None:

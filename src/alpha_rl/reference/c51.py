@@ -2,11 +2,11 @@
 
 The contract is the kernel file's header. The atoms and the projection's weights are the same
 float32 operations as the kernels', and the projection adds its terms in the same order; the
-softmaxes' exp and log are float32 NumPy's and the device's warp sums add in another order, so
-results agree with the GPU's to a few parts in 10^6. c51_project's greedy action is the argmax of
-c51_q's own sums on the device, so where two actions' Q lie within an ulp or two it may differ from
-this oracle's (whose exp is NumPy's). Every function works in its inputs' dtype (float64 for
-gradient checks).
+softmaxes' exp and log are alpha_rl.portable's (the same on every CPU) and the device's warp
+sums add in another order, so results agree with the GPU's to a few parts in 10^6.
+c51_project's greedy action is the argmax of c51_q's own sums on the device, so where two
+actions' Q lie within an ulp or two it may differ from this oracle's (whose exp is portable's).
+Every function works in its inputs' dtype (float64 for gradient checks).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import CONSTANTS
+from alpha_rl.portable import exp, log
 from alpha_rl.reference.dqn import td_loss_slots
 
 F32 = np.float32
@@ -32,14 +33,14 @@ def atoms(v_min: float, v_max: float, Z: int, dtype=F32) -> np.ndarray:
 def softmax(logits: np.ndarray, M: int, Z: int, A: int) -> np.ndarray:
     """p [M, Z, A]: the softmax over atoms of each (row, action)."""
     x = logits[: M * Z * A].reshape(M, Z, A)
-    e = np.exp(x - x.max(axis=1, keepdims=True))
+    e = exp(x - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
 def expected_q(logits: np.ndarray, M: int, Z: int, A: int, v_min: float, v_max: float):
     """Q [M, A] = sum_j p_j z_j, the atoms added in order."""
     x = logits[: M * Z * A].reshape(M, Z, A)
-    e = np.exp(x - x.max(axis=1, keepdims=True))
+    e = exp(x - x.max(axis=1, keepdims=True))
     z = atoms(v_min, v_max, Z, x.dtype)
     s, sz = np.zeros((M, A), x.dtype), np.zeros((M, A), x.dtype)
     for j in range(Z):
@@ -94,13 +95,13 @@ def c51_loss(logits_t, action, m, weight, synthetic, delta, dlogits, isv, done, 
     a = action[:M]
     row = x[np.arange(M), :, a]  # [M, Z]
     shifted = row - row.max(axis=1, keepdims=True)
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    log_p = shifted - log(exp(shifted).sum(axis=1, keepdims=True))
     target = m[: M * Z].reshape(M, Z)
     ce = -(target * log_p).sum(axis=1)
     mass = target.sum(axis=1)
     grad = np.zeros((M, Z, A), dt)
     w = weight[:M]
-    grad[np.arange(M), :, a] = (w / dt.type(M))[:, None] * (np.exp(log_p) * mass[:, None] - target)
+    grad[np.arange(M), :, a] = (w / dt.type(M))[:, None] * (exp(log_p) * mass[:, None] - target)
     dlogits[: M * Z * A] = grad.ravel()
     delta[:M] = ce
     td_loss_slots(isv, ce, w, synthetic, M, loss_idx, real_idx, synthetic_idx, frac_idx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import DQN
+from alpha_rl.portable import exp, log, matmul, power
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
@@ -111,8 +112,8 @@ def adam_step(g, counters, m, v, p, lr, beta1, beta2, eps) -> np.ndarray:
     b1, b2 = F32(beta1), F32(beta2)
     m[:] = b1 * m + (F32(1) - b1) * g
     v[:] = b2 * v + (F32(1) - b2) * g * g
-    m_hat = m / (F32(1) - np.power(b1, t))
-    v_hat = v / (F32(1) - np.power(b2, t))
+    m_hat = m / (F32(1) - power(b1, t))
+    v_hat = v / (F32(1) - power(b2, t))
     return p - F32(lr) * m_hat / (np.sqrt(v_hat) + F32(eps))
 
 
@@ -152,10 +153,11 @@ def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, eps_start, 
 
 
 def aux_predict(h, w, p_up, B, H) -> None:
-    """p_up = sigmoid(w[H] + h @ w[:H])."""
+    """p_up = sigmoid(w[H] + h @ w[:H]): the product in float32 (portable.matmul), the rest in
+    float64."""
     B, H = int(B), int(H)
-    z = h[: B * H].reshape(B, H).astype(np.float64) @ w[:H].astype(np.float64) + w[H]
-    p_up[:B] = (1.0 / (1.0 + np.exp(-z))).astype(F32)
+    z = matmul(h[: B * H].reshape(B, H), w[:H]).astype(np.float64) + np.float64(w[H])
+    p_up[:B] = (1.0 / (1.0 + exp(-z))).astype(F32)
 
 
 def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, lr,
@@ -169,9 +171,10 @@ def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, 
     y = (up > before).astype(np.float64)[labeled]
     p = p_up[:B].astype(np.float64)[labeled]
     hl = h[: B * H].reshape(B, H).astype(np.float64)[labeled]
-    g = np.concatenate([(p - y) @ hl, [(p - y).sum()]]) / labeled.sum()
+    # the rows added one by one (exact float32 products in float64, a fixed order)
+    g = np.concatenate([((p - y)[:, None] * hl).sum(axis=0), [(p - y).sum()]]) / labeled.sum()
     pc = np.clip(p, 1e-7, 1 - 1e-7)
-    loss = -(y * np.log(pc) + (1 - y) * np.log(1 - pc)).mean()
+    loss = -(y * log(pc) + (1 - y) * log(1 - pc)).mean()
     w[: H + 1] = (w[: H + 1].astype(np.float64) - float(lr) * g).astype(F32)
     if isv is not None and loss_idx >= 0:
         isv[loss_idx] = loss

@@ -1,11 +1,15 @@
 """Oracle of cuda/mlp.cu: dense layers of the Q-network. Works in the arrays' own dtype, so the
-same functions run the float32 numpy backend and float64 gradient checks."""
+same functions run the float32 numpy backend and float64 gradient checks. A float32 product is
+alpha_rl.portable.matmul's: each element the float32 rounding of its float64 sum that every
+order of additions agrees on, the same with any BLAS (the kernels add in k order in float32, so
+a GPU test holds them to a bound, not bits)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from alpha_rl.abi import MLP
+from alpha_rl.portable import matmul
 
 
 def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
@@ -17,7 +21,7 @@ def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
 def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
     """C[M, N] = op(A) @ op(B) (+ bias) (ReLU if relu) (* (mask > 0))."""
     M, N, K = int(M), int(N), int(K)
-    out = _op(A, M, K, trans_a) @ _op(B, K, N, trans_b)
+    out = matmul(_op(A, M, K, trans_a), _op(B, K, N, trans_b))
     if bias is not None:
         out = out + bias[:N]
     if relu:
@@ -103,7 +107,7 @@ def mlp_gemm_partial(A, B, P, M, N, K, trans_a, trans_b, splits) -> None:
     a, b, chunk = _op(A, M, K, trans_a), _op(B, K, N, trans_b), split_chunk(K, splits)
     for s in range(splits):
         lo, hi = min(K, s * chunk), min(K, (s + 1) * chunk)
-        P[s * M * N : (s + 1) * M * N] = (a[:, lo:hi] @ b[lo:hi, :]).ravel()
+        P[s * M * N : (s + 1) * M * N] = matmul(a[:, lo:hi], b[lo:hi, :]).ravel()
 
 
 def mlp_gemm_pair(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> None:

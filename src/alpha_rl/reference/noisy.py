@@ -1,8 +1,9 @@
 """Oracle of cuda/noisy.cu: factorised Gaussian noisy layers (DESIGN §7).
 
 The contract is the kernel file's header. The draws are the shared counter RNG's, bit for bit;
-the Gaussian's log and cos are float32 NumPy's, which may round an ulp away from the device's
-logf and cosf, so a composed weight agrees with the GPU's to about one part in 10^6.
+the Gaussian's log and cos are alpha_rl.portable's (float64, rounded to float32 once, the same on
+every CPU), which may round an ulp away from the device's logf and cosf, so a composed weight
+agrees with the GPU's to about one part in 10^6.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import CONSTANTS
+from alpha_rl.portable import cos, log
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
@@ -24,8 +26,8 @@ def noise_unit(seed: int, draw: int, N: int, unit: np.ndarray) -> np.ndarray:
     index = np.uint64(2) * (np.uint64(draw) * np.uint64(N) + unit.astype(np.uint64))
     u1 = rng_uniform(seed, Stream.NOISE, index)
     u2 = rng_uniform(seed, Stream.NOISE, index + np.uint64(1))
-    radius = np.sqrt(F32(-2) * np.log(F32(1) - u1))
-    g = radius * np.cos(TWO_PI * u2)
+    radius = np.sqrt(F32(-2) * log(F32(1) - u1))
+    g = radius * cos(TWO_PI * u2)
     return np.copysign(np.sqrt(np.abs(g)), g).astype(F32)
 
 

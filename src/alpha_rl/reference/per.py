@@ -4,7 +4,8 @@ The kernels' header states the contract; this file reproduces it operation for o
 slots in row order at the write head; tree levels summed in the kernel's order (four strided
 adds per thread, then halving 256 -> 1); the sampling descent with its per-lane sums,
 Hillis-Steele scan of the lanes and in-lane scan, all in float32, so the same leaves are drawn.
-Only powf (leaf values, importance weights) may differ from NumPy's power by an ulp.
+Only powf (leaf values, importance weights) may differ from alpha_rl.portable's power by an
+ulp.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import PER
+from alpha_rl.portable import power
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
@@ -70,7 +72,7 @@ def write_rows(rows, slots, h_t, h_tp1, H, s_h_t, s_h_tp1) -> None:
 def boosted_leaf(max_leaf: np.ndarray, boost: float, alpha: float) -> np.float32:
     """Leaf of a synthetic transition: boost^alpha times the new-transition leaf."""
     base = new_leaf(max_leaf)
-    return base if boost == 1 else np.power(F32(boost), F32(alpha)) * base
+    return base if boost == 1 else power(F32(boost), F32(alpha)) * base
 
 
 def per_push(
@@ -96,7 +98,7 @@ def per_push(
     if priority is None:
         leaves[dst] = new_leaf(max_leaf)
     else:
-        leaves[dst] = np.power(priority[rows].astype(F32), F32(alpha))
+        leaves[dst] = power(priority[rows].astype(F32), F32(alpha))
 
 
 def per_tree_reduce(in_sum, in_max, out_sum, out_max, n_in, n_out) -> None:
@@ -120,15 +122,25 @@ def per_tree_reduce(in_sum, in_max, out_sum, out_max, n_in, n_out) -> None:
     out_max[:n_out] = top.max(axis=1)
 
 
+def _blocks(children: np.ndarray, n_child: int, node: np.ndarray) -> np.ndarray:
+    """[m, LANES, 32] float32: the FANOUT children of each node (0 past n_child)."""
+    whole = n_child // FANOUT
+    table = children[: whole * FANOUT].reshape(whole, LANES, 32)
+    rest = np.zeros((2, LANES, 32), F32)  # the part-filled block, then one past every child
+    rest.reshape(2, FANOUT)[0, : n_child - whole * FANOUT] = children[whole * FANOUT : n_child]
+    vals = np.empty((len(node), LANES, 32), F32)
+    inside = node < whole
+    vals[inside] = table[node[inside]]
+    vals[~inside] = rest[np.minimum(node[~inside] - whole, 1)]
+    return vals
+
+
 def _descend(children: np.ndarray, n_child: int, node: np.ndarray, u: np.ndarray):
     """(child, running sum before it) for each sample, as one warp of the kernel finds them."""
     m = len(node)
-    index = node[:, None] * FANOUT + np.arange(FANOUT)
-    vals = np.where(index < n_child, children[np.minimum(index, n_child - 1)], F32(0))
-    vals = vals.astype(F32).reshape(m, LANES, 32)
-    lane_sum = np.zeros((m, LANES), F32)
-    for j in range(32):
-        lane_sum = lane_sum + vals[:, :, j]
+    vals = _blocks(children, n_child, node)
+    # each lane's 32 values added one by one (an accumulate is sequential, as the lane's loop)
+    lane_sum = np.cumsum(vals, axis=2, dtype=F32)[:, :, -1]
     inclusive = lane_sum.copy()
     offset = 1
     while offset < LANES:
@@ -142,20 +154,16 @@ def _descend(children: np.ndarray, n_child: int, node: np.ndarray, u: np.ndarray
     last_positive = LANES - 1 - np.argmax(positive[:, ::-1], axis=1)
     chosen = np.where(hit.any(axis=1), np.argmax(hit, axis=1), last_positive)
     rows = np.arange(m)
-    run = exclusive[rows, chosen]
     lane_vals = vals[rows, chosen, :]
-    pick, last = np.full(m, -1), np.full(m, -1)
-    pick_before, last_before = np.zeros(m, F32), np.zeros(m, F32)
-    for j in range(32):
-        prev, v = run, lane_vals[:, j]
-        run = run + v
-        pos = v > 0
-        last, last_before = np.where(pos, j, last), np.where(pos, prev, last_before)
-        new = (pick < 0) & pos & (u < run)
-        pick, pick_before = np.where(new, j, pick), np.where(new, prev, pick_before)
-    missing = pick < 0
-    pick, pick_before = np.where(missing, last, pick), np.where(missing, last_before, pick_before)
-    return node * FANOUT + chosen * 32 + pick, pick_before.astype(F32)
+    # run[:, j] is the running sum before value j of the chosen lane, run[:, j + 1] after it
+    run = np.cumsum(np.concatenate([exclusive[rows, chosen][:, None], lane_vals], axis=1),
+                    axis=1, dtype=F32)  # fmt: skip
+    pos = lane_vals > 0
+    first = pos & (u[:, None] < run[:, 1:])
+    last = np.where(pos.any(axis=1), 31 - np.argmax(pos[:, ::-1], axis=1), -1)
+    pick = np.where(first.any(axis=1), np.argmax(first, axis=1), last)
+    before = np.where(pick >= 0, run[rows, np.maximum(pick, 0)], F32(0))
+    return node * FANOUT + chosen * 32 + pick, before.astype(F32)
 
 
 def _draw(leaves, tree, layout, frac, size, total) -> tuple[np.ndarray, np.ndarray]:
@@ -199,8 +207,8 @@ def per_sample(
         weights[:M] = 0
         state[STATUS] = state[STATUS] | np.uint64(STATUS_EMPTY_SAMPLE)
     else:
-        w_max = np.power(F32(size) * p.min(), -beta)
-        weights[:M] = np.power(F32(size) * p, -beta) / w_max
+        w_max = power(F32(size) * p.min(), -beta)
+        weights[:M] = power(F32(size) * p, -beta) / w_max
     if isv is not None and beta_idx >= 0:
         isv[beta_idx] = beta
     state[SAMPLE_EPOCH] = np.uint64(epoch + 1)
@@ -215,7 +223,7 @@ def per_update(indices, delta, leaves, max_leaf, M, alpha, eps) -> None:
     _, first_reversed = np.unique(idx[::-1], return_index=True)
     last[M - 1 - first_reversed] = True
     keep = last & (idx >= 0)
-    values = np.power(np.abs(delta[:M]) + F32(eps), F32(alpha)).astype(F32)
+    values = power(np.abs(delta[:M]) + F32(eps), F32(alpha)).astype(F32)
     leaves[idx[keep]] = values[keep]
     if keep.any():
         max_leaf[0] = max(F32(max_leaf[0]), values[keep].max())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import PERCEPTION
+from alpha_rl.portable import cos, log1p, tanh
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
@@ -34,7 +35,7 @@ def projection_weights(seed: int, features: int, hidden: int) -> tuple[np.ndarra
     count = hidden * features
     u1 = rng_uniform(seed, Stream.INIT, np.arange(count, dtype=np.uint64)).astype(np.float64)
     u2 = rng_uniform(seed, Stream.INIT, np.arange(count, 2 * count, dtype=np.uint64))
-    normal = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2.astype(np.float64))
+    normal = np.sqrt(-2.0 * log1p(-u1)) * cos(2.0 * np.pi * u2.astype(np.float64))
     weights = (normal / np.sqrt(features)).astype(F32)
     return weights, np.zeros(hidden, dtype=F32)
 
@@ -100,4 +101,4 @@ def perception_observe(
     acc = np.broadcast_to(proj_b[:H], (n, H)).astype(F32)
     for f in range(F):  # in order of the features, as the kernel sums them
         acc = acc + weights[:, f] * x[:, f : f + 1]
-    out[:] = np.tanh(acc)
+    out[:] = tanh(acc)
