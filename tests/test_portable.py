@@ -95,7 +95,13 @@ def in_order(order: str):
     """A float64 product a @ b adding each element's exact products in another order, as another
     BLAS kernel would: k ascending, k descending, or in four interleaved accumulators."""
 
-    def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty(a.shape[:-1] + b.shape[-1:]) if out is None else out
+        for i in np.ndindex(a.shape[:-2]):  # a stack one by one
+            out[i] = summed(a[i], b[i])
+        return out
+
+    def summed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         terms = a[:, :, None] * b[None, :, :]  # [M, K, N], exact for float32 values
         if order == "descending":
             terms = terms[:, ::-1]
@@ -150,12 +156,32 @@ def test_the_check_finds_the_elements_near_a_rounding_boundary(monkeypatch) -> N
     """near_midpoints' elements are what the fixed-order sum is for: most of them are found,
     and the orders above would round them apart."""
     a, b = near_midpoints(20, 30, 64)
-    c = portable._product(a.astype(F64), b.astype(F64))
-    found = portable._near_boundary(c, portable._reach(a, b))
+    a64, b64 = a.astype(F64), b.astype(F64)
+    c = portable._product(a64, b64)
+    found = portable._near_boundary(c, *portable._reach(a[None], b[None]), np.empty(c.shape, F32))
     assert found.size == c.size
     apart = [in_order(order)(a.astype(F64), b.astype(F64)).astype(F32)
              for order in ("ascending", "descending")]  # fmt: skip
     assert not np.array_equal(*apart)
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_exact_zeros_are_zeros_and_a_cancelled_sum_is_not_one(order: str, monkeypatch) -> None:
+    """A ReLU's zeros and a sparse gradient make many elements whose products are all 0: +0
+    in any order. An element whose products 1, -1, 2^-60 sum to 0 in one order (2^-60 lost) and
+    to 2^-60 in another is not such a zero: it is added in the fixed order, 2^-60 either way."""
+    a = RNG.standard_normal((30, 40)).astype(F32)
+    b = RNG.standard_normal((40, 20)).astype(F32)
+    a[a < 0.8], b[b < 0.8] = 0, 0
+    b[:, 0] = 0
+    a[0, :3], b[:3, 1] = [1, -1, 2.0**-30], [1, 1, 2.0**-30]
+    a[0, 3:], b[3:, 1] = 0, 0
+    want = exact_rounded(a, b)
+    assert want[0, 1] == F32(2.0**-60)
+    monkeypatch.setattr(portable, "_product", in_order(order))
+    got = portable.matmul(a, b)
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got[got == 0]).any() and (got[:, 0] == 0).all()
 
 
 def test_vectors_zero_sizes_non_finite_and_float64() -> None:
@@ -267,4 +293,4 @@ def test_portable_imports_nothing_of_the_package() -> None:
     nodes = list(ast.walk(tree))
     imported = {alias.name for n in nodes if isinstance(n, ast.Import) for alias in n.names}
     imported |= {n.module for n in nodes if isinstance(n, ast.ImportFrom) and n.module}
-    assert imported <= {"__future__", "numpy"}
+    assert imported <= {"__future__", "math", "numpy", "threading"}

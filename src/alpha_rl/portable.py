@@ -11,7 +11,8 @@ them would then depend on the machine. Here instead:
   exact sum. An element whose float32 rounding all such values share takes it (the float32
   nearest the exact sum's float64 rounding); the rare one lying near a float32 rounding boundary
   is added again here in NumPy's fixed pairwise order (`_add_in_order`), which every BLAS's
-  order would round alike wherever it rounds unambiguously. No BLAS's order reaches the result.
+  order would round alike wherever it rounds unambiguously, but an element all of whose products
+  are 0, which is +0 in any order. No BLAS's order reaches the result.
 - `exp`, `log`, `log1p`, `expm1`, `sin`, `cos`, `tanh` and `power` are fdlibm's algorithms
   written with +, -, *, / and NumPy's rint, frexp and ldexp, which IEEE 754 rounds the same on
   every CPU (NumPy does not fuse a multiply and an add across two ufunc calls), in float64, so
@@ -24,82 +25,150 @@ contiguous axis, one by one across rows) is NumPy's C code, not a SIMD dispatch'
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 
 F32, F64 = np.float32, np.float64
 
 # ---------------------------------------------------------------- products
 
-_product = np.matmul  # the BLAS's float64 product (its order of additions is its own)
+_product = np.matmul  # the BLAS's float64 product, into `out` (its order of additions is its own)
+# float64 elements of a product checked at once (512 KiB: a block's passes stay in the cache)
+CHECK_BLOCK = 1 << 16
+_work = threading.local()  # each thread's float64 operands, product and check blocks, reused
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a [M, K] @ b [K, N] (a or b 1-D as in `@`) of float32 operands, in float32, the same on
-    every CPU and BLAS (module docstring). Float64 operands (the gradient checks' dtype; no run
+def _buffer(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """This thread's scratch array `name` of `shape`: grown to the largest asked for and kept,
+    so a product's temporaries cost no fresh pages (a pack's judges run oracles in threads)."""
+    buffers = _work.__dict__.setdefault("buffers", {})
+    size = int(np.prod(shape))
+    held = buffers.get((name, dtype))
+    if held is None or held.size < size:
+        held = buffers[(name, dtype)] = np.empty(size, dtype)
+    return held[:size].reshape(shape)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """a [..., M, K] @ b [..., K, N] (a or b 1-D as in `@`; a stack of S products as one) of
+    float32 operands, in float32, the same on every CPU and BLAS (module docstring); into `out`
+    (float32, C-contiguous) when given. Float64 operands (the gradient checks' dtype; no run
     computes in float64) are multiplied as `@` does."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype == F64 or b.dtype == F64:
-        return a @ b
+        return np.matmul(a, b, out=out)
     if a.dtype != F32 or b.dtype != F32:
         raise TypeError(f"matmul: float32 operands expected, got {a.dtype} and {b.dtype}")
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    out = _matmul2(a2, b2)
-    if b.ndim == 1:
-        out = out[:, 0]
-    return out[0] if a.ndim == 1 else out
+    a3 = a.reshape(1, 1, -1) if a.ndim == 1 else a.reshape((math.prod(a.shape[:-2]), *a.shape[-2:]))
+    b3 = b.reshape(1, -1, 1) if b.ndim == 1 else b.reshape((math.prod(b.shape[:-2]), *b.shape[-2:]))
+    shape = (max(len(a3), len(b3)), a3.shape[1], b3.shape[2])
+    if len(a3) != len(b3):  # one operand for the whole stack
+        a3, b3 = (np.broadcast_to(x, shape[:1] + x.shape[1:]) for x in (a3, b3))
+    into = np.empty(shape, F32) if out is None else out
+    _stack(a3, b3, into.reshape(shape))
+    if out is not None:
+        return out
+    if a.ndim == 1 or b.ndim == 1:
+        return into.reshape(-1) if a.ndim + b.ndim > 2 else into.reshape(())[()]
+    return into.reshape(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + shape[1:])
 
 
-def _matmul2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The float32 [M, N] product of 2-D float32 a [M, K] and b [K, N] (see `matmul`)."""
-    M, K = a.shape
-    N = b.shape[1]
-    if M == 0 or N == 0 or K == 0:
-        return np.zeros((M, N), F32)
-    c = _product(a.astype(F64), b.astype(F64))
-    out = c.astype(F32)
-    near = _near_boundary(c, _reach(a, b))
-    near = near[np.isfinite(c.reshape(-1)[near])]  # inf and NaN are the same in any order
-    _add_in_order(a, b, near, out)
-    np.add(out, F32(0), out=out)  # an exact zero is +0 whatever order produced it
-    return out
+def _stack(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out [S, M, N] = the float32 products of float32 a [S, M, K] and b [S, K, N] (see
+    `matmul`): one float64 product of the stack, checked as S M rows."""
+    S, M, K = a.shape
+    N = b.shape[2]
+    if out.size == 0 or K == 0:
+        out[...] = 0  # a sum of no products
+        return
+    a64, b64 = a.astype(F64), b.astype(F64)
+    c = _product(a64, b64, out=_buffer("c", (S, M, N), F64)).reshape(S * M, N)
+    flat = out.reshape(S * M, N)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf and NaN operands go on as such
+        T, scale = _reach(a, b)
+        near = _near_boundary(c, T, scale, flat)
+    if near.size:
+        finite = np.isfinite(c.reshape(-1)[near])  # inf and NaN are the same in any order
+        flat.reshape(-1)[near[~finite]] = c.reshape(-1)[near[~finite]]
+        rows, cols = a64.reshape(S * M, K), b64.transpose(0, 2, 1)  # the copies: out may be a, b
+        near = _drop_exact_zeros(rows, cols, M, T, c, near[finite], flat)
+        _add_in_order(rows, cols, M, near, flat)
 
 
-def _reach(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[M, N] float64 bounds on how far two float64 sums of an element's products, in any
-    orders, may lie apart, the rounding of c +- reach included: 2 (K + 2) 2^-53 T, T >=
-    sum_k |a_ik b_kj| from the float32 product |a| |b| (any order within K 2^-24 of its exact
-    sum, each product's underflow within 2^-149: T = |a||b| (1 + K 2^-23) + K 2^-148). An
-    element whose products are all 0 thus has reach 0."""
-    K = a.shape[1]
-    scale = 2 * (K + 2) * 2.0**-53
-    reach = np.multiply(np.abs(a) @ np.abs(b), scale * (1 + K * 2.0**-23), dtype=F64)
-    return np.add(reach, scale * K * 2.0**-148, out=reach)
+def _reach(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """(T [S M] float32, scale): how far two float64 sums of the products of an element of row
+    (s, i), in any orders, may lie apart, the rounding of c +- reach included, is at most T_si
+    scale: 2 (K + 2) 2^-53 sum_k |a_sik| max |b| >= 2 (K + 2) 2^-53 sum_k |a_sik b_skj| (products
+    of float32 values are exact in float64, any order's sum lies within K 2^-53 of them: the 2 of
+    K + 2 holds that). T's float32 sums lie within K 2^-24 of theirs: the scale is raised by
+    that; T_si = 0 is a row of zeros. An inf or NaN operand makes a row's reach inf or NaN: each
+    of its elements is checked again."""
+    K = a.shape[2]
+    largest = max(float(b.max()), -float(b.min())) if b.size else 0.0
+    T = np.abs(a).reshape(-1, K) @ np.ones(K, F32)
+    return T, largest * (1 + K * 2.0**-23) * 2 * (K + 2) * 2.0**-53
 
 
-def _near_boundary(c: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """Flat indices of c [M, N] whose interval c_ij +- reach_ij (reach [M, 1] or [M, N]) holds
-    a float32 rounding boundary (or is not finite). Elsewhere every value of the interval, each
-    order's float64 sum of the element's products among them, rounds to the same float32."""
-    lo, hi = np.empty(c.shape, F32), np.empty(c.shape, F32)
-    with np.errstate(invalid="ignore", over="ignore"):  # each rounded once more, to float32
-        np.subtract(c, reach, out=lo, casting="same_kind")
-        np.add(c, reach, out=hi, casting="same_kind")
-    differ = lo != hi  # NaN != NaN: non-finite ones are found too
-    return np.flatnonzero(differ) if differ.any() else np.zeros(0, np.intp)
+def _near_boundary(c: np.ndarray, T: np.ndarray, scale: float, out: np.ndarray) -> np.ndarray:
+    """Flat indices of c [R, N] whose interval c_rj +- reach holds a float32 rounding boundary
+    (or is not finite), reach = max T_r scale over a block of rows; elsewhere every value of
+    the interval, each order's float64 sum of the element's products among them, rounds to the
+    same float32 as c_rj, written to out (c + reach rounded: an exact zero is +0). Each block's
+    passes stay in the cache."""
+    R, N = c.shape
+    rows = max(1, CHECK_BLOCK // N)
+    lo = _buffer("lo", (min(rows, R), N), F32)
+    differ = _buffer("differ", (min(rows, R), N), np.bool_)
+    found = []
+    for start in range(0, R, rows):
+        stop = min(R, start + rows)
+        n, block, into = stop - start, c[start:stop], out[start:stop]
+        reach = float(T[start:stop].max()) * scale
+        np.add(block, reach, out=into, casting="same_kind")
+        np.subtract(block, reach, out=lo[:n], casting="same_kind")
+        if np.not_equal(lo[:n], into, out=differ[:n]).any():  # NaN != NaN: found too
+            found.append(np.flatnonzero(differ[:n]) + start * N)
+    return np.concatenate(found) if found else np.zeros(0, np.intp)
 
 
-def _add_in_order(a: np.ndarray, b: np.ndarray, near: np.ndarray, out: np.ndarray) -> None:
+def _drop_exact_zeros(
+    rows: np.ndarray, cols: np.ndarray, M: int, T: np.ndarray, c: np.ndarray, near: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """`near` but the elements all of whose products are 0 (a dead unit's row, a sparse
+    gradient's), set to +0 as they are in every order: a row of zeros (T = 0), a column of zeros,
+    else tested bit by bit on packed masks of the nonzero entries. rows [S M, K] and cols
+    [S, N, K] are the float64 operands; out and c [S M, N]."""
+    maybe = np.flatnonzero(c.reshape(-1)[near] == 0)
+    if not maybe.size:
+        return near
+    r, j = np.divmod(near[maybe], c.shape[1])
+    s = r // M
+    empty_cols = ~cols.any(axis=2)  # [S, N]
+    zero = (T[r] == 0) | empty_cols[s, j]
+    rest = np.flatnonzero(~zero)
+    if rest.size:
+        packed_rows, packed_cols = np.packbits(rows != 0, axis=-1), np.packbits(cols != 0, axis=-1)
+        nothing = ~(packed_rows[r[rest]] & packed_cols[s[rest], j[rest]]).any(axis=1)
+        zero[rest[nothing]] = True
+    out.reshape(-1)[near[maybe[zero]]] = 0
+    return np.delete(near, maybe[zero])
+
+
+def _add_in_order(
+    rows: np.ndarray, cols: np.ndarray, M: int, near: np.ndarray, out: np.ndarray
+) -> None:
     """out's elements at flat indices `near` from their products (exact in float64) added in
     NumPy's fixed pairwise order: within K 2^-53 sum|a_k b_k| of the exact sum, as every order
     is, so each rounds to the float32 that any order's sum does wherever that is unambiguous."""
-    N, K = out.shape[1], a.shape[1]
+    N, K = out.shape[1], rows.shape[1]
     per = max(1, (1 << 18) // K)  # elements whose products are held at once
-    flat, rows_of_b = out.reshape(-1), b.T
+    flat = out.reshape(-1)
     for start in range(0, near.size, per):
-        i, j = np.divmod(near[start : start + per], N)
-        terms = a[i].astype(F64) * rows_of_b[j].astype(F64, order="C")
-        flat[near[start : start + per]] = terms.sum(axis=1)
+        r, j = np.divmod(near[start : start + per], N)
+        flat[near[start : start + per]] = (rows[r] * cols[r // M, j]).sum(axis=1)
 
 
 # ---------------------------------------------------------------- elementwise functions
@@ -138,14 +207,18 @@ def _exp64(x: np.ndarray) -> np.ndarray:
     P1, P2, P3 = 1.66666666666666019037e-01, -2.77777777770155933842e-03, 6.61375632143793436117e-05
     P4, P5 = -1.65339022054652515390e-06, 4.13813679705723846039e-08
     with np.errstate(invalid="ignore", over="ignore"):
-        k = np.rint(np.clip(x, -746.0, 710.0) * _INV_LN2)
-        k = np.where(np.isnan(k), 0.0, k)
+        normal = bool(np.all(np.abs(x) <= 707.0))  # no inf, NaN, overflow or subnormal result
+        k = np.rint(x * _INV_LN2) if normal else np.rint(np.clip(x, -746.0, 710.0) * _INV_LN2)
+        if not normal:
+            k = np.where(np.isnan(k), 0.0, k)
         hi = x - k * _LN2_HI  # k * _LN2_HI is exact (|k| < 2^11, 32-bit constant)
         lo = k * _LN2_LO
         r = hi - lo
         t = r * r
         c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))))
         y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+        if normal:
+            return np.ldexp(y, k.astype(np.int64))
         # two steps of 2^(k/2): neither overflows before the result does, subnormals round once
         half = np.trunc(k / 2.0)
         out = np.ldexp(np.ldexp(y, half.astype(np.int64)), (k - half).astype(np.int64))
@@ -159,8 +232,9 @@ def _log64(x: np.ndarray) -> np.ndarray:
     Lg1, Lg2, Lg3 = 6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01
     Lg4, Lg5 = 2.222219843214978396e-01, 1.818357216161805012e-01
     Lg6, Lg7 = 1.531383769920937332e-01, 1.479819860511658591e-01
-    finite = np.isfinite(x) & (x > 0)
-    m, e = np.frexp(np.where(finite, x, 1.0))  # x = m 2^e, m in [0.5, 1)
+    finite = (x > 0) & (x < np.inf)  # NaN too is neither
+    plain = bool(finite.all())
+    m, e = np.frexp(x if plain else np.where(finite, x, 1.0))  # x = m 2^e, m in [0.5, 1)
     small = m < 0.7071067811865476
     m = np.where(small, m * 2.0, m)
     e = (e - small).astype(F64)  # m in [sqrt(2)/2, sqrt(2))
@@ -171,6 +245,8 @@ def _log64(x: np.ndarray) -> np.ndarray:
     R = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7))) + w * (Lg2 + w * (Lg4 + w * Lg6))
     hfsq = 0.5 * f * f
     out = e * _LN2_HI - ((hfsq - (s * (hfsq + R) + e * _LN2_LO)) - f)
+    if plain:
+        return out
     with np.errstate(invalid="ignore"):
         out = np.where(finite, out, np.where(x == 0, -np.inf, np.where(x > 0, x, np.nan)))
     return np.where(np.isnan(x), x, out)

@@ -21,14 +21,14 @@ def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
 def mlp_gemm(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu) -> None:
     """C[M, N] = op(A) @ op(B) (+ bias) (ReLU if relu) (* (mask > 0))."""
     M, N, K = int(M), int(N), int(K)
-    out = matmul(_op(A, M, K, trans_a), _op(B, K, N, trans_b))
+    out = C[: M * N].reshape(M, N)
+    matmul(_op(A, M, K, trans_a), _op(B, K, N, trans_b), out=out)
     if bias is not None:
-        out = out + bias[:N]
+        np.add(out, bias[:N], out=out)
     if relu:
-        out = np.fmax(out, 0)  # as the kernels' fmaxf: a NaN becomes 0
+        np.fmax(out, 0, out=out)  # as the kernels' fmaxf: a NaN becomes 0
     if mask is not None:
-        out = np.where(mask[: M * N].reshape(M, N) > 0, out, 0)
-    C[: M * N] = out.ravel()
+        out[mask[: M * N].reshape(M, N) <= 0] = 0
 
 
 mlp_gemm_64 = mlp_gemm  # the same product on larger tiles (same order of additions)
@@ -102,12 +102,15 @@ def split_chunk(K: int, splits: int) -> int:
 
 
 def mlp_gemm_partial(A, B, P, M, N, K, trans_a, trans_b, splits) -> None:
-    """P[s] = op(A)[:, Ks] @ op(B)[Ks, :] for the chunks Ks of K (empty chunks give zeros)."""
+    """P[s] = op(A)[:, Ks] @ op(B)[Ks, :] for the chunks Ks of K (empty chunks give zeros),
+    as one stack of products (a short last chunk padded with zeros: they add nothing)."""
     M, N, K, splits = int(M), int(N), int(K), int(splits)
     a, b, chunk = _op(A, M, K, trans_a), _op(B, K, N, trans_b), split_chunk(K, splits)
+    a_s, b_s = np.zeros((splits, M, chunk), A.dtype), np.zeros((splits, chunk, N), B.dtype)
     for s in range(splits):
         lo, hi = min(K, s * chunk), min(K, (s + 1) * chunk)
-        P[s * M * N : (s + 1) * M * N] = matmul(a[:, lo:hi], b[lo:hi, :]).ravel()
+        a_s[s, :, : hi - lo], b_s[s, : hi - lo] = a[:, lo:hi], b[lo:hi]
+    matmul(a_s, b_s, out=P[: splits * M * N].reshape(splits, M, N))
 
 
 def mlp_gemm_pair(X1, W1, bias1, X2, W2, bias2, Y1, Y2, M1, M2, N, K, relu) -> None:

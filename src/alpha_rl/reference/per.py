@@ -135,12 +135,25 @@ def _blocks(children: np.ndarray, n_child: int, node: np.ndarray) -> np.ndarray:
     return vals
 
 
+def _in_order(first: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """[m, 33] float32: first, then first + terms[:, 0], then + terms[:, 1], ... one by one, as
+    a lane adds its values."""
+    run = np.empty((terms.shape[0], terms.shape[1] + 1), F32)
+    run[:, 0] = first
+    for j in range(terms.shape[1]):
+        np.add(run[:, j], terms[:, j], out=run[:, j + 1])
+    return run
+
+
 def _descend(children: np.ndarray, n_child: int, node: np.ndarray, u: np.ndarray):
     """(child, running sum before it) for each sample, as one warp of the kernel finds them."""
     m = len(node)
-    vals = _blocks(children, n_child, node)
-    # each lane's 32 values added one by one (an accumulate is sequential, as the lane's loop)
-    lane_sum = np.cumsum(vals, axis=2, dtype=F32)[:, :, -1]
+    nodes, which = np.unique(node, return_inverse=True)  # samples share nodes near the root
+    blocks = _blocks(children, n_child, nodes)
+    lane_sums = blocks[:, :, 0].copy()  # each lane's 32 values added one by one, as its loop
+    for j in range(1, 32):
+        np.add(lane_sums, blocks[:, :, j], out=lane_sums)
+    lane_sum = lane_sums[which]
     inclusive = lane_sum.copy()
     offset = 1
     while offset < LANES:
@@ -154,10 +167,9 @@ def _descend(children: np.ndarray, n_child: int, node: np.ndarray, u: np.ndarray
     last_positive = LANES - 1 - np.argmax(positive[:, ::-1], axis=1)
     chosen = np.where(hit.any(axis=1), np.argmax(hit, axis=1), last_positive)
     rows = np.arange(m)
-    lane_vals = vals[rows, chosen, :]
+    lane_vals = blocks[which, chosen, :]
     # run[:, j] is the running sum before value j of the chosen lane, run[:, j + 1] after it
-    run = np.cumsum(np.concatenate([exclusive[rows, chosen][:, None], lane_vals], axis=1),
-                    axis=1, dtype=F32)  # fmt: skip
+    run = _in_order(exclusive[rows, chosen], lane_vals)
     pos = lane_vals > 0
     first = pos & (u[:, None] < run[:, 1:])
     last = np.where(pos.any(axis=1), 31 - np.argmax(pos[:, ::-1], axis=1), -1)
