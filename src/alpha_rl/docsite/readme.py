@@ -3,9 +3,12 @@ written from a real run of the default configuration, never typed by hand.
 
 `python -m alpha_rl.docsite.readme` (`make readme`) runs `python -m alpha_rl.train` with no
 overrides in a scratch directory, as `make train` does, times it, and rewrites the block between
-the markers of README.md and docs/getting-started.md, and docs/img/default_run_curves.png.
-tests/test_readme.py runs the same default configuration and compares its lines with the pages',
-so a change that moves the figures fails until `make readme` writes them again.
+the markers of README.md and docs/getting-started.md, docs/img/default_run_curves.png and the
+run's fingerprint (tests/fixtures/default_run.json: its l_q history in full precision and digests
+of every other figure it logged and of its last checkpoint). tests/test_readme.py runs the same
+default configuration, under each BLAS kernel the machine can run and with NumPy's SIMD code
+turned off, and compares its lines with the pages' and its fingerprint with the file's, so a
+change that moves the figures fails until `make readme` writes them again.
 
 The lines compared are the run's last progress line and its summary; what differs from run to run
 by nature (the output directory's time stamp, steps/s, the eta) is masked on both sides.
@@ -14,6 +17,8 @@ by nature (the output directory's time stamp, steps/s, the eta) is masked on bot
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import platform
 import re
@@ -25,11 +30,17 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
+
 from alpha_rl import paths
+from alpha_rl.vocabulary import L_Q
 
 BEGIN = "<!-- what-you-should-see: written by `make readme`, checked by tests/test_readme.py -->"
 END = "<!-- end of what-you-should-see -->"
 IMAGE = Path("docs/img/default_run_curves.png")
+FINGERPRINT = Path("tests/fixtures/default_run.json")
+# logged figures that measure the machine, not the run (left out of the fingerprint)
+TIMINGS = ("perf/", "sys/")
 _PREFIX = re.compile(r"^\[[^]]*\]\[[^]]*\]\[[A-Z]+\] - ")  # the log's [time][logger][LEVEL] -
 _MASKS = (
     (re.compile(r"\S*outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d"), "outputs/<date>/<time>"),
@@ -39,11 +50,12 @@ _MASKS = (
 SUMMARY_START = "run FINISHED after "
 
 
-def default_run(workdir: Path) -> tuple[list[str], float, Path]:
-    """Run the default configuration in `workdir` as `make train` does: (its last progress line
-    and its summary lines, wall seconds, its run directory)."""
+def default_run(workdir: Path, env: dict[str, str] | None = None) -> tuple[list[str], float, Path]:
+    """Run the default configuration in `workdir` as `make train` does (with `env` added to the
+    environment): (its last progress line and its summary lines, wall seconds, its run
+    directory)."""
     path = [str(paths.project_root() / "src"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "alpha_rl.train"], cwd=workdir, env=env,
@@ -85,6 +97,33 @@ def masked(lines: list[str]) -> list[str]:
     return out
 
 
+def fingerprint(run_dir: Path) -> dict:
+    """What a run computed, for comparing runs bit for bit: its l_q history (step, value in
+    full precision), a digest of every other figure it logged at its log points (but the
+    timings) and a digest of its last checkpoint's arrays."""
+    points = [json.loads(line) for line in (run_dir / "diag.jsonl").read_text().splitlines()]
+    logged = hashlib.sha256()
+    for point in points:
+        figures = {k: v for k, v in point["metrics"].items() if not k.startswith(TIMINGS)}
+        rest = {k: v for k, v in point.items() if k not in ("time", "metrics")}
+        logged.update(json.dumps([point["step"], figures, rest], sort_keys=True).encode())
+    last = sorted((run_dir / "checkpoint").iterdir())[-1] / "state.npz"
+    arrays = hashlib.sha256()
+    with np.load(last) as state:
+        for name in sorted(state.files):
+            value = state[name]
+            arrays.update(f"{name} {value.dtype} {value.shape}".encode() + value.tobytes())
+    l_q = [[p["step"], p["metrics"][L_Q]] for p in points if L_Q in p["metrics"]]
+    return {"l_q": l_q, "logged": logged.hexdigest(), "checkpoint": arrays.hexdigest()}
+
+
+def as_json(record: dict) -> str:
+    """A fingerprint as JSON, one l_q point a line."""
+    points = ",\n".join(f"  {json.dumps(point)}" for point in record["l_q"])
+    rest = "".join(f',\n "{key}": {json.dumps(record[key])}' for key in record if key != "l_q")
+    return f'{{\n "l_q": [\n{points}\n ]{rest}\n}}\n'
+
+
 def readme_lines(readme: Path) -> list[str]:
     """The run's lines as README shows them (the indented block between the markers)."""
     text = readme.read_text()
@@ -106,8 +145,8 @@ def block(lines: list[str], seconds: float) -> str:
         f"`make train` trains on the synthetic market with the numpy backend and ends like this "
         f"(it took {_minutes(seconds)} on {os.cpu_count()} cores, {cpu}, the install apart; "
         f"measured by `make readme` on {time.strftime('%Y-%m-%d')}). The seed is fixed: every "
-        "run of this code prints these figures (a test checks it), but for the output "
-        "directory, steps/s and eta; another CPU's or numpy's BLAS may round differently:"
+        "run of this code prints these figures, on any CPU and with any BLAS NumPy uses (a test "
+        "checks it under each), but for the output directory, steps/s and eta:"
     )
     return "\n".join([
         BEGIN,
@@ -143,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         for page in pages():
             write(page, lines, seconds)
         shutil.copyfile(run_dir / "curves.png", paths.project_root() / IMAGE)
+        (paths.project_root() / FINGERPRINT).write_text(as_json(fingerprint(run_dir)))
     print("\n".join(lines))
     written = ", ".join(str(p.relative_to(paths.project_root())) for p in pages())
-    print(f"{written} and {IMAGE} written ({_minutes(seconds)})")
+    print(f"{written}, {IMAGE} and {FINGERPRINT} written ({_minutes(seconds)})")
     return 0
 
 
