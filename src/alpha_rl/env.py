@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from functools import reduce
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -166,8 +168,10 @@ class TradeStats:
 
     @classmethod
     def total(cls, parts: Sequence[TradeStats]) -> TradeStats:
-        """The sum of `parts` (harvests one after another), figure by figure, in their order."""
-        return cls(*(sum(getattr(p, f.name) for p in parts) for f in fields(cls)))
+        """The sum of `parts` (harvests one after another), figure by figure, added one by one
+        in their order (not sum(): Python 3.12's compensates floats' rounding, 3.11's does not,
+        and a run's figures would depend on the Python)."""
+        return cls(*(reduce(add, (getattr(p, f.name) for p in parts), 0) for f in fields(cls)))
 
     @property
     def capture_ratio(self) -> float:

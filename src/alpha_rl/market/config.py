@@ -6,6 +6,7 @@ Defaults live in conf/market/*.yaml, never here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
@@ -59,7 +60,7 @@ class SyntheticWavesConfig:
         _check(self.noise_ticks >= 0, "noise_ticks", self.noise_ticks, "must be >= 0 (ticks)")
         probs = list(self.spread_probs)
         _check(
-            len(probs) == SPREADS and min(probs) >= 0 and abs(sum(probs) - 1) < 1e-6,
+            len(probs) == SPREADS and min(probs) >= 0 and abs(math.fsum(probs) - 1) < 1e-6,
             "spread_probs",
             probs,
             f"needs {SPREADS} probabilities >= 0 (spreads of 1, 2, 3 ticks) that sum to 1",

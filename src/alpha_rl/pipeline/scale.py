@@ -15,6 +15,7 @@ training window resolve the same scale. A number fixes the scale instead.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,7 +226,7 @@ def check_rewards(cfg: DictConfig, pnl: float, scale: RewardScale) -> None:
         steered = cfg.beta.controller == "share"  # w_aux_align moves up to beta.w_max
         weights.append(abs(float(cfg.beta.w_max if steered else rw.aux_align_weight)))
         parts.append(float(cfg.beta.scale) * pnl)
-    raw = sum(w * part for w, part in zip(weights, parts, strict=True))
+    raw = math.fsum(w * part for w, part in zip(weights, parts, strict=True))
     if raw * scale.value > F32_MAX:
         raise ConfigError(
             f"a step's |reward| can reach {raw:.4g} (reward.weights x components of up to "
