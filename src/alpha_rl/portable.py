@@ -51,6 +51,11 @@ def _buffer(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     return held[:size].reshape(shape)
 
 
+def release() -> None:
+    """Free this thread's scratch arrays (kept between products otherwise)."""
+    _work.__dict__.pop("buffers", None)
+
+
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a [..., M, K] @ b [..., K, N] (a or b 1-D as in `@`; a stack of S products as one) of
     float32 operands, in float32, the same on every CPU and BLAS (module docstring); into `out`

@@ -52,14 +52,17 @@ F32, I32, U8, U64 = 4, 4, 1, 8  # bytes per element
 # brackets) and a whole run's peak, and holds these above them
 INIT_BYTES_PER_PARAM = 80  # init_params: Philox words over P indices, float64 uniforms (76)
 ADAM_BYTES_PER_PARAM = 24  # dqn_adam's float32 temporaries (20)
-SAMPLE_BYTES_PER_ROW = 10_000  # per_sample's children, lane sums and scans per batch row (9,400)
+SAMPLE_BYTES_PER_ROW = 1_200  # per_sample's scans per batch row (900 to 1,100) ...
+SAMPLE_BYTES_PER_NODE = 8_192  # ... and the children and lane sums of each node it visits (7,700)
 REBUILD_BYTES_PER_LEAF = 16  # per_tree_reduce's level sums (11.7)
 ENV_BYTES_PER_ENV = 256  # env step, perception, reward diagnostics, HER, push per env (185)
 ENV_BYTES_PER_FEATURE = 16  # ... and per feature of h_t per env (12)
-# a layer's product (portable.matmul: the float64 product, its bound and its check), bias, ReLU
-# and mask, and a C51 head's softmaxes, per row and unit (29 to 41); a weight gradient's product
-# per weight of the layer (29)
-GEMM_BYTES_PER_VALUE = 48
+# a layer's product (portable.matmul: the float64 product and the scratch it keeps, the check's
+# blocks), bias, ReLU and mask per row and unit (20); a weight gradient's product per weight of
+# the layer (29)
+GEMM_BYTES_PER_VALUE = 24
+HEAD_BYTES_PER_LOGIT = 28  # a C51 head's softmaxes and projection per row and logit (21)
+STEP_BYTES = 65_536  # an env step's and an evaluation's small arrays, whatever their sizes
 GEMM_BYTES_PER_WEIGHT = 32
 
 
@@ -228,12 +231,16 @@ def peaks(plan: Plan, layout: NetLayout, obs_dim: int) -> dict[str, int]:
     width = max(max(ly.n_in, ly.n_out) for ly in layout.layers)
     step = envs * (ENV_BYTES_PER_ENV + ENV_BYTES_PER_FEATURE * obs_dim)
     weights = max(ly.n_in * ly.n_out for ly in layout.layers)
+    logits = layout.layers[-1].n_out if agent.distributional else 0
     return {
         "initialisation": INIT_BYTES_PER_PARAM * layout.size,
         "Adam step": ADAM_BYTES_PER_PARAM * params,
-        "batch sampling": SAMPLE_BYTES_PER_ROW * rp.batch_size,
+        "batch sampling": SAMPLE_BYTES_PER_ROW * rp.batch_size
+        + SAMPLE_BYTES_PER_NODE * min(rp.batch_size, -(-rp.capacity // per.FANOUT)),
         "tree rebuild": REBUILD_BYTES_PER_LEAF * rp.capacity,
-        "env step": step + GEMM_BYTES_PER_VALUE * rows * width,
+        "env step": STEP_BYTES
+        + step
+        + rows * (GEMM_BYTES_PER_VALUE * width + HEAD_BYTES_PER_LOGIT * logits),
         "weight gradient": GEMM_BYTES_PER_WEIGHT * weights,
     }
 
