@@ -33,6 +33,7 @@ from alpha_rl.kernels.perception import (
 from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols, has_aux_align
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
+from alpha_rl.portable import total
 
 F32, I32 = np.float32, np.int32
 
@@ -163,7 +164,7 @@ class TradeStats:
     @classmethod
     def summed(cls, accumulators: Mapping[str, np.ndarray]) -> TradeStats:
         """The host copies of the STATS accumulators summed over envs (float64)."""
-        sums = [float(np.asarray(accumulators[k]).astype(np.float64).sum()) for k in STATS]
+        sums = [float(total(np.asarray(accumulators[k]), dtype=np.float64)) for k in STATS]
         return cls(int(sums[0]), sums[1], sums[2], sums[3])
 
     @classmethod

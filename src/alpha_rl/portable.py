@@ -10,7 +10,7 @@ them would then depend on the machine. Here instead:
   float32 values are exact and any order of the additions lands within K 2^-53 sum|a_k b_k| of the
   exact sum. An element whose float32 rounding all such values share takes it (the float32
   nearest the exact sum's float64 rounding); the rare one lying near a float32 rounding boundary
-  is added again here in NumPy's fixed pairwise order (`_add_in_order`), which every BLAS's
+  is added again here in the project's order (`_add_in_order`, `total`), which every BLAS's
   order would round alike wherever it rounds unambiguously, but an element all of whose products
   are 0, which is +0 in any order. No BLAS's order reaches the result.
 - `exp`, `log`, `log1p`, `expm1`, `sin`, `cos`, `tanh` and `power` are fdlibm's algorithms
@@ -19,8 +19,10 @@ them would then depend on the machine. Here instead:
   they are within an ulp or two of the true value in float64. A float32 argument gives the float32
   nearest that float64 value.
 
-NumPy's own sums (`np.sum`, `mean`, `cumsum`) keep: their order (pairwise blocks of eight for a
-contiguous axis, one by one across rows) is NumPy's C code, not a SIMD dispatch's.
+Sums are the project's too: `total`, `mean` and `std` add pairwise by halves with elementwise
+adds. NumPy's own reductions add in an order of its release's choosing (its pairwise blocks of
+eight, its SIMD lanes; a whole-array float32 sum rounds differently in NumPy 2.2 and 2.4), so a
+NumPy upgrade could move a run's figures. A cumulative sum (`np.cumsum`) adds one by one.
 """
 
 from __future__ import annotations
@@ -31,6 +33,54 @@ import threading
 import numpy as np
 
 F32, F64 = np.float32, np.float64
+
+# ---------------------------------------------------------------- sums
+
+
+def total(x, axis: int | None = None, keepdims: bool = False, dtype=None):
+    """The sum of x's elements (along `axis`; all of them by default) in the project's order:
+    pairwise by halves, element i of the first half added to element i of the second, again
+    and again (a last odd element carried along), each addition an elementwise NumPy add,
+    which rounds the same on every CPU. NumPy's own reductions add in an order of their
+    release's choosing (blocks of eight, SIMD lanes): another NumPy could round otherwise.
+    Integers and booleans, whose sums are exact, are NumPy's."""
+    x = np.asarray(x) if dtype is None else np.asarray(x).astype(dtype)
+    if x.dtype.kind not in "fc":
+        return np.sum(x, axis=axis, keepdims=keepdims)
+    v = x.reshape(-1) if axis is None else np.moveaxis(x, axis, 0)
+    if v.shape[0] == 0:
+        total = np.zeros(v.shape[1:], v.dtype)
+    else:
+        while v.shape[0] > 1:
+            half = v.shape[0] // 2
+            pairs = v[:half] + v[half : 2 * half]
+            v = pairs if v.shape[0] % 2 == 0 else np.concatenate([pairs, v[2 * half :]])
+        total = v[0]
+    if keepdims:
+        total = total.reshape((1,) * x.ndim) if axis is None else np.expand_dims(total, axis)
+    return total[()] if np.ndim(total) == 0 else total
+
+
+def mean(x, axis: int | None = None, keepdims: bool = False):
+    """sum / count in the project's order (see `total`), in x's float dtype (float64 for
+    integers)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc":
+        x = x.astype(F64)
+    count = x.size if axis is None else x.shape[axis]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total(x, axis=axis, keepdims=keepdims) / x.dtype.type(count)
+
+
+def std(x, ddof: int = 0) -> np.floating:
+    """The standard deviation of all of x's elements, sqrt(sum (x - mean)^2 / (n - ddof)), in
+    the project's order (see `total`)."""
+    x = np.asarray(x)
+    x = x.astype(F64) if x.dtype.kind not in "fc" else x
+    centred = x - mean(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(total(centred * centred) / x.dtype.type(x.size - ddof))
+
 
 # ---------------------------------------------------------------- products
 
@@ -143,21 +193,20 @@ def _drop_exact_zeros(
     out: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """`near` but the elements all of whose products are 0 (a dead unit's row, a sparse
-    gradient's), set to +0 as they are in every order: a row of zeros (T = 0), a column of zeros,
-    else tested bit by bit on packed masks of the nonzero entries. rows [S M, K] and cols
-    [S, N, K] are the float64 operands; out and c [S M, N]."""
+    gradient's), set to +0 as they are in every order: a row of zeros (T = 0), else each
+    checked for a nonzero product. rows [S M, K] and cols [S, N, K] are the float64 operands;
+    out and c [S M, N]."""
     maybe = np.flatnonzero(c.reshape(-1)[near] == 0)
     if not maybe.size:
         return near
     r, j = np.divmod(near[maybe], c.shape[1])
-    s = r // M
-    empty_cols = ~cols.any(axis=2)  # [S, N]
-    zero = (T[r] == 0) | empty_cols[s, j]
-    rest = np.flatnonzero(~zero)
-    if rest.size:
-        packed_rows, packed_cols = np.packbits(rows != 0, axis=-1), np.packbits(cols != 0, axis=-1)
-        nothing = ~(packed_rows[r[rest]] & packed_cols[s[rest], j[rest]]).any(axis=1)
-        zero[rest[nothing]] = True
+    zero = T[r] == 0
+    per = max(1, (1 << 18) // rows.shape[1])  # elements whose operands are held at once
+    unsure = np.flatnonzero(~zero)
+    for start in range(0, unsure.size, per):
+        at = unsure[start : start + per]
+        products = (rows[r[at]] != 0) & (cols[r[at] // M, j[at]] != 0)
+        zero[at] = ~products.any(axis=1)
     out.reshape(-1)[near[maybe[zero]]] = 0
     return np.delete(near, maybe[zero])
 
@@ -165,15 +214,15 @@ def _drop_exact_zeros(
 def _add_in_order(
     rows: np.ndarray, cols: np.ndarray, M: int, near: np.ndarray, out: np.ndarray
 ) -> None:
-    """out's elements at flat indices `near` from their products (exact in float64) added in
-    NumPy's fixed pairwise order: within K 2^-53 sum|a_k b_k| of the exact sum, as every order
-    is, so each rounds to the float32 that any order's sum does wherever that is unambiguous."""
+    """out's elements at flat indices `near` from their products (exact in float64) added in the
+    project's order (`total`): within K 2^-53 sum|a_k b_k| of the exact sum, as every order is,
+    so each rounds to the float32 that any order's sum does wherever that is unambiguous."""
     N, K = out.shape[1], rows.shape[1]
     per = max(1, (1 << 18) // K)  # elements whose products are held at once
     flat = out.reshape(-1)
     for start in range(0, near.size, per):
         r, j = np.divmod(near[start : start + per], N)
-        flat[near[start : start + per]] = (rows[r] * cols[r // M, j]).sum(axis=1)
+        flat[near[start : start + per]] = total(rows[r] * cols[r // M, j], axis=1)
 
 
 # ---------------------------------------------------------------- elementwise functions

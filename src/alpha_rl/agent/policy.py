@@ -24,7 +24,8 @@ def aux_calls(backend: Backend, p_up: DeviceArray, fill_mid: DeviceArray,
 def called_right(p_up: np.ndarray, fill_mid: np.ndarray, post_mid: np.ndarray) -> tuple[int, int]:
     """`aux_calls` on host arrays of any shape (steps x envs: an evaluation's records)."""
     moved = post_mid != fill_mid
-    return int(((post_mid > fill_mid) == (p_up > 0.5))[moved].sum()), int(moved.sum())
+    right = ((post_mid > fill_mid) == (p_up > 0.5))[moved]
+    return int(np.count_nonzero(right)), int(np.count_nonzero(moved))
 
 
 class GreedyPolicy:

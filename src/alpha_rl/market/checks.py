@@ -222,7 +222,7 @@ def move_problems(
         return problems, None
     first = int(warned.argmax())
     return [], (
-        f"{int(warned.sum())} row(s) where a price moves {WARN_MOVE:.0e} or more times the "
+        f"{np.count_nonzero(warned)} row(s) where a price moves {WARN_MOVE:.0e} or more times the "
         f"median mid move {base:.3g} from the row before, the first at {where.row(first)}; "
         f"check those rows (a crash or a gap can do that, a fat finger too; "
         f"{REFUSE_MOVE:.0e} times is refused)"

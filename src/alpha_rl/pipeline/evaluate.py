@@ -39,6 +39,7 @@ from alpha_rl.pipeline.ledger import (
 )
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.pipeline.workers import outcome, submitted
+from alpha_rl.portable import mean, std
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import (
     CAPTURE,
@@ -56,19 +57,19 @@ def sharpe(interval_pnl: np.ndarray) -> float:
     """mean / sample std of the interval PnL series (not annualised); NaN when undefined."""
     if interval_pnl.size < 2:
         return float("nan")
-    std = float(interval_pnl.std(ddof=1))
-    return float(interval_pnl.mean()) / std if std > 0 else float("nan")
+    sd = float(std(interval_pnl, ddof=1))
+    return float(mean(interval_pnl)) / sd if sd > 0 else float("nan")
 
 
 def moments(interval_pnl: np.ndarray) -> tuple[float, float]:
     """(skewness, kurtosis) of the interval PnL series (kurtosis 3 for a normal; the Deflated
     Sharpe Ratio's non-normality terms); NaN when undefined."""
     x = np.asarray(interval_pnl, np.float64)
-    if x.size < 3 or float(x.std()) == 0.0:
+    if x.size < 3 or float(std(x)) == 0.0:
         return float("nan"), float("nan")
-    z = (x - x.mean()) / x.std()
+    z = (x - mean(x)) / std(x)
     z2 = z * z  # products, not np.power: its SIMD code rounds differently on other CPUs
-    return float(np.mean(z2 * z)), float(np.mean(z2 * z2))
+    return float(mean(z2 * z)), float(mean(z2 * z2))
 
 
 def direction(eff_action: np.ndarray) -> np.ndarray:

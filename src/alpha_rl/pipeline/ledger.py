@@ -31,6 +31,7 @@ import numpy as np
 from alpha_rl.kernels.experience import start_index
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.summary import per_env_kstep
+from alpha_rl.portable import total
 from alpha_rl.rng import Stream
 
 # units of every ledger figure, logged as params (`unit/<metric>`) so a reader knows what sums
@@ -213,8 +214,8 @@ class PricedPath(_Window):
         close, opening = change & (held != 0), change & (want != 0)
         fills = close.astype(np.int64) + opening
         gross = want * self.move
-        net = gross.sum(axis=1) - (half * fills).sum(axis=1) - fee * fills.sum(axis=1)
-        net = np.concatenate([net[: S - 1], [net[S - 1 :].sum()]]) if S else net[:0]
+        net = total(gross, axis=1) - total(half * fills, axis=1) - fee * total(fills, axis=1)
+        net = np.concatenate([net[: S - 1], [total(net[S - 1 :])]]) if S else net[:0]
         # round trips: trade k of an env is the one its k-th opening began; a step's gross and
         # its opening half spread are the trade it holds, a close's half spread the trade it ends
         k = opening.astype(np.int32)
@@ -233,12 +234,12 @@ class PricedPath(_Window):
         by_policy = value[(closed_at >= 0) & (closed_at < S)]
         equity = np.cumsum(net)
         return LedgerStats(
-            pnl=float(net.sum()), pnl_gross=float(gross.sum()),
-            cost_spread=float((half * fills).sum()), cost_fees=fee * float(fills.sum()),
-            realised=float(by_policy.sum()), fills=float(fills.sum()),
+            pnl=float(total(net)), pnl_gross=float(total(gross)),
+            cost_spread=float(total(half * fills)), cost_fees=fee * float(total(fills)),
+            realised=float(total(by_policy)), fills=float(total(fills)),
             exposed=float(np.count_nonzero(want[:S])), round_trips=float(trades.size),
-            wins=float((trades - 2.0 * fee > 0).sum()), max_drawdown=drawdown(equity),
-            intervals=np.add.reduceat(net, np.arange(0, S, window)) if S else net,
+            wins=float(np.count_nonzero(trades - 2.0 * fee > 0)), max_drawdown=drawdown(equity),
+            intervals=windows(net, window),
             equity=equity, envs=B, steps=S,
         )  # fmt: skip
 
@@ -291,6 +292,15 @@ def random_walk(seed: int, per_step: float) -> Policy:
         return np.where(change, moved, pos)
 
     return policy
+
+
+def windows(series: np.ndarray, window: int) -> np.ndarray:
+    """The sums of `series`' consecutive runs of `window` values (the last one shorter), each
+    in the project's order (the short one padded with zeros, which add nothing)."""
+    if series.size == 0:
+        return series
+    padded = np.concatenate([series, np.zeros(-series.size % window, series.dtype)])
+    return total(padded.reshape(-1, window), axis=1)
 
 
 def drawdown(equity: np.ndarray) -> float:

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.curves import read_series
+from alpha_rl.portable import mean
 
 METRIC = "search/objective"
 STATISTICS = ("iqm", "mean", "last")
@@ -70,7 +71,7 @@ class Objective:
         if self.statistic == "last":
             return float(kept[-1])
         if self.statistic == "mean":
-            return float(kept.mean())
+            return float(mean(kept))
         from alpha_rl.killcheck.aggregate import iqm
 
         return float(iqm(kept))

@@ -31,6 +31,7 @@ from alpha_rl.env import Environment
 from alpha_rl.kernels import dqn
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
+from alpha_rl.portable import mean
 from alpha_rl.rng import Stream, draw_uniform
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import PROBE
@@ -135,5 +136,5 @@ class ProbeLoss:
         q_host = be.download(q_t, stream).reshape(n, ACTIONS).astype(np.float64)
         return {
             PROBE: float(be.download(self.out, stream)[0]),
-            "eval/q_probe_mean": float(q_host.max(axis=1).mean()),
+            "eval/q_probe_mean": float(mean(q_host.max(axis=1))),
         }

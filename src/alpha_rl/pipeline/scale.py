@@ -27,6 +27,7 @@ from alpha_rl.errors import ConfigError, MarketDataError
 from alpha_rl.kernels.reward import has_aux_align
 from alpha_rl.market import Market, Validation, load_market
 from alpha_rl.market.book import Book
+from alpha_rl.portable import mean
 from alpha_rl.settings import F32_MAX
 
 log = logging.getLogger("alpha_rl")
@@ -90,7 +91,7 @@ def mean_move(train: Book) -> tuple[float, int]:
     keep = np.ones(moves.size, dtype=bool)
     keep[train.breaks - 1] = False  # the step from a session's last tick into the next session
     moves = moves[keep]
-    return (float(moves.mean()) if moves.size else 0.0), int(moves.size)
+    return (float(mean(moves)) if moves.size else 0.0), int(moves.size)
 
 
 def reward_scale(cfg: DictConfig, train: Book) -> RewardScale:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from alpha_rl.portable import mean
 from alpha_rl.tracking.records import read_diag
 from alpha_rl.vocabulary import (
     BASELINES,
@@ -99,7 +100,7 @@ class Summary:
         if not self.l_q:
             return "no learner updates yet"
         q = max(1, len(self.l_q) // 4)
-        first, last = np.mean(self.l_q[:q]), np.mean(self.l_q[-q:])
+        first, last = mean(np.array(self.l_q[:q])), mean(np.array(self.l_q[-q:]))
         return (f"{first:.4g} -> {last:.4g} (mean of the first and the last quarter of "
                 f"{len(self.l_q)} log points)")  # fmt: skip
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.ledger import Costs, LedgerStats
+from alpha_rl.portable import mean
 
 log = logging.getLogger("alpha_rl")
 
@@ -31,7 +32,7 @@ FIRST_PERIOD = "2000-01-03"  # the (arbitrary) date of period 1: dates only numb
 
 def capital(book: Book, costs: Costs, envs: int) -> float:
     """The notional of one position in each of `envs` envs at the book's mean mid (currency)."""
-    return envs * costs.lot_mult * float(np.mean(book.mid))
+    return envs * costs.lot_mult * float(mean(book.mid))
 
 
 def returns(stats: LedgerStats, base: float, name: str) -> pd.Series:

@@ -36,6 +36,7 @@ from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep, OneStep
 from alpha_rl.pipeline.config import Plan
+from alpha_rl.portable import mean
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import GRAD_NORM, L_Q, L_Q_REAL, TRAIN_CAPTURE
@@ -212,7 +213,7 @@ class Trainer:
         self.replay.check()  # a batch sampled from an empty buffer is a bug, not a number
         size = self.replay.size()
         synthetic = self.backend.download(self.replay.arrays["s_synthetic"][:size])
-        m |= {vocab.REPLAY_SIZE: float(size), vocab.REPLAY_SYNTHETIC: float(synthetic.mean())}
+        m |= {vocab.REPLAY_SIZE: float(size), vocab.REPLAY_SYNTHETIC: float(mean(synthetic))}
         hindsight = self._hindsight_block(slot)
         m |= {f"her/{k}": float(v) for k, v in hindsight.items() if k != "enabled"}
         aux_keys = (vocab.W_AUX_ALIGN, vocab.AUX_SHARE)
@@ -298,7 +299,7 @@ class Trainer:
         if not np.isfinite(l_q):
             raise DivergenceError(f"loss/l_q is NaN or infinite ({l_q}) at step {self.t}")
         theta = self._parameters()
-        bad = int((~np.isfinite(theta)).sum())
+        bad = int(np.count_nonzero(~np.isfinite(theta)))
         if bad:
             what = "Q-network parameters" + (" and w_α" if self.learner.alpha is not None else "")
             raise DivergenceError(

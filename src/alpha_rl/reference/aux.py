@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import CONSTANTS, ENV_ACTIONS
-from alpha_rl.portable import exp, matmul
+from alpha_rl.portable import exp, matmul, total
 from alpha_rl.reference.dqn import adam_step, target_sync
 
 F32 = np.float32
@@ -40,7 +40,7 @@ def aux_alpha_bias(h, aux_w, w, q, aux_out, M, H) -> None:
 
 def alpha_grad(dq, aux, M: int) -> np.ndarray:
     """g[a] = sum_i dq[i, a] aux_i (the loss's gradient wrt w_α)."""
-    return (dq[: M * ACTIONS].reshape(M, ACTIONS) * aux[:M, None]).sum(axis=0)
+    return total(dq[: M * ACTIONS].reshape(M, ACTIONS) * aux[:M, None], axis=0)
 
 
 def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta2, eps, bound,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import CONSTANTS
-from alpha_rl.portable import exp, log
+from alpha_rl.portable import exp, log, total
 from alpha_rl.reference.dqn import td_loss_slots
 
 F32 = np.float32
@@ -34,7 +34,7 @@ def softmax(logits: np.ndarray, M: int, Z: int, A: int) -> np.ndarray:
     """p [M, Z, A]: the softmax over atoms of each (row, action)."""
     x = logits[: M * Z * A].reshape(M, Z, A)
     e = exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    return e / total(e, axis=1, keepdims=True)
 
 
 def expected_q(logits: np.ndarray, M: int, Z: int, A: int, v_min: float, v_max: float):
@@ -95,10 +95,10 @@ def c51_loss(logits_t, action, m, weight, synthetic, delta, dlogits, isv, done, 
     a = action[:M]
     row = x[np.arange(M), :, a]  # [M, Z]
     shifted = row - row.max(axis=1, keepdims=True)
-    log_p = shifted - log(exp(shifted).sum(axis=1, keepdims=True))
+    log_p = shifted - log(total(exp(shifted), axis=1, keepdims=True))
     target = m[: M * Z].reshape(M, Z)
-    ce = -(target * log_p).sum(axis=1)
-    mass = target.sum(axis=1)
+    ce = -total(target * log_p, axis=1)
+    mass = total(target, axis=1)
     grad = np.zeros((M, Z, A), dt)
     w = weight[:M]
     grad[np.arange(M), :, a] = (w / dt.type(M))[:, None] * (exp(log_p) * mass[:, None] - target)

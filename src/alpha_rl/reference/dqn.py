@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import DQN
-from alpha_rl.portable import exp, log, matmul, power
+from alpha_rl.portable import exp, log, matmul, mean, power, total
 from alpha_rl.reference.rng import Stream, rng_uniform
 
 F32 = np.float32
@@ -71,8 +71,8 @@ def td_loss_slots(isv, loss, w, synthetic, M, loss_idx, real_idx, synthetic_idx,
         return
     syn = np.zeros(M, bool) if synthetic is None else synthetic[:M] != 0
     wl, w64 = w.astype(np.float64) * loss, w.astype(np.float64)
-    s_r, w_r, s_s, w_s = wl[~syn].sum(), w64[~syn].sum(), wl[syn].sum(), w64[syn].sum()
-    n_s = int(syn.sum())
+    s_r, w_r, s_s, w_s = total(wl[~syn]), total(w64[~syn]), total(wl[syn]), total(w64[syn])
+    n_s = int(np.count_nonzero(syn))
     values = (
         (loss_idx, (s_r + s_s) / (w_r + w_s) if w_r + w_s > 0 else 0.0),
         (real_idx, s_r / w_r if n_s < M and w_r > 0 else np.nan),
@@ -86,7 +86,7 @@ def td_loss_slots(isv, loss, w, synthetic, M, loss_idx, real_idx, synthetic_idx,
 
 def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
     """stats[0] = ||grad||; Adam's step counters[0] += 1."""
-    norm = np.sqrt(np.sum(grad[: int(P)].astype(np.float64) ** 2))
+    norm = np.sqrt(total(grad[: int(P)].astype(np.float64) ** 2))
     stats[0] = norm
     if isv is not None and norm_idx >= 0:
         isv[norm_idx] = norm
@@ -171,10 +171,11 @@ def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, 
     y = (up > before).astype(np.float64)[labeled]
     p = p_up[:B].astype(np.float64)[labeled]
     hl = h[: B * H].reshape(B, H).astype(np.float64)[labeled]
-    # the rows added one by one (exact float32 products in float64, a fixed order)
-    g = np.concatenate([((p - y)[:, None] * hl).sum(axis=0), [(p - y).sum()]]) / labeled.sum()
+    # the rows' products (exact in float64) added in the project's order
+    g = np.concatenate([total((p - y)[:, None] * hl, axis=0), [total(p - y)]])
+    g = g / np.count_nonzero(labeled)
     pc = np.clip(p, 1e-7, 1 - 1e-7)
-    loss = -(y * log(pc) + (1 - y) * log(1 - pc)).mean()
+    loss = -mean(y * log(pc) + (1 - y) * log(1 - pc))
     w[: H + 1] = (w[: H + 1].astype(np.float64) - float(lr) * g).astype(F32)
     if isv is not None and loss_idx >= 0:
         isv[loss_idx] = loss

@@ -100,10 +100,10 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
                             isv[boost_idx], gamma)  # fmt: skip
     if record_forward:
         claims = claim(was_closed, ring_state, ring_lookback, BLOCK)
-        counters[RING_TOTAL] = np.uint64(int(was_closed.sum()))
+        counters[RING_TOTAL] = np.uint64(np.count_nonzero(was_closed))
         rows = np.flatnonzero(claims >= 0)
         s = claims[rows] & (R - 1)  # R >= B: distinct slots
-        counters[OVERWRITTEN] += np.uint64(int((f_dir[s] != 0).sum()))  # live: never judged
+        counters[OVERWRITTEN] += np.uint64(np.count_nonzero(f_dir[s]))  # live: never judged
         f_entry[s], f_dir[s], f_episode[s] = snap_entry[rows], snap_dir[rows], snap_episode[rows]
         f_exit_step[s] = int(counters[STEP])
         f_actual[s] = rc[rows * S]
@@ -155,7 +155,7 @@ def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, 
     waiting = claims[(d != 0) & ~due] - lo
     counters[RING_TAIL] = np.uint64(lo + min(int(waiting.min(initial=W)), visited))
     for word, which in ((JUDGED, live), (EXPIRED, expired), (ENDED, ended)):
-        counters[word] += np.uint64(int(which.sum()))
+        counters[word] += np.uint64(np.count_nonzero(which))
     counters[LAUNCH_TOTAL] = np.uint64(total)
     counters[FORWARD_TOTAL] += np.uint64(total)
     if count_idx >= 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import MLP
-from alpha_rl.portable import matmul
+from alpha_rl.portable import matmul, mean, total
 
 
 def _op(X: np.ndarray, rows: int, cols: int, transposed: int) -> np.ndarray:
@@ -164,7 +164,7 @@ def mlp_gemm_splitk(
 
 def mlp_bias_grad(dY, db, M, N) -> None:
     """db[n] = sum_m dY[m, n]."""
-    db[: int(N)] = dY[: int(M) * int(N)].reshape(int(M), int(N)).sum(axis=0)
+    db[: int(N)] = total(dY[: int(M) * int(N)].reshape(int(M), int(N)), axis=0)
 
 
 def mlp_dueling_forward(VA, Q, M, A) -> None:
@@ -172,7 +172,7 @@ def mlp_dueling_forward(VA, Q, M, A) -> None:
     M, A = int(M), int(A)
     va = VA[: M * (A + 1)].reshape(M, A + 1)
     adv = va[:, :A]
-    Q[: M * A] = (va[:, A:] + adv - adv.mean(axis=1, keepdims=True)).ravel()
+    Q[: M * A] = (va[:, A:] + adv - mean(adv, axis=1, keepdims=True)).ravel()
 
 
 def mlp_dueling_backward(dQ, dVA, M, A) -> None:
@@ -180,5 +180,5 @@ def mlp_dueling_backward(dQ, dVA, M, A) -> None:
     M, A = int(M), int(A)
     dq = dQ[: M * A].reshape(M, A)
     out = dVA[: M * (A + 1)].reshape(M, A + 1)
-    out[:, :A] = dq - dq.mean(axis=1, keepdims=True)
-    out[:, A] = dq.sum(axis=1)
+    out[:, :A] = dq - mean(dq, axis=1, keepdims=True)
+    out[:, A] = total(dq, axis=1)

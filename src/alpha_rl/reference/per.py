@@ -58,7 +58,7 @@ def claim(flag: np.ndarray, state: np.ndarray, lookback: np.ndarray, block: int)
     counts = np.add.reduceat(flag.astype(np.int64), np.arange(0, n, block)) if n else []
     inclusive = np.cumsum(counts).astype(np.uint64)
     lookback[: len(inclusive)] = (np.uint64(tag) << np.uint64(32)) | inclusive
-    state[HEAD] = np.uint64(head + int(flag.sum()))
+    state[HEAD] = np.uint64(head + int(np.count_nonzero(flag)))
     state[TAG] = state[TAG] + np.uint64(1)
     return claims
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from alpha_rl.abi import REWARD
+from alpha_rl.portable import mean as mean_of
+from alpha_rl.portable import total
 
 # cuda/reward_layout.cuh: components 0..RC_CORE-1 are the core ones; RC_AUX_ALIGN is c6, which
 # only a layout of more than RC_AUX_ALIGN components (stride 7) has
@@ -94,7 +96,7 @@ def reward_component_ema(
     """
     if isv is None or n <= 0:
         return
-    mean = core_components(rc, n, rc_stride).astype(np.float64).mean(axis=0)
+    mean = mean_of(core_components(rc, n, rc_stride).astype(np.float64), axis=0)
     isv[ema_idx : ema_idx + RC_CORE] = _ema(isv[ema_idx : ema_idx + RC_CORE], isv[alpha_idx], mean)
 
 
@@ -116,7 +118,7 @@ def reward_aux_align_ema(
     """Stride 7: isv[ema_idx] = (1 - a) * isv[ema_idx] + a * mean_b rc[b, 6]; stride 6: nothing."""
     if not has_aux_align(rc_stride) or isv is None or n <= 0:
         return
-    mean = rc[: n * rc_stride].reshape(n, rc_stride)[:, RC_AUX_ALIGN].astype(np.float64).mean()
+    mean = mean_of(rc[: n * rc_stride].reshape(n, rc_stride)[:, RC_AUX_ALIGN].astype(np.float64))
     isv[ema_idx] = _ema(isv[ema_idx : ema_idx + 1], isv[alpha_idx], np.array([mean]))[0]
 
 
@@ -134,13 +136,13 @@ def reward_mag_ratio(
     of the other five (0 when the others sum to 0; not written when ratio_idx is None)."""
     if isv is None or n <= 0:
         return
-    mean_abs = np.abs(core_components(rc, n, rc_stride).astype(np.float64)).mean(axis=0)
+    mean_abs = mean_of(np.abs(core_components(rc, n, rc_stride).astype(np.float64)), axis=0)
     abs_ema = _ema(isv[abs_idx : abs_idx + RC_CORE], isv[alpha_idx], mean_abs)
     isv[abs_idx : abs_idx + RC_CORE] = abs_ema
     if ratio_idx is None:
         return
     values = abs_ema.astype(np.float64)
-    others = values.sum() - values
+    others = total(values) - values
     ratio = np.divide(values, others, out=np.zeros(RC_CORE), where=others > 0)
     isv[ratio_idx : ratio_idx + RC_CORE] = ratio.astype(np.float32)
 
@@ -163,11 +165,11 @@ def reward_decomp_diag(
     row = np.where(prev_dir[:n] > 0, 1, np.where(prev_dir[:n] < 0, 2, 0))
     for k in range(DECOMP_ROWS):
         mask = row == k
-        count = int(mask.sum())
+        count = int(np.count_nonzero(mask))
         table[k, 0] = count
         if count:
-            table[k, 1] = r[mask].mean()
-            table[k, 2] = np.abs(r[mask]).mean()
-            table[k, 3] = np.abs(comps[mask]).sum(axis=1).mean()
-            table[k, DECOMP_LEAD:] = comps[mask].mean(axis=0)
+            table[k, 1] = mean_of(r[mask])
+            table[k, 2] = mean_of(np.abs(r[mask]))
+            table[k, 3] = mean_of(total(np.abs(comps[mask]), axis=1))
+            table[k, DECOMP_LEAD:] = mean_of(comps[mask], axis=0)
     diag[: DECOMP_ROWS * cols] = table.ravel().astype(np.float32)
