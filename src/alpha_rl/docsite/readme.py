@@ -51,12 +51,13 @@ SUMMARY_START = "run FINISHED after "
 
 
 def default_run(workdir: Path, env: dict[str, str] | None = None) -> tuple[list[str], float, Path]:
-    """Run the default configuration in `workdir` as `make train` does (with `env` added to the
-    environment): (its last progress line and its summary lines, wall seconds, its run
-    directory)."""
+    """Run the default configuration in `workdir` as `make train` does on a machine without a
+    GPU (CUDA_VISIBLE_DEVICES empty: backend=auto takes numpy, whose figures README shows), with
+    `env` added to the environment: (its last progress line and its summary lines, wall
+    seconds, its run directory)."""
     path = [str(paths.project_root() / "src"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", **(env or {}),
-           "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "CUDA_VISIBLE_DEVICES": "",
+           **(env or {}), "PYTHONPATH": os.pathsep.join(p for p in path if p)}  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "alpha_rl.train"], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=3600)  # fmt: skip
