@@ -94,7 +94,7 @@ def _buffer(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     """This thread's scratch array `name` of `shape`: grown to the largest asked for and kept,
     so a product's temporaries cost no fresh pages (a pack's judges run oracles in threads)."""
     buffers = _work.__dict__.setdefault("buffers", {})
-    size = int(np.prod(shape))
+    size = math.prod(shape)
     held = buffers.get((name, dtype))
     if held is None or held.size < size:
         held = buffers[(name, dtype)] = np.empty(size, dtype)
@@ -246,9 +246,13 @@ def _map(fn, *args) -> np.ndarray | np.floating:
     """fn (float64 arrays in, float64 out) over the broadcast operands, CHUNK elements at a time,
     rounded to `_kind(*args)`; a scalar where every operand is one."""
     arrays = [np.asarray(v) for v in args]
+    kind = _kind(*args)
+    if max(v.size for v in arrays) <= CHUNK:  # small operands: one call, broadcast inside
+        out = np.asarray(fn(*(v.astype(F64) for v in arrays))).astype(kind)
+        return out[()] if not out.shape else out
     shape = np.broadcast_shapes(*(v.shape for v in arrays))
     flat = [v.astype(F64) if v.ndim == 0 else np.broadcast_to(v, shape).reshape(-1) for v in arrays]
-    out = np.empty(shape, _kind(*args))
+    out = np.empty(shape, kind)
     into = out.reshape(-1)
     for start in range(0, into.size, CHUNK):
         parts = [v if v.ndim == 0 else v[start : start + CHUNK].astype(F64) for v in flat]
