@@ -53,10 +53,17 @@ def test_each_function_is_within_ulps_of_the_true_value(name: str, x: np.ndarray
 def test_power_is_within_ulps_and_keeps_its_special_values() -> None:
     base, expo = RNG.uniform(0, 10, 4000), RNG.uniform(-3, 3, 4000)
     assert ulps(portable.power(base, expo), np.power(base.astype(LD), expo.astype(LD))) <= 10
-    special = portable.power(np.array([0.0, 0.0, 0.0, 1.0, 4.0, np.inf, -2.0]),
-                             np.array([2.0, 0.0, -1.0, 7.5, 0.5, 0.0, 0.5]))  # fmt: skip
-    np.testing.assert_array_equal(special[:6], [0.0, 1.0, np.inf, 1.0, 2.0, 1.0])
-    assert np.isnan(special[6])
+    x = np.array([0.0, 0.0, 0.0, 1.0, 4.0, np.inf, 1.0, 1.0, -2.0])
+    special = portable.power(x, np.array([2.0, 0.0, -1.0, 7.5, 0.5, 0.0, np.inf, np.nan, 0.5]))
+    np.testing.assert_array_equal(special[:8], [0.0, 1.0, np.inf, 1.0, 2.0, 1.0, 1.0, 1.0])
+    assert np.isnan(special[8])
+
+
+def test_an_angle_past_the_exact_reduction_is_refused() -> None:
+    assert portable.sin(2.0**19 * np.pi) == portable.sin(2.0**19 * np.pi)  # the last one taken
+    with pytest.raises(ValueError, match=r"\|x\| up to 2\^19 pi .* got 1e\+22"):
+        portable.sin(np.array([0.5, 1e22]))
+    assert np.isnan(portable.cos(np.array([np.inf, np.nan]))).all()
 
 
 def test_float32_in_gives_the_float32_nearest_the_true_value() -> None:
@@ -130,6 +137,50 @@ def near_midpoints(M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def spread_widest(K: int) -> tuple[np.ndarray, np.ndarray]:
+    """A row of products f (a float32 of even last bit), half its ulp, then K - 2 terms just
+    under half an ulp of 1 in float64 (times a column of ones): added big first every small
+    term is lost and the sum is the float32 midpoint f + half; added small first they count,
+    about (K - 2) 2^-54 above it, about as far apart as two orders' sums get (gamma_K of the
+    products' sum, which is about 1 here)."""
+    a = np.full((1, K), F32(2.0**-54 * (1 - 2.0**-20)), F32)
+    a[0, 0], a[0, 1] = F32(1 + 2 * 1234 * 2.0**-23), F32(2.0**-24)
+    return a, np.ones((K, 1), F32)
+
+
+@pytest.mark.parametrize("K", [64, 1000, 4096])
+def test_the_reach_covers_the_widest_spread_of_two_orders(K: int, monkeypatch) -> None:
+    """The small-first sum lies about (K - 2) 2^-54 above the midpoint the big-first one is
+    at: the check finds it, though within 8 times of missing it (the bound is not loose), and
+    both orders give the same product."""
+    a, b = spread_widest(K)
+    a64, b64 = a.astype(F64), b.astype(F64)
+    sums = [in_order(o)(a64, b64) for o in ("ascending", "descending")]
+    assert sums[0].astype(F32) != sums[1].astype(F32)  # the orders round apart in float32
+    T, scale = portable._reach(a[None], b[None])
+    out = np.empty((1, 1), F32)
+    assert portable._near_boundary(sums[1], T, scale, out).size == 1
+    assert portable._near_boundary(sums[1], T, scale / 8, out).size == 0
+    got = []
+    for order in ("ascending", "descending"):
+        monkeypatch.setattr(portable, "_product", in_order(order))
+        got.append(portable.matmul(a, b))
+    assert got[0] == got[1]
+
+
+def test_a_zero_is_plus_zero_whatever_order_gave_its_sign(monkeypatch) -> None:
+    """A sum that cancels to below float32's smallest (one order's -0, another's +0), and
+    products of -0 (an order that starts from the first product keeps -0, one from +0 does
+    not): +0 either way."""
+    be, a1, a4 = 2.0**-60, 2.0**-50, 0.75 * 2.0**-103
+    a = np.array([[a1, a4, a1, F32(2.1e-48 / be)], [1, 1, 1, 1]], F32)
+    b = np.array([[be, -0.0], [be, -0.0], [-be, -0.0], [-be, -0.0]], F32)
+    for order in ("ascending", "descending"):
+        monkeypatch.setattr(portable, "_product", in_order(order))
+        got = portable.matmul(a, b)
+        assert (got == 0).all() and not np.signbit(got).any(), (order, got)
+
+
 @pytest.mark.parametrize(("M", "N", "K"), [(1, 1, 1), (33, 31, 17), (16, 3, 256), (64, 40, 300)])
 def test_the_product_is_the_rounded_exact_sum(M: int, N: int, K: int) -> None:
     for scale in (1.0, 1e-20, 1e20):
@@ -152,9 +203,9 @@ def test_the_product_does_not_depend_on_the_order_of_additions(order: str, monke
         np.testing.assert_array_equal(portable.matmul(a, b), expected)
 
 
-def test_the_check_finds_the_elements_near_a_rounding_boundary(monkeypatch) -> None:
-    """near_midpoints' elements are what the fixed-order sum is for: most of them are found,
-    and the orders above would round them apart."""
+def test_the_check_finds_the_elements_near_a_rounding_boundary() -> None:
+    """near_midpoints' elements are what the fixed-order sum is for: each of them is found, and
+    the orders above would round them apart."""
     a, b = near_midpoints(20, 30, 64)
     a64, b64 = a.astype(F64), b.astype(F64)
     c = portable._product(a64, b64)
@@ -203,6 +254,11 @@ def test_vectors_zero_sizes_non_finite_and_float64() -> None:
     assert not np.signbit(portable.matmul(-np.zeros((1, 2), F32), np.ones((2, 1), F32))).any()
     d = RNG.standard_normal((3, 4))
     np.testing.assert_array_equal(portable.matmul(d, d.T), d @ d.T)  # float64: the BLAS's
+    s, w = RNG.standard_normal((3, 4, 5)).astype(F32), RNG.standard_normal(4).astype(F32)
+    for x, y in ((w, s), (s, w[:, None].repeat(5, 1).T), (s[0], s[1].T), (w, w)):
+        assert np.shape(portable.matmul(x, y)) == np.shape(x @ y)
+    with pytest.raises(ValueError, match="out must be C-contiguous float32"):
+        portable.matmul(m, m.T, out=np.empty((6, 6)))
     with pytest.raises(TypeError, match="float32 operands"):
         portable.matmul(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16))
 
@@ -212,12 +268,15 @@ def test_vectors_zero_sizes_non_finite_and_float64() -> None:
 PACKAGE = Path(alpha_rl.__file__).parent
 # what NumPy or math computes with a BLAS, a SIMD dispatch or the C library's functions
 UNPORTABLE = {
-    "np": {"dot", "matmul", "einsum", "tensordot", "inner", "vdot", "exp", "exp2", "expm1",
-           "log", "log2", "log10", "log1p", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-           "arcsin", "arccos", "arctan", "arctan2", "power", "float_power", "cbrt", "hypot",
-           "logaddexp", "logaddexp2", "linalg"},
-    "math": {"exp", "expm1", "log", "log1p", "log2", "log10", "pow", "sin", "cos", "tan",
-             "tanh", "sinh", "cosh", "atan", "atan2", "asin", "acos", "hypot", "erf", "gamma"},
+    "np": {"dot", "matmul", "einsum", "tensordot", "inner", "vdot", "vecdot", "matvec",
+           "vecmat", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+           "tan", "tanh", "sinh", "cosh", "arcsin", "arccos", "arctan", "arctan2", "arcsinh",
+           "arccosh", "arctanh", "sinc", "i0", "power", "float_power", "cbrt", "hypot",
+           "logaddexp", "logaddexp2", "linalg", "cov", "corrcoef", "convolve", "correlate",
+           "polyfit", "polyval", "trapezoid", "interp"},
+    "math": {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "pow", "sin", "cos",
+             "tan", "tanh", "sinh", "cosh", "asinh", "acosh", "atanh", "atan", "atan2", "asin",
+             "acos", "hypot", "dist", "cbrt", "erf", "erfc", "gamma", "lgamma", "sumprod"},
 }  # fmt: skip
 # parts of the package whose figures no run's results depend on, and why
 OUTSIDE = {
@@ -251,7 +310,8 @@ def unportable_calls(path: Path, root: Path = PACKAGE) -> list[str]:
 
 
 # NumPy's reductions of floats add in an order of their release's choosing
-REDUCTIONS = {"sum", "mean", "std", "var", "average", "nansum", "nanmean", "reduce", "reduceat"}
+REDUCTIONS = {"sum", "mean", "std", "var", "average", "nansum", "nanmean", "nanstd", "nanvar",
+              "prod", "reduce", "reduceat", "dot", "trace"}  # fmt: skip
 
 
 def _unportable(node: ast.AST) -> str | None:
@@ -264,16 +324,21 @@ def _unportable(node: ast.AST) -> str | None:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         return "@"
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        literal = all(_literal(side) for side in (node.left, node.right))  # 2.0**-24: exact
-        squared = isinstance(node.right, ast.Constant) and node.right.value == 2
-        return None if literal or squared else "**"
+        # exact: 2 ** 63, 2.0 ** -24 (a Python float's ** is the C library's pow: x * x instead)
+        ints = all(_literal(side, int) for side in (node.left, node.right))
+        two = isinstance(node.left, ast.Constant) and node.left.value == 2 and _literal(node.right)
+        return None if ints or two else "**"
+    if isinstance(node, ast.ImportFrom) and node.module in ("numpy", "math"):
+        names = UNPORTABLE["np" if node.module == "numpy" else "math"] | REDUCTIONS
+        hit = [alias.name for alias in node.names if alias.name in names]
+        return f"from {node.module} import {', '.join(hit)}" if hit else None
     return None
 
 
-def _literal(node: ast.AST) -> bool:
+def _literal(node: ast.AST, kind: type | tuple = (int, float)) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         node = node.operand
-    return isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+    return isinstance(node, ast.Constant) and isinstance(node.value, kind)
 
 
 def run_modules() -> list[Path]:
@@ -294,12 +359,14 @@ def test_no_run_computes_around_portable() -> None:
 def test_the_scan_sees_each_kind_of_call(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "import math\nimport numpy as np\n\ndef f(a, b, t):\n"
-        "    x = np.exp(a) + a @ b + a ** t + a.sum(axis=0) + np.add.reduce(b)\n"
-        "    return x + math.tanh(t) + a ** 2 + 2 ** 63 + np.linalg.norm(a) + np.mean(a)\n"
+        "import math\nimport numpy as np\nfrom numpy import exp, sqrt\n\ndef f(a, b, t):\n"
+        "    x = np.exp(a) + a @ b + a ** t + a.sum(axis=0) + np.add.reduce(b) + a.dot(b)\n"
+        "    return x + math.tanh(t) + 2 ** 63 + 2.0 ** -24 + np.linalg.norm(a) + np.mean(a)\n"
+        "\ndef g(t):\n    y = t ** 2\n    return y + 3.0 ** 2\n"
     )
-    hits = sorted(h.split(" ")[1] for h in unportable_calls(module, tmp_path))
-    assert hits == ["**", ".mean()", ".reduce()", ".sum()", "@", "math.tanh", "np.exp", "np.linalg"]
+    hits = sorted(h.split(" ", 1)[1] for h in unportable_calls(module, tmp_path))
+    assert hits == ["**", "**", "**", ".dot()", ".mean()", ".reduce()", ".sum()", "@",
+                    "from numpy import exp", "math.tanh", "np.exp", "np.linalg"]  # fmt: skip
 
 
 def test_portable_imports_nothing_of_the_package() -> None:

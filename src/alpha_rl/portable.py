@@ -109,8 +109,8 @@ def release() -> None:
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """a [..., M, K] @ b [..., K, N] (a or b 1-D as in `@`; a stack of S products as one) of
     float32 operands, in float32, the same on every CPU and BLAS (module docstring); into `out`
-    (float32, C-contiguous) when given. Float64 operands (the gradient checks' dtype; no run
-    computes in float64) are multiplied as `@` does."""
+    (float32, C-contiguous, of the product's shape) when given. Float64 operands (the gradient
+    checks' dtype; no run computes in float64) are multiplied as `@` does."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype == F64 or b.dtype == F64:
         return np.matmul(a, b, out=out)
@@ -119,15 +119,16 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     a3 = a.reshape(1, 1, -1) if a.ndim == 1 else a.reshape((math.prod(a.shape[:-2]), *a.shape[-2:]))
     b3 = b.reshape(1, -1, 1) if b.ndim == 1 else b.reshape((math.prod(b.shape[:-2]), *b.shape[-2:]))
     shape = (max(len(a3), len(b3)), a3.shape[1], b3.shape[2])
+    stacks = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    final = stacks + a.shape[-2:-1] + (b.shape[-1:] if b.ndim > 1 else ())  # as np.matmul
+    if out is not None and (out.dtype != F32 or out.shape != final or not out.flags.c_contiguous):
+        raise ValueError(f"matmul: out must be C-contiguous float32 {final}, not {out.dtype} "
+                         f"{out.shape}")  # fmt: skip
     if len(a3) != len(b3):  # one operand for the whole stack
         a3, b3 = (np.broadcast_to(x, shape[:1] + x.shape[1:]) for x in (a3, b3))
-    into = np.empty(shape, F32) if out is None else out
+    into = np.empty(final, F32) if out is None else out
     _stack(a3, b3, into.reshape(shape))
-    if out is not None:
-        return out
-    if a.ndim == 1 or b.ndim == 1:
-        return into.reshape(-1) if a.ndim + b.ndim > 2 else into.reshape(())[()]
-    return into.reshape(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + shape[1:])
+    return into if final else into[()]
 
 
 def _stack(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -147,9 +148,11 @@ def _stack(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     if near.size:
         finite = np.isfinite(c.reshape(-1)[near])  # inf and NaN are the same in any order
         flat.reshape(-1)[near[~finite]] = c.reshape(-1)[near[~finite]]
+        flat.reshape(-1)[near[np.isnan(c.reshape(-1)[near])]] = np.nan  # one NaN, any order's
         rows, cols = a64.reshape(S * M, K), b64.transpose(0, 2, 1)  # the copies: out may be a, b
         near = _drop_exact_zeros(rows, cols, M, T, c, near[finite], flat)
         _add_in_order(rows, cols, M, near, flat)
+    np.add(out, F32(0), out=out)  # a zero is +0, whichever sign any order's sum gave it
 
 
 def _reach(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
@@ -161,7 +164,7 @@ def _reach(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     that; T_si = 0 is a row of zeros. An inf or NaN operand makes a row's reach inf or NaN: each
     of its elements is checked again."""
     K = a.shape[2]
-    largest = max(float(b.max()), -float(b.min())) if b.size else 0.0
+    largest = abs(max(float(b.max()), -float(b.min()))) if b.size else 0.0  # +0, not -0
     T = np.abs(a).reshape(-1, K) @ np.ones(K, F32)
     return T, largest * (1 + K * 2.0**-23) * 2 * (K + 2) * 2.0**-53
 
@@ -371,13 +374,13 @@ def tanh(x):
 def _power64(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         out = _exp64(y * _log64(x))
-    return np.where(y == 0, 1.0, out)
+    return np.where((y == 0) | (x == 1), 1.0, out)
 
 
 def power(x, y):
     """x^y for x >= 0 (float32 x and y, or one of them a Python number: float32 out; else
-    float64), the same on every CPU: e^(y ln x) in float64 (within ~10 ulps there), x^0 = 1; a
-    negative x gives NaN."""
+    float64), the same on every CPU: e^(y ln x) in float64 (within ~10 ulps there), x^0 = 1^y =
+    1; a negative x gives NaN, -0 is taken as +0."""
     return _map(_power64, x, y)
 
 
@@ -421,8 +424,7 @@ def _kernel_cos(r: np.ndarray) -> np.ndarray:
 
 
 def _sincos64(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sin x, cos x) of float64 x, within an ulp or two for |x| < 2^19 pi (beyond: the same on
-    every CPU, less accurate); NaN for non-finite x."""
+    """(sin x, cos x) of float64 x, |x| <= 2^19 pi, within an ulp or two; NaN for inf and NaN."""
     finite = np.isfinite(x)
     x = np.where(finite, x, 0.0)
     k = np.rint(x * _INV_PIO2)
@@ -437,11 +439,28 @@ def _sincos64(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(finite, sin, np.nan), np.where(finite, cos, np.nan)
 
 
+# the largest argument whose reduction by pi/2 stays exact (k times each part of pi/2)
+_SINCOS_MAX = 2.0**19 * math.pi
+
+
+def _angles(x) -> object:
+    """x, refused (ValueError) where a finite |x| passes _SINCOS_MAX: its reduction would lose
+    the angle (a project's angle is in [0, 2 pi))."""
+    arr = np.asarray(x)
+    with np.errstate(invalid="ignore"):
+        too_big = np.isfinite(arr) & (np.abs(arr) > _SINCOS_MAX)
+    if too_big.any():
+        largest = float(np.abs(arr[too_big]).max())
+        raise ValueError(f"portable sin/cos: |x| up to 2^19 pi ({_SINCOS_MAX:.7g}), got "
+                         f"{largest:.7g}: reduce the angle first")  # fmt: skip
+    return x
+
+
 def sin(x):
     """sin x (float32 in, float32 out; else float64), the same on every CPU."""
-    return _map(lambda v: _sincos64(v)[0], x)
+    return _map(lambda v: _sincos64(v)[0], _angles(x))
 
 
 def cos(x):
     """cos x (float32 in, float32 out; else float64), the same on every CPU."""
-    return _map(lambda v: _sincos64(v)[1], x)
+    return _map(lambda v: _sincos64(v)[1], _angles(x))

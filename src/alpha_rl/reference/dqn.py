@@ -86,7 +86,8 @@ def td_loss_slots(isv, loss, w, synthetic, M, loss_idx, real_idx, synthetic_idx,
 
 def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
     """stats[0] = ||grad||; Adam's step counters[0] += 1."""
-    norm = np.sqrt(total(grad[: int(P)].astype(np.float64) ** 2))
+    g = grad[: int(P)].astype(np.float64)
+    norm = np.sqrt(total(g * g))
     stats[0] = norm
     if isv is not None and norm_idx >= 0:
         isv[norm_idx] = norm
