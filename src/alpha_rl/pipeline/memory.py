@@ -58,12 +58,12 @@ REBUILD_BYTES_PER_LEAF = 16  # per_tree_reduce's level sums (11.7)
 ENV_BYTES_PER_ENV = 256  # env step, perception, reward diagnostics, HER, push per env (185)
 ENV_BYTES_PER_FEATURE = 16  # ... and per feature of h_t per env (12)
 # a layer's product (portable.matmul: the float64 product and the scratch it keeps, the check's
-# blocks), bias, ReLU and mask per row and unit (20); a weight gradient's product per weight of
-# the layer (29)
+# blocks), bias, ReLU and mask per row and unit (20); a weight gradient's split-K products per
+# weight of the layer (their float64 stack and its scratch, 36)
 GEMM_BYTES_PER_VALUE = 24
-HEAD_BYTES_PER_LOGIT = 28  # a C51 head's softmaxes and projection per row and logit (21)
+HEAD_BYTES_PER_LOGIT = 28  # a head of atoms' softmaxes and projection per row and logit (21)
 STEP_BYTES = 65_536  # an env step's and an evaluation's small arrays, whatever their sizes
-GEMM_BYTES_PER_WEIGHT = 32
+GEMM_BYTES_PER_WEIGHT = 40
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,8 @@ def peaks(plan: Plan, layout: NetLayout, obs_dim: int) -> dict[str, int]:
     width = max(max(ly.n_in, ly.n_out) for ly in layout.layers)
     step = envs * (ENV_BYTES_PER_ENV + ENV_BYTES_PER_FEATURE * obs_dim)
     weights = max(ly.n_in * ly.n_out for ly in layout.layers)
-    logits = layout.layers[-1].n_out if agent.distributional else 0
+    # a head of several atoms an action (C51) works its softmaxes over every logit
+    logits = layout.layers[-1].n_out if head_class(agent).atoms_of(agent) > 1 else 0
     return {
         "initialisation": INIT_BYTES_PER_PARAM * layout.size,
         "Adam step": ADAM_BYTES_PER_PARAM * params,
