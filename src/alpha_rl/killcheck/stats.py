@@ -10,10 +10,12 @@ run) stays out of the family (Tarone 1990): it could never reject, and counting 
 lower the others' levels.
 
 Per-pair values of a walk-forward study are grouped by fold (strata). Their mean pools every
-pair; its standard error uses the variance *within* folds (sum of squares about each fold's mean
-over N - K degrees of freedom, K folds), so the interval reflects the seeds' spread inside each
-regime, not the gap between regimes, and a fold with one pair adds a value but no degree of
-freedom. One stratum: the ordinary one-sample t.
+pair; its standard error comes from each fold's own variance (SE^2 = sum_k (n_k / N)^2 s_k^2 /
+n_k), with Welch-Satterthwaite degrees of freedom, so the interval reflects the seeds' spread
+inside each regime, not the gap between regimes, and a small noisy fold weighs as its own spread
+says, not as the other folds' average. A fold with one pair has no variance of its own: it takes
+the largest variance of the folds that have one (conservative), and adds no degree of freedom.
+One stratum: the ordinary one-sample t.
 """
 
 from __future__ import annotations
@@ -33,10 +35,10 @@ class TMean:
 
     mean: float
     se: float  # NaN: no interval (fewer than two values, or one per stratum)
-    df: int
+    df: float  # n - 1 for one stratum; Welch-Satterthwaite's (at most n - strata) for several
     n: int
-    sd: float  # the within-stratum standard deviation of one value
-    strata: int = 1  # the degrees of freedom are n - strata
+    sd: float  # the sd of one value that gives `se` at n values: se sqrt(n)
+    strata: int = 1
 
     def interval(self, confidence: float) -> tuple[float, float]:
         """The two-sided t-interval at `confidence` (NaN bounds without a standard error)."""
@@ -64,15 +66,18 @@ class TMean:
         """The number of pairs at which this mean and spread would just be resolved against
         `bound` at one-sided `level` (either side), with the same number of strata: the plug-in
         estimate (were the observed effect and spread the truth, about half of such studies
-        would resolve it). None when the mean sits on the bound or the spread is unknown;
-        MAX_SEEDS + 1 when more than MAX_SEEDS would be needed."""
+        would resolve it). At n pairs the degrees of freedom are n - strata scaled by the
+        observed df / (n - strata) (folds grown in proportion; 1 for one stratum). None when the
+        mean sits on the bound or the spread is unknown; MAX_SEEDS + 1 when more than
+        MAX_SEEDS would be needed."""
         gap = abs(self.mean - bound)
         if not (math.isfinite(self.sd) and gap > 0):
             return None
         if self.sd == 0:
             return self.strata + 1
         n = np.arange(self.strata + 1, MAX_SEEDS + 1)
-        enough = gap * np.sqrt(n) / self.sd >= stats.t.ppf(1 - level, n - self.strata)
+        df = (n - self.strata) * (self.df / (self.n - self.strata))
+        enough = gap * np.sqrt(n) / self.sd >= stats.t.ppf(1 - level, df)
         return int(n[enough][0]) if enough.any() else MAX_SEEDS + 1
 
 
@@ -87,12 +92,29 @@ def t_mean(values: dict[str, list[float]]) -> TMean:
     n, k = x.size, len(strata)
     if n - k < 1 and n >= 2:
         strata, k = [x], 1
-    df = n - k
-    if df < 1:
+    if n - k < 1:
         return TMean(float(x.mean()), float("nan"), 0, n, float("nan"))
-    ss = sum(float(((s - s.mean()) ** 2).sum()) for s in strata)
-    sd = math.sqrt(ss / df)
-    return TMean(float(x.mean()), sd / math.sqrt(n), df, n, sd, k)
+    if k > 1:
+        return _stratified(strata, float(x.mean()))
+    sd = math.sqrt(float(((x - x.mean()) ** 2).sum()) / (n - 1))
+    return TMean(float(x.mean()), sd / math.sqrt(n), n - 1, n, sd)
+
+
+def _stratified(strata: list[np.ndarray], mean: float) -> TMean:
+    """The pooled `mean` of several strata (each float64 [n_k], some with two values or more)
+    with SE^2 = sum_k (n_k / N)^2 s_k^2 / n_k from each stratum's own variance and
+    Welch-Satterthwaite degrees of freedom. A stratum of one value takes the largest variance
+    of the others; the terms that share an estimate are one term of the df, with its df."""
+    sizes = np.array([s.size for s in strata])
+    n = int(sizes.sum())
+    var = np.array([s.var(ddof=1) if s.size > 1 else np.nan for s in strata])
+    source = np.where(sizes > 1, np.arange(sizes.size), int(np.nanargmax(var)))
+    terms = np.bincount(source, sizes, sizes.size) / n**2 * np.nan_to_num(var)  # (n_k/N)^2 / n_k
+    se2 = float(terms.sum())
+    spread = float((terms**2 / np.maximum(sizes - 1, 1)).sum())
+    df = se2**2 / spread if se2 > 0 else n - sizes.size  # no spread: the df are never read
+    se = math.sqrt(se2)
+    return TMean(mean, se, float(df), n, se * math.sqrt(n), len(strata))
 
 
 def holm(pvalues: list[float]) -> list[float]:
