@@ -7,7 +7,11 @@ statistic over n m, averaged over strata.
 Their intervals are the methods whose coverage the calibration suite measured closest to nominal
 at 5 runs (docs/verdicts.md): the mean's a t-interval stratified by fold (stats.t_mean), the
 IQM's Yuen's trimmed-mean interval, the probability of improvement's a stratified percentile
-bootstrap (scipy.stats.bootstrap, one sample per stratum resampled independently).
+bootstrap over pairs (scipy.stats.bootstrap; a pair's treatment and baseline values resampled
+together, as they share the seed's effect, the strata independently). The estimate is the same
+n m comparison of every treatment run with every baseline run; only the resampling knows the
+pairs (resampling the arms apart treats the seed effect as noise between runs: intervals far too
+wide).
 
 Strata are the folds of a walk-forward study (a run's `market.fold` param); a single split is
 one stratum.
@@ -40,23 +44,30 @@ def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
     return stats.trim_mean(np.asarray(values, np.float64), 0.25, axis=axis)
 
 
-def bootstrap(samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
+def bootstrap(strata: Sequence[np.ndarray], statistic: Callable[..., np.ndarray],
               crit: Criteria) -> Estimate:  # fmt: skip
-    """`statistic(*samples, axis=-1)` with a percentile bootstrap interval, every sample
-    resampled independently (a stratified bootstrap when the samples are strata). No interval
-    (NaN) when a sample has fewer than two values; a point interval when every value is the
-    same."""
-    samples = [np.asarray(s, np.float64) for s in samples]
-    est = float(statistic(*samples, axis=-1))
-    if any(s.size < 2 for s in samples):
+    """`statistic(*strata)` with a percentile bootstrap interval. A stratum is float64 [n_k] (a
+    value per run) or [n_k, c] (c values per unit: a pair's treatment and baseline values); its
+    units are resampled with replacement, a unit's values together, each stratum on its own (a
+    stratified bootstrap), and `statistic` reduces arrays [..., n_k, c] over their last two
+    axes. No interval (NaN) when a stratum has fewer than two units; a point interval when
+    every value is the same."""
+    strata = [np.asarray(s, np.float64) for s in strata]
+    strata = [s if s.ndim == 2 else s[:, None] for s in strata]
+    est = float(statistic(*strata))
+    if any(len(s) < 2 for s in strata):
         return est, float("nan"), float("nan")
-    if all(np.all(s == samples[0][0]) for s in samples):
+    if all(np.all(s == strata[0][0, 0]) for s in strata):
         return est, est, est
+
+    def resampled(*units: np.ndarray, axis: int = -1) -> np.ndarray:
+        return statistic(*(s[u] for s, u in zip(strata, units, strict=True)))
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        res = stats.bootstrap(samples, statistic, vectorized=True, paired=False,
-                              confidence_level=crit.confidence, n_resamples=crit.resamples,
-                              method="percentile",
+        res = stats.bootstrap([np.arange(len(s)) for s in strata], resampled, vectorized=True,
+                              paired=False, confidence_level=crit.confidence,
+                              n_resamples=crit.resamples, method="percentile",
                               random_state=np.random.default_rng(crit.bootstrap_seed))  # fmt: skip
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return est, (lo if np.isfinite(lo) else est), (hi if np.isfinite(hi) else est)
@@ -107,13 +118,16 @@ def t_estimate(values: dict[str, list[float]], crit: Criteria, log: bool = False
     return m.mean, lo, hi
 
 
-def improvement(treated: dict[str, list[float]], base: dict[str, list[float]],
-                crit: Criteria) -> Estimate:  # fmt: skip
-    """P(treatment > baseline), averaged over the strata both arms have, with an interval."""
-    common = sorted(set(treated) & set(base))
-    samples = [np.asarray(d[k], np.float64) for k in common for d in (treated, base)]
+def improvement(pairs: dict[str, list[tuple[float, float]]], crit: Criteria) -> Estimate:
+    """P(treatment > baseline) from the pairs' (treatment, baseline) values by stratum: within a
+    stratum over every treatment value against every baseline value (the n m comparisons), then
+    averaged over strata; its interval resamples pairs, a pair's two values together (they share
+    the seed's effect), within each stratum. NaN without a pair."""
+    strata = [np.asarray(pairs[k], np.float64).reshape(-1, 2) for k in sorted(pairs) if pairs[k]]
+    if not strata:
+        return float("nan"), float("nan"), float("nan")
 
-    def statistic(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean([prob_improvement(xs[i], xs[i + 1]) for i in range(0, len(xs), 2)], axis=0)
+    def statistic(*xs: np.ndarray) -> np.ndarray:
+        return np.mean([prob_improvement(x[..., 0], x[..., 1]) for x in xs], axis=0)
 
-    return bootstrap(samples, statistic, crit)
+    return bootstrap(strata, statistic, crit)

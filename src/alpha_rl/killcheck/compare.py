@@ -250,6 +250,18 @@ def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, lis
     return out
 
 
+def paired_end_values(pairs: list[Pair], key: str,
+                      crit: Criteria) -> dict[str, list[tuple[float, float]]]:  # fmt: skip
+    """Per stratum, each pair's (treatment, baseline) values of `end_values` (each run's mean of
+    `key` over the last `window` of its own training); a pair without both is left out."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for t, b in pairs:
+        both = tuple(window_mean(run, key, (1 - crit.window) * run.last_step) for run in (t, b))
+        if np.isfinite(both).all():
+            out.setdefault(stratum(t), []).append(both)
+    return out
+
+
 def paired_differences(pairs: list[Pair], key: str, crit: Criteria) -> dict[str, list[float]]:
     """Per stratum, each pair's treatment - baseline mean of `key` over the pair's window."""
     out: dict[str, list[float]] = {}
@@ -310,7 +322,7 @@ def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -
                                   "reported", NOT_EVALUATED, False, {"metric": key}))  # fmt: skip
             continue
         t_arm, b_arm = arm_stats(t_vals, crit), arm_stats(b_vals, crit)
-        poi = improvement(t_vals, b_vals, crit)
+        poi = improvement(paired_end_values(pairs, key, crit), crit)
         diff = t_estimate(paired_differences(pairs, key, crit), crit)
         evidence = {"metric": key, "treatment": vars(t_arm), "baseline": vars(b_arm),
                     "probability_of_improvement": poi, "paired_difference": diff,
