@@ -82,6 +82,25 @@ def test_an_arm_that_never_reaches_the_target_is_counted_as_censored(tmp_path: P
     assert "faster in 2, slower in 3 of 5 pairs (sign test p 1)" in speed["value"]
 
 
+def test_an_evaluation_without_a_capture_ratio_tells_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    # HER's capture is NaN at 2000 (no closed trade): its runs reached 0.2817 in (1000, 3000],
+    # not in (2000, 3000]. In a sixth pair HER's capture is NaN throughout: nothing to judge
+    capture = ramp(4000, 0.4)
+    capture[EVALS == 2000] = np.nan
+    store.ablation(seeds=range(6), evals=lambda her, seed: {
+        "eval/capture_ratio": capture if seed < 5 else np.full(EVALS.size, np.nan)})  # fmt: skip
+    code, report = store.check(tmp_path)
+    assert code == 0
+    speed = rows(report)["steps to capture target"]
+    e = speed["evidence"]
+    assert [s["why"] for s in e["skipped"]] == ["no evaluation with a value"]
+    assert speed["value"].endswith("; 1 pair not judged (no evaluation with a value)")
+    assert {(p["treatment_reach"]["low"], p["treatment_reach"]["high"]) for p in e["pairs"]} == {
+        (1000.0, 3000.0)}  # fmt: skip
+    assert e["sign_test"]["faster"] == 5
+
+
 def test_exact_times_give_the_ratio_of_the_arms_turnbull_medians(tmp_path: Path) -> None:
     store = Store(tmp_path)
     # the baseline starts at 0.4 / 12000 x 250 and rises to its plateau (its mean over

@@ -2,11 +2,13 @@
 held-out curves (which need no target).
 
 Steps to target: a run's capture ratio is seen only at its evaluations, so a run that first
-reached the pair's target at evaluation k reached it somewhere in (s_{k-1}, s_k]: an interval,
-(0, s_1] when at the first evaluation (printed `<= s_1`), (s_last, inf) when never (printed
-`> s_last`). The target is `capture_target`, or the baseline's first evaluation plus
-`capture_target_frac` of its rise to its plateau (its mean over the last `window` of training),
-so a curve that stays below 0 still has one; a baseline that does not rise gives none.
+reached the pair's target at evaluation k reached it somewhere in (s_j, s_k], s_j its last
+evaluation before k with a finite value (NaN, as an evaluation without a closed trade gives, tells
+nothing): an interval, (0, s_k] when k is its first evaluation with a value (printed `<= s_k`),
+(s_last, inf) when never (printed `> s_last`). The target is `capture_target`, or the baseline's
+first evaluation plus `capture_target_frac` of its rise to its plateau (its mean over the last
+`window` of training), so a curve that stays below 0 still has one; a baseline that does not rise
+gives none.
 
 Each arm's median steps come from the Turnbull estimator of the interval-censored times
 (lifelines' `KaplanMeierFitter.fit_interval_censoring`, the nonparametric maximum likelihood):
@@ -70,9 +72,10 @@ class Reach:
 
 
 def reach(run: RunRecord, key: str, target: float, end: int) -> Reach | None:
-    """When `run` reached `target` on `key` (evaluations up to step `end`); None: no evaluation."""
+    """When `run` reached `target` on `key` (evaluations up to step `end` with a finite value: NaN
+    tells nothing); None: no such evaluation."""
     steps, values = run.series(key)
-    keep = steps <= end
+    keep = (steps <= end) & np.isfinite(values)
     steps, values = steps[keep], values[keep]
     if steps.size == 0:
         return None
@@ -157,7 +160,7 @@ def _arm_text(label: str, reaches: list[Reach], median: Median) -> str:
     parts = [f"{len(reaches) - len(never)} of {len(reaches)} reached",
              f"median {median.text()}"]  # fmt: skip
     if first:
-        parts.append(f"{len(first)} at the first evaluation (<= {first[0].high:.0f})")
+        parts.append(f"{len(first)} at the first evaluation (<= {max(r.high for r in first):.0f})")
     if never:
         parts.append(f"{len(never)} never (> {min(r.low for r in never):.0f})")
     return f"{label}: " + ", ".join(parts)
@@ -177,9 +180,9 @@ def judge_speed(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> J
         target = _target(base, key, end, crit)
         got = (reach(treated, key, target, end), reach(base, key, target, end))
         if not np.isfinite(target) or None in got:
-            skipped.append({"treatment": treated.run_id, "baseline": base.run_id,
-                            "why": "the baseline's capture does not rise: no target"
-                            if not np.isfinite(target) else "no evaluation"})  # fmt: skip
+            why = ("the baseline's capture does not rise: no target" if not np.isfinite(target)
+                   else "no evaluation with a value")  # fmt: skip
+            skipped.append({"treatment": treated.run_id, "baseline": base.run_id, "why": why})
             continue
         t, b = got
         faster = t.high <= b.low
@@ -210,8 +213,9 @@ def judge_speed(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> J
     value = (f"speed-up {speedup} over {len(each)} pairs ({crit.target_text()}; {arms}); "
              f"faster in {faster}, slower in {slower} of {len(each)} pairs (sign test "
              f"p {p:.2g})")  # fmt: skip
-    if skipped:
-        value += f"; {len(skipped)} pairs without a target"
+    for why in sorted({s["why"] for s in skipped}):
+        count = sum(s["why"] == why for s in skipped)
+        value += f"; {count} pair{'s' * (count != 1)} not judged ({why})"
     return Judgement(name, value, threshold, INFO, False, evidence)
 
 
