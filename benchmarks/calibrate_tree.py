@@ -24,11 +24,10 @@ def simulate(path: str, seeds: int, folds: int, experiments: int) -> None:
 
     crit = Criteria.load()
     out = []
-    for sc in scenarios(crit.tolerance):
+    for sc in scenarios():
         rng = np.random.default_rng([0, zlib.crc32(sc.name.encode())])
-        studies = [simulate(sc, seeds, folds, crit.tolerance, crit.benefit_margin, rng)
-                   for _ in range(experiments)]  # fmt: skip
-        out.append((sc.name, sc.expect, studies))
+        studies = [simulate(sc, seeds, folds, crit, rng) for _ in range(experiments)]
+        out.append((sc.name, sc.truth, studies))
     with open(path, "wb") as f:
         pickle.dump(out, f)
 
@@ -44,17 +43,19 @@ def judge(path: str) -> None:
     with open(path, "rb") as f:
         scenarios = pickle.load(f)
     print(f"kill check of {alpha_rl.__file__}")
-    print(f"{'scenario':<44} {'KILL/treatment':>15} {'KILL any':>9} {'CANNOT':>7}")
+    print(f"{'scenario':<44} {'KILL/treatment':>15} {'KILL any':>9} {'KEEP any':>9} "
+          f"{'CANNOT':>7}")  # fmt: skip
     for name, _, studies in scenarios:
-        per = anyk = cannot = total = 0
+        per = anyk = keeps = cannot = total = 0
         for runs, axis_name in studies:
             axis = axis_for(axis_name, "a0" if axis_name == "calib.arm" else None)
             treatments = judge_runs(runs, axis, crit)[0]
             kills = sum(t.verdict == "KILL" for t in treatments)
             per, anyk, total = per + kills, anyk + (kills > 0), total + len(treatments)
+            keeps += any(t.verdict == "KEEP" for t in treatments)
             cannot += sum(t.verdict == "CANNOT-JUDGE" for t in treatments)
         print(f"{name:<44} {per / total:>15.3f} {anyk / len(studies):>9.3f} "
-              f"{cannot / total:>7.3f}")  # fmt: skip
+              f"{keeps / len(studies):>9.3f} {cannot / total:>7.3f}")  # fmt: skip
 
 
 def main() -> None:

@@ -79,10 +79,10 @@ def test_a_sweeps_kill_check_and_ui_lines_run_as_printed_from_the_project_dir(
         assert judge == f'make kill-check ARGS="--sweep {sweep} --tracking-uri sqlite:///{store}"'
     checked = paste(judge, ROOT)
     assert not not_found(checked), checked.stdout
-    # one pair, fewer than min_seeds: the check runs to its verdict, CANNOT-JUDGE (exit 2)
+    # one pair, fewer than min_seeds: the check runs to its verdict, UNDECIDED (exit 2)
     assert checked.returncode == 2, checked.stdout[-3000:]
     verdicts = [x for x in checked.stdout.splitlines() if x.startswith("verdict: ")]
-    assert len(verdicts) == 1 and verdicts[0].startswith("verdict: CANNOT-JUDGE"), verdicts
+    assert len(verdicts) == 1 and verdicts[0].startswith("verdict: UNDECIDED"), verdicts
     assert list(sweep.glob("kill_check/*/kill_check.json"))
     check_ui_line(printed(out, "its runs in the UI: "), ROOT, store)
     check_ui_line(printed(checked.stdout, "runs in the UI: "), ROOT, store)

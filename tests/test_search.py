@@ -141,13 +141,13 @@ def test_a_search_with_a_failing_trial_finishes_and_optuna_and_mlflow_agree(tmp_
         "backend=numpy",
     )
     # one seed on two folds: 2 pairs per candidate, fewer than the check's min_seeds (5), so its
-    # statistical criteria are not judged and the verdict is CANNOT-JUDGE (exit 2), saying why
+    # statistical criteria are not judged and the verdict is UNDECIDED (exit 2), saying why
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
     last = done.stdout.splitlines()[-1]
-    assert last.startswith("verdict: CANNOT-JUDGE (search=trial") and "Traceback" not in done.stderr
+    assert last.startswith("verdict: UNDECIDED (search=trial") and "Traceback" not in done.stderr
     assert "2 pairs < min_seeds 5: not judged" in last
     rep = json.loads((tmp_path / "confirm" / "confirm.json").read_text())
-    assert rep["verdict"] == "CANNOT-JUDGE"
+    assert rep["verdict"] == "UNDECIDED"
     assert rep["trials_tried"] == 5 and rep["seeds"] == [1] and rep["folds"] == [0, 1]
     default, winner = rep["candidates"]
     assert winner["candidate"] == f"trial{study.best_trial.number}" == rep["winner"]

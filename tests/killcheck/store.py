@@ -18,6 +18,9 @@ STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps
 EVALS = np.array([250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000,
                   12000])  # the early-dense evaluation schedule  # fmt: skip
 SEEDS = (0, 1, 2, 3, 4)  # min_seeds pairs
+# enough pairs to show harmlessness: 10 clean runs per arm show a broken share within 0.2 of the
+# baseline's (Farrington-Manning p 0.057 <= beta 0.1), 5 cannot (p 0.13)
+KEEP_SEEDS = tuple(range(10))
 HER = {"off": (False, False, False), "backward": (True, True, False),
        "forward": (True, False, True), "on": (True, True, True)}  # fmt: skip
 AUDIT_KEYS = {
@@ -37,6 +40,12 @@ def pnl_curve(seed: int, level: float = 50_000.0, steps: np.ndarray = EVALS) -> 
     """A held-out PnL rising to `level` with seed noise."""
     noise = np.random.default_rng(seed).normal(0, 1000.0, steps.size)
     return level * np.clip(steps / 6000.0, 0, 1) + noise
+
+
+def seed_effect(seed: int) -> float:
+    """The held-out PnL a seed's market windows add to both runs of its pair (USD): runs differ
+    more from seed to seed than the two runs of a pair differ."""
+    return float(np.random.default_rng(1000 + seed).normal(0, 5000.0))
 
 
 def ramp(until: float, level: float, steps: np.ndarray = EVALS) -> np.ndarray:
@@ -90,9 +99,10 @@ class Store:
             base_log |= {"her/forward_closes_total": STEPS * 50.0,
                          "her/forward_overwritten_total": np.zeros(STEPS.size),
                          "her/forward_expired_total": np.zeros(STEPS.size)}  # fmt: skip
+        pnl = pnl_curve(seed + 40 + 10 * enabled) + seed_effect(seed)
         base_evals = {"eval/l_q_probe": l_q_curve(seed + 20 + 10 * enabled, 0.5, EVALS),
                       "eval/capture_ratio": ramp(12000 if not enabled else 4000, 0.4),
-                      "eval/pnl": pnl_curve(seed + 40 + 10 * enabled)}  # fmt: skip
+                      "eval/pnl": pnl}  # fmt: skip
         tags = {"her": her} | ({"audit": ORACLE_AUDIT} if self.numpy_backend else {})
         return self.add(seed, p, tags | (run_tags or {}), base_log | (log or {}),
                         base_evals | (evals or {}))  # fmt: skip
@@ -133,10 +143,19 @@ STABILITY = "5 no destabilisation (eval/l_q_probe)"
 BROKEN = "6 runs that broke (rate)"
 BENEFIT = "7 no held-out harm (eval/pnl)"
 DECIDING_HER = (STABILITY, BROKEN, BENEFIT)  # the her axis's statistical rows
-HER_DECIDING = ("deciding on the her axis: audits, injections, stability, broken, benefit; alpha "
-                "0.025 family-wise")  # fmt: skip
-HER_HEADER = HER_DECIDING + " (Holm over the check's {} tests)"
-HER_UNDECIDED = HER_DECIDING + " (no test decided: each row says why)"
+HER_DECIDING = ("deciding on the her axis: audits, injections, stability, broken, benefit; KILL: "
+                "alpha 0.025 family-wise")  # fmt: skip
+KEEP_PART = ("; KEEP: beta 0.1 family-wise (harmlessness shown on every deciding criterion; Holm "
+             "over {} treatment{})")  # fmt: skip
+
+
+def her_header(tests: int, treatments: int = 1) -> str:
+    """The table's second line on the her axis: the KILL family's tests, the KEEP family's
+    treatments."""
+    family = (f"Holm over the check's {tests} test{'' if tests == 1 else 's'}" if tests else
+              "no test decided: each row says why")  # fmt: skip
+    return (f"{HER_DECIDING} ({family})"
+            + KEEP_PART.format(treatments, "" if treatments == 1 else "s"))  # fmt: skip
 
 
 LAYOUTS = {"stride6": ("6", "sentinel", "0.0"), "stride7_sentinel": ("7", "sentinel", "0.0"),

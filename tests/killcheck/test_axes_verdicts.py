@@ -41,10 +41,13 @@ def test_axis_beta_pairs_active_with_the_sentinel(tmp_path: Path, capsys) -> Non
     got = verdicts(report, "active")
     assert {got[k] for k in ("1 track", "2 backward inject", "3 forward inject",
                              "4 injections on done steps")} == {"NOT-APPLICABLE"}  # fmt: skip
-    # off the her axis the rate of broken runs and held-out harm decide; criterion 5 is INFO
-    assert (got[STABILITY], got[BROKEN], got[BENEFIT]) == ("INFO", "PASS", "PASS") and code == 0
-    assert out.splitlines()[0] == ("deciding on the beta axis: broken, benefit; alpha 0.025 "
-                                   "family-wise (Holm over the check's 1 test)")  # fmt: skip
+    # off the her axis the rate of broken runs and held-out harm decide; criterion 5 is INFO;
+    # five clean runs an arm do not show the broken rate within 0.2: undecided
+    assert (got[STABILITY], got[BROKEN], got[BENEFIT]) == ("INFO", "OPEN", "PASS") and code == 2
+    assert out.splitlines()[0] == ("deciding on the beta axis: broken, benefit; KILL: alpha 0.025 "
+                                   "family-wise (Holm over the check's 1 test); KEEP: beta 0.1 "
+                                   "family-wise (harmlessness shown on every deciding "
+                                   "criterion; Holm over 1 treatment)")  # fmt: skip
     assert "== beta=active vs beta=sentinel: 5 pairs" in out
 
 
@@ -52,8 +55,8 @@ def test_axis_reward_pairs_stride7_with_stride6(tmp_path: Path) -> None:
     store = Store(tmp_path)
     reward_variants(store)
     code, report = store.check(tmp_path, "--axis", "reward")
-    assert code == 0
     [seven] = report["treatments"]
+    assert code == 2 and seven["verdict"] == "UNDECIDED"  # judged: five pairs decide nothing
     assert seven["label"] == "reward=stride7" and len(seven["pairs"]) == 5
     assert report["axis"]["baseline"] == "stride6"
 
@@ -76,7 +79,7 @@ def test_any_config_key_is_an_axis_with_its_default_as_baseline(tmp_path: Path) 
         store.her_run("on", seed)  # agent.lr 0.0003, the default config's
         store.her_run("on", seed, **{"agent.lr": "0.001"})
     code, report = store.check(tmp_path, "--axis", "agent.lr")
-    assert code == 0
+    assert code == 2 and report["treatments"][0]["verdict"] == "UNDECIDED"
     assert report["axis"] == {"name": "agent.lr", "baseline": "0.0003"}
     [faster] = report["treatments"]
     assert faster["label"] == "agent.lr=0.001" and len(faster["pairs"]) == 5

@@ -1,56 +1,120 @@
 """The decision rule's error rates, measured: simulated studies of known truth through the real
-judging code (alpha_rl.killcheck.calibrate), seeded, on the numpy stack in seconds."""
+judging code (alpha_rl.killcheck.calibrate), seeded, on the numpy stack.
+
+At one look (the check at 5 seeds) a false KILL and a false KEEP stay within alpha and beta up to
+the Monte Carlo margin; studies in stages (the CI tier: 2,000 studies a scenario) hold them within
+alpha + 0.01 and beta + 0.01 over every look."""
 
 from __future__ import annotations
 
 import pytest
 
-from alpha_rl.killcheck.calibrate import coverage, kill_rates, scenarios
-from alpha_rl.killcheck.cli import parse, run
+from alpha_rl.killcheck.calibrate import BOUNDARY, HARMFUL, INSIDE, rates, reads, scenarios
+from alpha_rl.killcheck.cli import parse, run, staged_design
 from alpha_rl.killcheck.config import Criteria
+from alpha_rl.killcheck.coverage import coverage
+from alpha_rl.killcheck.sequential import Design
 
 EXPERIMENTS = 200
-SCENARIOS = {sc.name: sc for sc in scenarios(0.10)}
-FALSE = [name for name, sc in SCENARIOS.items() if sc.expect == "false"]
+SCENARIOS = {sc.name: sc for sc in scenarios()}
 # the Monte Carlo runs of several treatments or folds: seconds each
-MANY_ARMS = {"3 HER treatments at the boundaries", "5 treatments of a key at the PnL boundary",
-             "2% diverge, 5 key treatments", "4 folds with fold effects, boundary"}  # fmt: skip
+MANY_ARMS = {"3 HER treatments at the boundaries", "5 key treatments at the PnL boundary",
+             "10% diverge, 5 key treatments", "4 folds with fold effects, boundary",
+             "unequal folds (2/3/5/10, small noisier)"}  # fmt: skip
+ONE_LOOK = Design.single(5)
+
+
+HELD = [n for n, sc in SCENARIOS.items() if not sc.limit]
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in MANY_ARMS else n for n in FALSE]
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in MANY_ARMS else n for n in HELD]
 )
-def test_a_false_kill_stays_within_alpha(name: str) -> None:
-    """At the criteria's boundary (or on identical arms, diverged runs in both arms, folds with
-    fold effects, several treatments) the check kills at most alpha of the time, family-wise,
-    up to the Monte Carlo margin (two standard errors at alpha)."""
+def test_at_one_look_false_kills_and_keeps_stay_within_their_levels(name: str) -> None:
+    """Inside the tolerances or at their boundary the check kills at most alpha of the time,
+    at the boundary or beyond it keeps at most beta of the time, family-wise, up to the Monte
+    Carlo margin (two standard errors at the level): with several treatments, diverged runs,
+    folds (unequal too), heavy tails and skew."""
     crit = Criteria.load()
-    rate = kill_rates(SCENARIOS[name], crit, seeds=5, folds=1, experiments=EXPERIMENTS)
-    assert rate.any <= crit.alpha + rate.margin(crit.alpha), rate
-    if not SCENARIOS[name].fail:  # five pairs get a verdict; a diverged run leaves four
-        assert rate.cannot == 0.0
+    sc = SCENARIOS[name]
+    r = rates(sc, crit, ONE_LOOK, folds=1, experiments=EXPERIMENTS)
+    text, ok = reads(sc, r, crit)
+    assert ok, (text, r)
+    if sc.truth == INSIDE:
+        assert r.kill_any <= crit.alpha + r.margin(crit.alpha)
+    if sc.truth in (BOUNDARY, HARMFUL):
+        assert r.keep_any <= crit.beta + r.margin(crit.beta)
+
+
+def test_skewed_noise_is_a_stated_limit_of_the_t_tests() -> None:
+    """Pairs' values skewed away from harm (skewness 0.5) make the t-tests KILL more often than
+    alpha at 5 seeds (docs/verdicts.md states it; a row with the skew says so)."""
+    crit = Criteria.load()
+    sc = next(sc for sc in SCENARIOS.values() if sc.limit)
+    r = rates(sc, crit, ONE_LOOK, 1, EXPERIMENTS)
+    assert r.kill_any > crit.alpha and r.keep_any <= crit.beta + r.margin(crit.beta), r
 
 
 def test_a_looser_alpha_kills_more_at_the_boundary_and_stays_within_it() -> None:
     """The rule follows the user's alpha (not a fixed 2.5%): at 0.2 the boundary's false kills
     rise toward it and stay under it."""
     crit = Criteria.load(overrides=["alpha=0.2"])
-    rate = kill_rates(SCENARIOS["PnL at the boundary"], crit, 5, 1, EXPERIMENTS)
-    assert 0.05 < rate.any <= 0.2 + rate.margin(0.2), rate
+    r = rates(SCENARIOS["PnL at the boundary"], crit, ONE_LOOK, 1, EXPERIMENTS)
+    assert 0.05 < r.kill_any <= 0.2 + r.margin(0.2), r
 
 
-def test_power_against_a_30_percent_effect_at_5_seeds() -> None:
-    """Reported power (docs/verdicts.md): a held-out PnL 30% lower is killed in most studies,
-    a treatment whose every run diverges in all of them."""
+def test_power_against_harm_at_5_seeds() -> None:
+    """Reported power (docs/verdicts.md): a held-out PnL 30% lower (15,000 against a margin of
+    about 5,600) is killed in over a third of the studies at 5 seeds, a treatment whose every run
+    diverges in all of them; none of them is kept."""
     crit = Criteria.load()
-    pnl = kill_rates(SCENARIOS["PnL 30% lower (power)"], crit, 5, 1, EXPERIMENTS)
-    broken = kill_rates(SCENARIOS["every run of the treatment diverges (power)"], crit, 5, 1, 50)
-    assert pnl.per_treatment > 0.5 and broken.per_treatment == 1.0
+    pnl = rates(SCENARIOS["PnL 30% lower (harmful)"], crit, ONE_LOOK, 1, EXPERIMENTS)
+    broken = rates(SCENARIOS["every treated run diverges (harmful)"], crit, ONE_LOOK, 1, 50)
+    assert pnl.kill > 0.3 and broken.kill == 1.0
+    assert pnl.keep == broken.keep == 0.0
 
 
-def test_below_min_seeds_every_treatment_cannot_be_judged() -> None:
-    rate = kill_rates(SCENARIOS["PnL 30% lower (power)"], Criteria.load(), 3, 1, 20)
-    assert rate.cannot == 1.0 and rate.any == 0.0
+def test_at_5_seeds_identical_arms_are_undecided_not_kept() -> None:
+    """KEEP is harmlessness shown: five pairs of identical arms do not show it (the held-out
+    margin and the probe's tolerance lie inside their intervals), so the verdict is UNDECIDED,
+    not the KEEP a check that only looked for harm would give."""
+    r = rates(SCENARIOS["identical arms"], Criteria.load(), ONE_LOOK, 1, 100)
+    assert r.undecided > 0.9 and r.kill_any <= 0.05
+
+
+def test_below_min_seeds_every_treatment_is_undecided() -> None:
+    r = rates(SCENARIOS["PnL 30% lower (harmful)"], Criteria.load(), Design.single(3), 1, 20)
+    assert r.undecided == 1.0 and r.kill_any == 0.0 and r.keep_any == 0.0
+
+
+# the CI tier of studies in stages: 2,000 simulated studies a scenario, looks at 5, 10, 15, 20
+STAGED = ("both at their boundaries", "3 HER treatments at the boundaries",
+          "probe ratio 1.3 (harmful)")  # fmt: skip
+TIER = 2000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", STAGED)
+def test_in_stages_false_kills_and_keeps_stay_within_their_levels_plus_a_point(name) -> None:
+    """Over every look of a staged study (alpha and beta spent over the looks), the family-wise
+    false KILL stays within alpha + 0.01 and the false KEEP within beta + 0.01, over 2,000
+    simulated studies (two standard errors at alpha are 0.007 there)."""
+    crit = Criteria.load()
+    sc = SCENARIOS[name]
+    r = rates(sc, crit, staged_design(crit, 5, 20), folds=1, experiments=TIER)
+    if sc.truth in (INSIDE, BOUNDARY):
+        assert r.kill_any <= crit.alpha + 0.01, r
+    if sc.truth in (BOUNDARY, HARMFUL):
+        assert r.keep_any <= crit.beta + 0.01, r
+    if sc.truth == HARMFUL:  # the looks decide it early: most studies stop before the last
+        assert r.kill > 0.9 and r.seeds_mean < 20, r
+
+
+@pytest.mark.slow
+def test_in_stages_identical_arms_are_kept_with_fewer_seeds_than_the_most() -> None:
+    crit = Criteria.load()
+    r = rates(SCENARIOS["identical arms"], crit, staged_design(crit, 5, 40), 1, 100)
+    assert r.keep > 0.8 and r.kill_any <= 0.05 and r.seeds_mean < 40, r
 
 
 @pytest.mark.slow
@@ -71,9 +135,18 @@ def test_the_command_prints_the_calibration_for_the_users_settings(capsys) -> No
                       "alpha=0.05"]))  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "6 seeds x 2 fold(s), alpha 0.05" in out
-    assert all(sc.name in out for sc in SCENARIOS.values())
+    assert "6 seeds x 2 fold(s), alpha 0.05 and beta 0.1" in out
+    assert all(name in out for name in SCENARIOS)
     assert "coverage of 0.95 intervals at 6 runs" in out
+
+
+@pytest.mark.slow
+def test_the_command_prints_the_sequential_calibration(capsys) -> None:
+    code = run(parse(["--calibrate", "--sequential", "--max-seeds", "10", "--experiments", "5"]))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "looks at 5, 10 seeds (spending g -4)" in out
+    assert all(name in out for name in SCENARIOS)
 
 
 @pytest.mark.parametrize(("option", "value"), [("--seeds", "1"), ("--folds", "0"),
@@ -86,3 +159,15 @@ def test_a_calibration_it_cannot_run_is_refused_naming_the_option(option, value,
     err = capsys.readouterr().err
     assert stop.value.code == 2 and f"--calibrate {option} {value}: give at least" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["--calibrate", "--sequential", "--max-seeds", "3"],
+                                  ["--sequential"]])  # fmt: skip
+def test_a_staged_calibration_it_cannot_run_is_refused(argv, capsys) -> None:
+    from alpha_rl.killcheck.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert "max seeds" in err or "go with --calibrate" in err

@@ -8,7 +8,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from alpha_rl.killcheck.stats import holm
 from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.view import VIEW_TAG
 from tests.killcheck.store import (
@@ -16,11 +15,12 @@ from tests.killcheck.store import (
     BROKEN,
     DECIDING_HER,
     EVALS,
-    HER_HEADER,
+    KEEP_SEEDS,
     SEEDS,
     STABILITY,
     STEPS,
     Store,
+    her_header,
     l_q_curve,
     pnl_curve,
     rows,
@@ -29,8 +29,10 @@ from tests.killcheck.store import (
 
 
 def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
+    """Ten pairs of a treatment within every tolerance: harmlessness shown on each deciding row
+    (its interval inside the tolerance), so the treatment is kept."""
     store = Store(tmp_path)
-    store.ablation()
+    store.ablation(seeds=KEEP_SEEDS)
     code, report = store.check(tmp_path, "require_audit=true")  # the default: nothing non-default
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -40,31 +42,32 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     # three statistical rows decide: criterion 5 and held-out harm tested together; no run
     # broke, so Fisher's test could not reach alpha (its smallest p is 1): not in the family
     assert report["non_default"] == {} and report["tests_in_family"] == 2
-    assert lines[0] == HER_HEADER.format(2)
+    assert lines[0] == her_header(2)
     found = rows(report)
     numbered = [name.split(" ", 1)[0] for name in found if name[0].isdigit()]
     assert numbered == ["1", "2", "3", "4", "5", "6", "7"], list(found)  # each its own number
     for name in DECIDING_HER:
         row = found[name]
         assert row["verdict"] == "PASS" and row["required"] and 0 <= row["p"] <= 1, name
+        assert row["p_safe"] <= row["evidence"]["keep_level"] == 0.1, name
     for name in (STABILITY, BENEFIT):
         e = found[name]["evidence"]
-        assert e["family"] == 2 and e["p_adjusted"] >= found[name]["p"]
-        assert "(of 2 tests)" in found[name]["value"]
+        assert e["family"] == 2 and e["level"] in (0.0125, 0.025)  # Holm's steps
     assert found[BROKEN]["evidence"]["outside_family"] == 1
-    assert "p_adjusted" not in found[BROKEN]["evidence"]
-    assert "its smallest possible p 1 > alpha: not tested" in found[BROKEN]["value"]
+    assert "level" not in found[BROKEN]["evidence"]
+    assert "its smallest possible p 1 > its level: not tested" in found[BROKEN]["value"]
     stability = found[STABILITY]
     assert stability["value"].startswith("geometric-mean ratio ")
-    assert "over 5 pairs, p " in stability["value"]
+    assert "over 10 pairs, p " in stability["value"]
     e = stability["evidence"]
-    assert e["n"] == 5 and e["bound"] == pytest.approx(np.log(1.1))
+    assert e["n"] == 10 and e["bound"] == pytest.approx(np.log(1.1))
     assert e["geometric_mean"] == pytest.approx(np.exp(e["mean"]))
     assert e["low"] < e["mean"] < e["high"]  # on the log scale
     ratios = [pair["ratio"] for pair in e["pairs"]]
     assert e["arithmetic_mean_of_ratios"] == pytest.approx(np.mean(ratios))
     assert e["geometric_mean"] == pytest.approx(np.exp(np.mean(np.log(ratios))))
-    assert found[BROKEN]["value"].startswith("0 of 5 her=on runs broke vs 0 of 5 her=off (p 1)")
+    assert found[BROKEN]["value"].startswith("0 of 10 her=on runs broke vs 0 of 10 her=off (p 1)")
+    assert "within +0.2: p 0.057" in found[BROKEN]["value"]
     assert found[BENEFIT]["value"].startswith("paired difference ")
     assert "verdict her=on: KEEP" in out and lines[-1] == "verdict: KEEP (her=on kept)"
     client = store.client
@@ -85,12 +88,12 @@ def test_her_l_q_above_the_baseline_is_info_while_the_probe_decides(tmp_path: Pa
     """HER's batch l_q 1.8x the baseline's (other data) with the same probe loss: kept; judged
     on the seed's literal l_q instead, the same store is killed."""
     store = Store(tmp_path)
-    store.ablation(log=lambda her, seed: {"loss/l_q": l_q_curve(seed + 10, 1.8)})
+    store.ablation(seeds=KEEP_SEEDS, log=lambda her, seed: {"loss/l_q": l_q_curve(seed + 10, 1.8)})
     code, report = store.check(tmp_path)
     literal = rows(report)["l_q over the whole batch (the seed's)"]
     assert code == 0 and literal["verdict"] == "INFO" and not literal["required"]
     ratio = literal["evidence"]["ratio"]
-    assert ratio["geometric_mean"] == pytest.approx(1.8, rel=0.05) and ratio["n"] == 5
+    assert ratio["geometric_mean"] == pytest.approx(1.8, rel=0.05) and ratio["n"] == 10
     assert ratio["low"] < ratio["geometric_mean"] < ratio["high"]
     assert "not comparable across arms" in literal["threshold"]
     code, report = store.check(tmp_path, "stability_metric=loss/l_q")
@@ -106,13 +109,24 @@ def test_a_diverging_probe_loss_is_killed(tmp_path: Path) -> None:
     store.ablation(evals=rising)
     code, report = store.check(tmp_path)
     assert code == 1 and verdicts(report)[STABILITY] == "KILL"
-    assert verdicts(report)[BROKEN] == "PASS"  # worse, not broken: below 10 x its own median
+    # worse, not broken (below 10 x its own median); five runs cannot show the rate within 0.2
+    assert verdicts(report)[BROKEN] == "OPEN"
     assert rows(report)[STABILITY]["evidence"]["geometric_mean"] > 10
 
 
 def test_a_slightly_worse_but_noisy_probe_loss_is_not_killed_on_noise(tmp_path: Path) -> None:
+    """A probe loss 5% above the baseline's, within the tolerance (10%), on noisy runs: not
+    killed; at five pairs not shown within it either (undecided), at ten it is (kept)."""
     store = Store(tmp_path)
-    store.ablation(evals=lambda her, seed: {"eval/l_q_probe": l_q_curve(seed + 30, 0.525, EVALS)})
+
+    def worse(her: str, seed: int) -> dict:
+        return {"eval/l_q_probe": l_q_curve(seed + 30, 0.525, EVALS)}
+
+    store.ablation(evals=worse)
+    code, report = store.check(tmp_path)
+    assert code == 2 and verdicts(report)[STABILITY] in ("PASS", "OPEN")
+    assert report["treatments"][0]["verdict"] == "UNDECIDED"
+    store.ablation(seeds=range(5, 10), evals=worse)
     code, report = store.check(tmp_path)
     assert code == 0 and verdicts(report)[STABILITY] == "PASS"
 
@@ -130,7 +144,7 @@ def test_one_her_run_with_a_nan_is_a_rate_not_a_kill(tmp_path: Path) -> None:
     code, report = store.check(tmp_path, "min_seeds=4")
     found = rows(report)
     broken = found[BROKEN]
-    assert code == 0 and broken["verdict"] == "PASS"
+    assert code == 2 and broken["verdict"] == "OPEN"  # neither a KILL nor within 0.2
     assert broken["value"].startswith("1 of 5 her=on runs broke vs 0 of 5 her=off (p 0.5)")
     assert "non-finite loss/l_q" in broken["value"]
     assert broken["evidence"]["counts"] == [1, 5, 0, 5] and broken["p"] == pytest.approx(0.5)
@@ -138,7 +152,7 @@ def test_one_her_run_with_a_nan_is_a_rate_not_a_kill(tmp_path: Path) -> None:
     assert broken["evidence"]["outside_family"] == pytest.approx(0.5)
     assert list(broken["evidence"]["treatment_broken"].values()) == ["non-finite loss/l_q"]
     for name in (STABILITY, BENEFIT):
-        assert found[name]["verdict"] == "PASS" and found[name]["evidence"]["n"] == 4
+        assert found[name]["verdict"] != "KILL" and found[name]["evidence"]["n"] == 4
         assert "(1 skipped: a run broke: non-finite loss/l_q)" in found[name]["value"]
 
 
@@ -186,11 +200,13 @@ def test_a_test_on_fewer_usable_pairs_than_min_seeds_is_not_judged(tmp_path: Pat
                    tags=lambda her, seed: failed if seed < 3 else {})  # fmt: skip
     code, report = store.check(tmp_path)
     found = rows(report)
-    assert code == 2 and found[BROKEN]["verdict"] == "PASS"
+    assert code == 2 and found[BROKEN]["verdict"] == "OPEN"
     for name in (STABILITY, BENEFIT):
         assert found[name]["verdict"] == "NOT-EVALUATED"
         assert found[name]["evidence"]["not_judged"] == "2 pairs < min_seeds 5: not judged"
-    assert report["treatments"][0]["blocked_by"].endswith("2 pairs < min_seeds 5: not judged")
+    t = report["treatments"][0]
+    assert t["verdict"] == "UNDECIDED"
+    assert f"{STABILITY}: 2 pairs < min_seeds 5: not judged" in t["blocked_by"]
 
 
 def test_an_infinite_probe_loss_outside_the_window_is_a_broken_run(tmp_path: Path) -> None:
@@ -253,7 +269,7 @@ def test_a_forward_arm_whose_ring_lost_closes_is_not_judged(tmp_path: Path, caps
     assert row["threshold"].endswith("closes lost unjudged <= 1%")
     assert verdicts(report)[STABILITY] == "KILL"  # what was tested is not forward HER: no verdict
     got = {t["value"]: t["verdict"] for t in report["treatments"]}
-    assert got == {"backward": "KEEP", "on": "CANNOT-JUDGE"}
+    assert got == {"backward": "UNDECIDED", "on": "CANNOT-JUDGE"}  # five pairs show no harmlessness
     assert code == 2 and "Traceback" not in capsys.readouterr().err
     # the limit is the check's own setting, not the run's
     _, report = store.check(tmp_path, "max_forward_lost=0.2")
@@ -296,31 +312,37 @@ def test_three_treatments_get_three_verdicts_and_one_kill_exits_1(tmp_path: Path
     lines = out.splitlines()
     assert code == 1 and report["verdict"] == "KILL"
     got = {t["value"]: t["verdict"] for t in report["treatments"]}
-    assert got == {"backward": "KEEP", "forward": "KILL", "on": "KEEP"}
+    assert got == {"backward": "UNDECIDED", "forward": "KILL", "on": "UNDECIDED"}
     assert [t["value"] for t in report["treatments"]] == ["backward", "forward", "on"]
     assert all(len(t["pairs"]) == 5 for t in report["treatments"])
     # every treatment against the same five baselines
     bases = [{p["baseline"] for p in t["pairs"]} for t in report["treatments"]]
     assert bases[0] == bases[1] == bases[2] and len(bases[0]) == 5
-    assert lines[-1] == "verdict: KILL (her=forward killed; her=backward, her=on kept)"
+    assert lines[-1].startswith("verdict: KILL (her=forward killed; her=backward undecided: ")
+    assert "her=on undecided: " in lines[-1]
     # one family: criterion 5 and held-out harm of each of the three treatments, Holm over all
     # six (no run broke: the broken rates cannot reach alpha and stay out)
-    assert lines[0] == HER_HEADER.format(6) and report["tests_in_family"] == 6
+    assert lines[0] == her_header(6, 3) and report["tests_in_family"] == 6
     tested = [r for t in report["treatments"] for r in t["criteria"]
               if r["required"] and r["p"] is not None]  # fmt: skip
-    family = [r for r in tested if "p_adjusted" in r["evidence"]]
+    family = [r for r in tested if "level" in r["evidence"]]
     assert [r["criterion"] for r in family] == [STABILITY, BENEFIT] * 3
     assert {r["criterion"] for r in tested if r not in family} == {BROKEN}
-    adjusted = holm([r["p"] for r in family])
-    assert [r["evidence"]["p_adjusted"] for r in family] == pytest.approx(adjusted)
-    assert [r["verdict"] == "KILL" for r in family] == [a <= 0.025 for a in adjusted]
+    # Holm's step-down: the j-th smallest p against alpha / (6 - j), killing while each holds
+    ordered = sorted(family, key=lambda r: r["p"])
+    held = [r["p"] <= 0.025 / (6 - j) for j, r in enumerate(ordered)]
+    killing = [all(held[: j + 1]) for j in range(6)]
+    assert [r["verdict"] == "KILL" for r in ordered] == killing
+    assert [r["evidence"]["level"] for r in ordered] == pytest.approx(
+        [0.025 / (6 - j) for j in range(6)]
+    )
     # a direction the treatment does not run has no criterion to meet
     assert verdicts(report, "backward")["3 forward inject"] == "NOT-APPLICABLE"
     assert verdicts(report, "forward")["2 backward inject"] == "NOT-APPLICABLE"
     parent = store.client.get_run(store.parent).data.tags
     assert (parent["kill_check.verdict.forward"], parent["kill_check.verdict.on"]) == (
         "KILL",
-        "KEEP",
+        "UNDECIDED",
     )
     # one curve per arm (four arms in the legend of each panel), four panels
     assert plt.imread(tmp_path / "report" / "kill_check.png").shape[1] == 2640

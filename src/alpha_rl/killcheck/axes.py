@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -35,8 +36,11 @@ HER_ORDER = tuple(v.value for v in TREATMENTS)  # the seed plan's order
 def her_variant(run: RunRecord) -> HerVariant | None:
     """The run's HER variant, as alpha_rl.her_variant decodes its her.* params; None when it has
     none. HerVariantError for flags no declared variant has: never taken for off."""
-    return from_params(run.params, f"run {run.name!r}, {run.run_id}; the kill check judges the "
-                       "variants alpha_rl/her_variant.py declares")  # fmt: skip
+    if "her_variant" not in run.cache:
+        run.cache["her_variant"] = from_params(
+            run.params, f"run {run.name!r}, {run.run_id}; the kill check judges the variants "
+            "alpha_rl/her_variant.py declares")  # fmt: skip
+    return run.cache["her_variant"]
 
 
 def her_value(run: RunRecord) -> str | None:
@@ -71,6 +75,7 @@ def _param(key: str, prefix: str = "") -> Callable[[RunRecord], str | None]:
     return value
 
 
+@lru_cache(maxsize=4096)
 def normalise(value: str) -> Any:
     """A param string as the value it spells (so '3e-4' and '0.0003' compare equal)."""
     try:

@@ -1,40 +1,42 @@
 """The decision rule measured: simulated studies of known truth through the real judging code.
 
-Each scenario builds, per simulated experiment, the run records a study of `seeds` seeds (times
-`folds` walk-forward folds) would log: per run a held-out probe loss (`eval/l_q_probe`) and PnL
-(`eval/pnl`) at a known level, with a seed effect shared by the two runs of a pair (and a fold
-effect shared by a fold's runs), the HER metrics of a healthy run, and optionally failed runs.
-`judge` then pairs, judges and decides them exactly as `alpha-rl-kill-check` does, and the
-table gives how often a check KILLed:
+Each scenario builds, per simulated experiment, the run records a study would log: per run a
+held-out probe loss (`eval/l_q_probe`) and PnL (`eval/pnl`) at a known level, with a seed effect
+shared by the runs of a seed (and a fold effect shared by a fold's runs), the HER metrics of a
+healthy run, and optionally failed runs. The check then pairs, judges and decides them exactly
+as `alpha-rl-kill-check` does: at one look (a fixed design of `seeds` pairs per fold), or look by
+look as `alpha-rl-study` does (a staged design: seeds added in stages until each treatment is
+decided). Each scenario's truth says which verdicts are errors:
 
-- at the boundary of the criteria (probe ratio exactly 1 + tolerance, PnL difference exactly
-  -benefit_margin) a KILL is false: its rate must stay at or below `alpha`, per treatment and
-  family-wise over several treatments (Holm), with diverged runs in both arms and with folds;
-- against a 30% effect (probe ratio 1.3, or PnL 30% below the baseline's) it is right: power.
+- inside the tolerances (identical arms, diverged runs alike in both arms): a KILL is false, a
+  KEEP is right (its rate is the power to keep);
+- at the boundary (probe ratio exactly 1 + tolerance, PnL difference exactly -margin): a KILL and
+  a KEEP are both false: their rates must stay at or below alpha and beta, family-wise over
+  several treatments, with diverged runs, across folds, under heavy-tailed and skewed noise;
+- harmful (probe ratio 1.3, PnL 30% lower, every run diverging): a KEEP is false, a KILL right.
 
-Then the coverage of the INFO intervals at `seeds` runs (the arm mean, its IQM, the paired
-difference, the probability of improvement) for each candidate method: the percentile bootstrap
-(the check's before), BCa, the t-interval and Yuen's trimmed-mean interval.
+A pair's own noise (the difference between its two runs) is normal, Student's t with 3 degrees
+of freedom (heavy tails) or a gamma of skewness 1 (skewed, the long tail toward a false KILL: left
+on the probe's log ratio, right on the PnL difference), each scaled to the same standard
+deviation.
 
 The Monte Carlo margin of a rate p over E experiments is 2 sqrt(p (1 - p) / E) (two standard
-errors); the tests assert rates against alpha plus that margin.
+errors); the tests assert rates against alpha (or beta) plus a margin.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import warnings
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from alpha_rl import vocabulary as vocab
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.her_variant import TREATMENTS, HerVariant, from_params
+from alpha_rl.killcheck.sequential import Design
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import L_Q, PNL, PROBE
 
@@ -45,6 +47,9 @@ FOLD_SD = 0.5  # log-scale (probe) and x PNL_SEED_SD (PnL) fold effects, large o
 POINT_SD = 0.02  # relative noise of one evaluation
 # each HER variant's params, as a run records them (alpha_rl.her_variant)
 HER = {v.value: v.params() for v in HerVariant}
+NOISES = ("normal", "t3", "skewed")
+SKEW_SHAPE = 16.0  # the skewed noise's gamma shape: skewness 2 / sqrt(shape) = 0.5
+INSIDE, BOUNDARY, HARMFUL = "inside", "boundary", "harmful"
 
 
 @dataclass(frozen=True)
@@ -55,33 +60,62 @@ class Scenario:
     ratio: float | str = 1.0  # the probe's true treatment / baseline ratio ("boundary": 1 + tol)
     pnl_shift: float | str = 0.0  # true PnL difference (USD; "boundary": -margin)
     treatments: tuple[str, ...] = ("backward",)  # HER values, or key values on the "arm" axis
-    fail: float = 0.0  # probability that a run (of either arm) diverges
+    fail: float = 0.0  # probability that a run (of either arm) diverges; < 0: every treated run
     folds: int | None = None  # None: the calibration's own folds
+    fold_noise: tuple[float, ...] = ()  # per fold, a factor on the pairs' own noise (unequal)
+    fold_sizes: tuple[int, ...] = ()  # at one look: seeds per fold (unequal folds)
+    noise: str = "normal"  # the pairs' own noise: normal, t3 or skewed
     log_spread: float = 0.2  # sd of a pair's log probe ratio
-    expect: str = "false"  # "false": a KILL is an error; "power": a KILL is right
+    truth: str = INSIDE  # inside, boundary or harmful (which verdicts are errors)
+    limit: bool = False  # beyond what the rule holds its levels for: measured, stated, not held
 
 
-def scenarios(tolerance: float) -> list[Scenario]:
-    """The suite's scenarios (the boundary at the criteria's own tolerance)."""
+def scenarios() -> list[Scenario]:
+    """The suite's scenarios (boundaries at the criteria's own tolerance and margin)."""
+    keys5 = ("a1", "a2", "a3", "a4", "a5")
+    edge = {"ratio": "boundary", "pnl_shift": "boundary", "truth": BOUNDARY}
     return [
         Scenario("identical arms"),
-        Scenario("probe ratio at the boundary", ratio="boundary", pnl_shift=PNL_RUN_SD * 10),
-        Scenario("PnL at the boundary", pnl_shift="boundary"),
-        Scenario("both at their boundaries", ratio="boundary", pnl_shift="boundary"),
-        Scenario("3 HER treatments at the boundaries", ratio="boundary", pnl_shift="boundary",
-                 treatments=tuple(v.value for v in TREATMENTS)),
-        Scenario("5 treatments of a key at the PnL boundary", pnl_shift="boundary",
-                 treatments=("a1", "a2", "a3", "a4", "a5")),
+        Scenario("probe ratio at the boundary", ratio="boundary", truth=BOUNDARY),
+        Scenario("PnL at the boundary", pnl_shift="boundary", truth=BOUNDARY),
+        Scenario("both at their boundaries", **edge),
+        Scenario("3 HER treatments at the boundaries", treatments=tuple(v.value for v in
+                                                                        TREATMENTS), **edge),
+        Scenario("5 key treatments at the PnL boundary", pnl_shift="boundary", treatments=keys5,
+                 truth=BOUNDARY),
         Scenario("2% of runs diverge in both arms", fail=0.02),
-        Scenario("2% diverge, 5 key treatments", fail=0.02, treatments=("a1", "a2", "a3", "a4",
-                                                                          "a5")),
-        Scenario("4 folds with fold effects, boundary", ratio="boundary", pnl_shift="boundary",
-                 folds=4),
-        Scenario("probe ratio 1.3 (power)", ratio=1.3, pnl_shift=PNL_RUN_SD * 10,
-                 expect="power"),
-        Scenario("PnL 30% lower (power)", pnl_shift=-0.3 * PNL_LEVEL, expect="power"),
-        Scenario("every run of the treatment diverges (power)", fail=-1.0, expect="power"),
+        Scenario("10% diverge, 5 key treatments", fail=0.10, treatments=keys5),
+        Scenario("4 folds with fold effects, boundary", folds=4, **edge),
+        Scenario("unequal folds (2/3/5/10, small noisier)", ratio="boundary", folds=4,
+                 fold_sizes=(2, 3, 5, 10), fold_noise=(2.0, 1.5, 1.0, 0.7), truth=BOUNDARY),
+        Scenario("heavy tails (t, 3 dof), boundary", noise="t3", **edge),
+        Scenario("skewed noise (skewness 0.5), boundary", noise="skewed", limit=True, **edge),
+        Scenario("probe ratio 1.3 (harmful)", ratio=1.3, truth=HARMFUL),
+        Scenario("PnL 30% lower (harmful)", pnl_shift=-0.3 * PNL_LEVEL, truth=HARMFUL),
+        Scenario("every treated run diverges (harmful)", fail=-1.0, truth=HARMFUL),
     ]  # fmt: skip
+
+
+def baseline_sd() -> float:
+    """The true standard deviation of a baseline run's PnL within a fold."""
+    return math.hypot(PNL_SEED_SD, PNL_RUN_SD)
+
+
+def margin_of(crit) -> float:
+    """The true held-out harm margin the criteria set for the simulated runs."""
+    if crit.benefit_margin is not None:
+        return float(crit.benefit_margin)
+    return crit.benefit_margin_sd * baseline_sd()
+
+
+def draw(noise: str, rng: np.random.Generator, harm: float) -> float:
+    """One unit-variance draw of the pairs' own noise; skewed: the long tail toward `harm`'s
+    sign (toward a false KILL)."""
+    if noise == "t3":
+        return float(rng.standard_t(3) / math.sqrt(3.0))
+    if noise == "skewed":  # a gamma of shape 4 centred and scaled: skewness 1
+        return float(harm * (rng.gamma(SKEW_SHAPE) - SKEW_SHAPE) / math.sqrt(SKEW_SHAPE))
+    return float(rng.normal())
 
 
 def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarray,
@@ -108,160 +142,164 @@ def _run(rid: str, params: dict[str, str], tags: dict[str, str], probe: np.ndarr
     return RunRecord(rid, rid, status, params, tags, metrics)
 
 
-def simulate(sc: Scenario, seeds: int, folds: int, tolerance: float, margin: float,
-             rng: np.random.Generator) -> tuple[list[RunRecord], str]:  # fmt: skip
-    """The runs of one simulated study, and the axis they vary on."""
-    ratio = 1 + tolerance if sc.ratio == "boundary" else float(sc.ratio)
-    shift = -margin if sc.pnl_shift == "boundary" else float(sc.pnl_shift)
+def simulate(sc: Scenario, seeds: int, folds: int, crit, rng: np.random.Generator,
+             sizes: bool = True) -> tuple[list[RunRecord], str]:  # fmt: skip
+    """The runs of one simulated study (`seeds` per fold, or with `sizes` the scenario's fold
+    sizes where it has them), and the axis they vary on."""
+    ratio = 1 + crit.tolerance if sc.ratio == "boundary" else float(sc.ratio)
+    shift = -margin_of(crit) if sc.pnl_shift == "boundary" else float(sc.pnl_shift)
     her = all(t in HER for t in sc.treatments)
-    axis = "her" if her else "calib.arm"
     folds = sc.folds or folds
     runs: list[RunRecord] = []
     for fold in range(folds):
         fold_probe, fold_pnl = rng.normal(0, FOLD_SD, 2) if folds > 1 else (0.0, 0.0)
-        for seed in range(seeds):
+        spread = sc.fold_noise[fold] if sc.fold_noise else 1.0
+        for seed in range(sc.fold_sizes[fold] if sc.fold_sizes and sizes else seeds):
             a = math.log(PROBE_LEVEL) + fold_probe + rng.normal(0, PROBE_SEED_SD)
             p0 = PNL_LEVEL + fold_pnl * PNL_SEED_SD + rng.normal(0, PNL_SEED_SD)
             base = {"seed": str(seed), "agent.lr": "0.0003"}
             if folds > 1:
                 base["market.fold"] = str(fold)
             tags = {"probe_digest": f"probe{fold}.{seed}", "audit": "every 2000 steps"}
+            # the baseline run's own noise; each treated run adds the pair's own difference
+            b_probe = a + rng.normal(0, sc.log_spread / math.sqrt(2))
+            b_pnl = p0 + rng.normal(0, PNL_RUN_SD)
             for value in ("off" if her else "a0", *sc.treatments):
                 treated = value not in ("off", "a0")
-                params = dict(base)
-                if her:
-                    params |= HER[value]
-                else:
-                    params |= HER[HerVariant.OFF.value] | {"calib.arm": value}
-                # each run's own noise: half the pair's log-ratio variance
-                level = a + rng.normal(0, sc.log_spread / math.sqrt(2))
-                level += math.log(ratio) if treated else 0.0
+                params = dict(base) | HER[value if her else HerVariant.OFF.value]
+                if not her:
+                    params["calib.arm"] = value
+                level, pnl = b_probe, b_pnl
+                if treated:
+                    level += math.log(ratio) + spread * sc.log_spread * draw(sc.noise, rng, -1)
+                    pnl += shift + spread * PNL_RUN_SD * math.sqrt(2) * draw(sc.noise, rng, 1)
                 probe = math.exp(level) * (1 + rng.normal(0, POINT_SD, EVALS.size))
-                pnl = p0 + (shift if treated else 0.0) + rng.normal(0, PNL_RUN_SD)
                 pnl_curve = pnl + rng.normal(0, POINT_SD * PNL_RUN_SD, EVALS.size)
                 failed = (treated and sc.fail < 0) or (sc.fail > 0 and rng.random() < sc.fail)
-                rid = f"f{fold}s{seed}{value}"
-                runs.append(_run(rid, params, tags, probe, pnl_curve, failed))
-    return runs, axis
+                runs.append(_run(f"f{fold}s{seed}{value}", params, tags, probe, pnl_curve,
+                                 failed))  # fmt: skip
+    return runs, "her" if her else "calib.arm"
 
 
-def _judge(crit, runs: list[RunRecord], axis_name: str) -> dict[str, str]:
-    """Each treatment's verdict from the check itself (its deciding rows only)."""
+def study(runs: list[RunRecord], axis_name: str, crit, design: Design) -> tuple[dict, int]:
+    """One simulated study judged look by look as `alpha-rl-study` judges (a one-look design:
+    the single check): each treatment's verdict, and the seeds per fold the study ran."""
     from alpha_rl.killcheck.axes import axis_for
-    from alpha_rl.killcheck.judge import judge
+    from alpha_rl.killcheck.staged import Progress, judge_look
 
     axis = axis_for(axis_name, "a0" if axis_name == "calib.arm" else None)
-    treatments, _, _ = judge(runs, axis, crit, info=False)
-    return {t.value: t.verdict for t in treatments}
+    values = {v for r in runs if (v := axis.value(r)) is not None and not axis.is_baseline(v)}
+    progress = Progress(design)
+    by_seed: dict[int, list[RunRecord]] = {}
+    for run in runs:
+        by_seed.setdefault(int(run.params["seed"]), []).append(run)
+    seeds = 0
+    for n in design.looks:
+        if progress.finished or not values - set(progress.decided):
+            break
+        seeds = n
+        chosen = [r for s, rs in by_seed.items() if s < n or len(design.looks) == 1 for r in rs]
+        judge_look(progress, chosen, axis, crit, values, info=False)
+    return {v: d["verdict"] for v, d in progress.decided.items()}, seeds
 
 
 @dataclass
-class Rate:
-    """Kills over experiments: per treatment and any (family-wise)."""
+class Rates:
+    """Verdicts over experiments: per treatment, any (family-wise), and seeds used."""
 
-    per_treatment: float
-    any: float
-    cannot: float  # share of treatments that could not be judged
+    kill: float  # share of treatments killed
+    kill_any: float  # share of experiments with any treatment killed
+    keep: float
+    keep_any: float
+    undecided: float
+    cannot: float
+    seeds_mean: float
+    seeds_p95: float
     experiments: int
 
     def margin(self, rate: float) -> float:
         return 2 * math.sqrt(max(rate * (1 - rate), 1e-12) / self.experiments)
 
 
-def kill_rates(sc: Scenario, crit, seeds: int, folds: int, experiments: int, seed: int = 0,
-               judge: Callable | None = None) -> Rate:  # fmt: skip
-    """How often the check killed in `experiments` simulated studies of scenario `sc`."""
+def rates(sc: Scenario, crit, design: Design, folds: int, experiments: int,
+          seed: int = 0) -> Rates:  # fmt: skip
+    """How often the check killed and kept in `experiments` simulated studies of `sc` under
+    `design` (a one-look design of n pairs: the fixed check at n seeds per fold)."""
     rng = np.random.default_rng([seed, zlib.crc32(sc.name.encode())])
-    judge = judge or (lambda runs, axis: _judge(crit, runs, axis))
-    per, anyk, cannot, total = 0, 0, 0, 0
+    counts = dict.fromkeys(("KILL", "KEEP", "UNDECIDED", "CANNOT-JUDGE"), 0)
+    kill_any = keep_any = total = 0
+    used = []
     for _ in range(experiments):
-        runs, axis = simulate(sc, seeds, folds, crit.tolerance, crit.benefit_margin, rng)
-        verdicts = judge(runs, axis)
-        kills = sum(v == "KILL" for v in verdicts.values())
-        per += kills
-        anyk += kills > 0
-        cannot += sum(v == "CANNOT-JUDGE" for v in verdicts.values())
+        runs, axis = simulate(sc, design.looks[-1], folds, crit, rng, len(design.looks) == 1)
+        verdicts, seeds = study(runs, axis, crit, design)
+        for verdict in verdicts.values():
+            counts[verdict] += 1
+        kill_any += "KILL" in verdicts.values()
+        keep_any += "KEEP" in verdicts.values()
         total += len(verdicts)
-    return Rate(per / max(total, 1), anyk / experiments, cannot / max(total, 1), experiments)
+        used.append(seeds)
+    share = {k: v / max(total, 1) for k, v in counts.items()}
+    return Rates(share["KILL"], kill_any / experiments, share["KEEP"], keep_any / experiments,
+                 share["UNDECIDED"], share["CANNOT-JUDGE"], float(np.mean(used)),
+                 float(np.percentile(used, 95)), experiments)  # fmt: skip
 
 
-METHODS = {
-    "mean": ("percentile", "BCa", "t"),
-    "IQM": ("percentile", "BCa", "Yuen"),
-    "paired difference": ("percentile", "t"),
-    "P(X > Y)": ("percentile",),
-}
+def reads(sc: Scenario, r: Rates, crit) -> tuple[str, bool]:
+    """What a scenario's rates say, and whether its errors are within their levels (alpha or
+    beta plus two standard errors of the rate at that level)."""
+    ok, parts = True, []
+    if sc.truth in (INSIDE, BOUNDARY):
+        fine = r.kill_any <= crit.alpha + r.margin(crit.alpha)
+        ok &= fine
+        parts.append(f"false KILL <= alpha + {r.margin(crit.alpha):.3f}: "
+                     f"{'yes' if fine else 'NO'}")  # fmt: skip
+    if sc.truth in (BOUNDARY, HARMFUL):
+        fine = r.keep_any <= crit.beta + r.margin(crit.beta)
+        ok &= fine
+        parts.append(f"false KEEP <= beta + {r.margin(crit.beta):.3f}: "
+                     f"{'yes' if fine else 'NO'}")  # fmt: skip
+    if sc.limit:
+        parts.append("a stated limit of the rule")
+        ok = True
+    if sc.truth == INSIDE:
+        parts.append("KEEP is right")
+    if sc.truth == HARMFUL:
+        parts.append("KILL is right")
+    return "; ".join(parts), ok
 
 
-def coverage(seeds: int, confidence: float, experiments: int, resamples: int = 999,
-             seed: int = 0) -> dict[str, dict[str, float]]:  # fmt: skip
-    """Per INFO figure and method, the share of simulated studies (normal runs, one split) whose
-    interval at `confidence` held the true value."""
-    from alpha_rl.killcheck.aggregate import prob_improvement
-    from alpha_rl.killcheck.stats import t_mean, yuen_interval
-
-    rng = np.random.default_rng([seed, 7])
-    sd = math.hypot(PNL_SEED_SD, PNL_RUN_SD)
-    hits: dict[str, dict[str, int]] = {k: dict.fromkeys(v, 0) for k, v in METHODS.items()}
-
-    def boot(samples, statistic, method: str) -> tuple[float, float]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = stats.bootstrap(samples, statistic, confidence_level=confidence,
-                                  n_resamples=resamples, method=method, vectorized=True,
-                                  random_state=rng)  # fmt: skip
-        return res.confidence_interval.low, res.confidence_interval.high
-
-    iqm = lambda x, axis=-1: stats.trim_mean(x, 0.25, axis=axis)  # noqa: E731
-    poi = lambda x, y, axis=-1: prob_improvement(x, y)  # noqa: E731
-    for _ in range(experiments):
-        x = PNL_LEVEL + rng.normal(0, sd, seeds)  # one arm's runs
-        shared = rng.normal(0, PNL_SEED_SD, seeds)
-        d = (shared + rng.normal(0, PNL_RUN_SD, seeds)) - (shared + rng.normal(0, PNL_RUN_SD,
-                                                                              seeds))  # fmt: skip
-        y = PNL_LEVEL + rng.normal(0, sd, seeds)
-        found = {
-            ("mean", "t"): t_mean({"all": list(x)}).interval(confidence),
-            ("IQM", "Yuen"): yuen_interval(x, confidence)[1:],
-            ("paired difference", "t"): t_mean({"all": list(d)}).interval(confidence),
-        }
-        for method in ("percentile", "BCa"):
-            found["mean", method] = boot((x,), np.mean, method)
-            found["IQM", method] = boot((x,), iqm, method)
-        found["paired difference", "percentile"] = boot((d,), np.mean, "percentile")
-        found["P(X > Y)", "percentile"] = boot((x, y), poi, "percentile")
-        truth = {"mean": PNL_LEVEL, "IQM": PNL_LEVEL, "paired difference": 0.0, "P(X > Y)": 0.5}
-        for (figure, method), (lo, hi) in found.items():
-            hits[figure][method] += bool(lo <= truth[figure] <= hi)
-    return {k: {m: n / experiments for m, n in v.items()} for k, v in hits.items()}
-
-
-def calibrate(crit, seeds: int, folds: int, experiments: int) -> str:
-    """The calibration table for these criteria, seeds and folds, as text."""
+def calibrate(crit, seeds: int, folds: int, experiments: int,
+              design: Design | None = None) -> str:  # fmt: skip
+    """The calibration table for these criteria and design (a one-look design of `seeds` pairs
+    per fold without one), as text."""
     for option, value, least in (("--seeds", seeds, 2), ("--folds", folds, 1),
                                  ("--experiments", experiments, 1)):  # fmt: skip
         if value < least:
             raise AlphaRlError(f"--calibrate {option} {value}: give at least {least}")
+    design = design or Design.single(seeds)
     started = time.monotonic()
-    lines = [f"calibration: {experiments} simulated studies per scenario, {seeds} seeds x "
-             f"{folds} fold(s), alpha {crit.alpha:g} (family-wise), tolerance "
-             f"{crit.tolerance:g}, benefit_margin {crit.benefit_margin:g}, min_seeds "
-             f"{crit.min_seeds}",
-             f"{'scenario':<44} {'KILL/treatment':>15} {'KILL any':>9} {'CANNOT':>7}  reads",
-             "-" * 96]  # fmt: skip
-    for sc in scenarios(crit.tolerance):
-        r = kill_rates(sc, crit, seeds, folds, experiments)
-        if sc.expect == "false":
-            ok = r.any <= crit.alpha + r.margin(crit.alpha)
-            reads = f"false KILL; <= alpha + {r.margin(crit.alpha):.3f}: {'yes' if ok else 'NO'}"
-        else:
-            reads = "power (a KILL is right)"
-        lines.append(f"{sc.name:<44} {r.per_treatment:>15.3f} {r.any:>9.3f} {r.cannot:>7.3f}  "
-                     f"{reads}")  # fmt: skip
-    cov = coverage(seeds, crit.confidence, max(experiments // 2, 50))
-    lines += ["", f"coverage of {crit.confidence:g} intervals at {seeds} runs (nominal "
-              f"{crit.confidence:g}):"]  # fmt: skip
-    for figure, methods in cov.items():
-        lines.append(f"  {figure:<18} " + "  ".join(f"{m} {v:.3f}" for m, v in methods.items()))
+    how = (f"{seeds} seeds" if len(design.looks) == 1 else
+           f"looks at {', '.join(map(str, design.looks))} seeds (spending g "
+           f"{design.gamma:g})")  # fmt: skip
+    lines = [f"calibration: {experiments} simulated studies per scenario, {how} x {folds} "
+             f"fold(s), alpha {crit.alpha:g} and beta {crit.beta:g} (family-wise), tolerance "
+             f"{crit.tolerance:g}, margin {crit.margin_text()}, broken_margin "
+             f"{crit.broken_margin:g}, min_seeds {crit.min_seeds}",
+             f"{'scenario':<42} {'KILL':>6} {'any':>6} {'KEEP':>6} {'any':>6} {'UNDEC':>6} "
+             f"{'CANNOT':>6} {'seeds':>6} {'p95':>4}  reads", "-" * 140]  # fmt: skip
+    for sc in scenarios():
+        r = rates(sc, crit, design, folds, experiments)
+        text, _ = reads(sc, r, crit)
+        lines.append(f"{sc.name:<42} {r.kill:>6.3f} {r.kill_any:>6.3f} {r.keep:>6.3f} "
+                     f"{r.keep_any:>6.3f} {r.undecided:>6.3f} {r.cannot:>6.3f} "
+                     f"{r.seeds_mean:>6.1f} {r.seeds_p95:>4.0f}  {text}")  # fmt: skip
+    if len(design.looks) == 1:
+        from alpha_rl.killcheck.coverage import coverage
+
+        cov = coverage(seeds, crit.confidence, max(experiments // 2, 50))
+        lines += ["", f"coverage of {crit.confidence:g} intervals at {seeds} runs (nominal "
+                  f"{crit.confidence:g}):"]  # fmt: skip
+        for figure, methods in cov.items():
+            lines.append(f"  {figure:<18} " + "  ".join(f"{m} {v:.3f}" for m, v in methods.items()))
     lines.append(f"({time.monotonic() - started:.0f} s)")
     return "\n".join(lines)

@@ -39,6 +39,7 @@ from alpha_rl.killcheck.report import (
     table,
     write_json,
 )
+from alpha_rl.killcheck.sequential import Design
 from alpha_rl.killcheck.speed import capture_key
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.links import open_line
@@ -110,6 +111,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="no store: simulate studies through this check with these settings and "
         "print its false-KILL rates, coverage and power (see --seeds, --folds)",
     )
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="--calibrate: studies in stages as alpha-rl-study runs them (--seeds the first "
+        "stage, conf/study/default.yaml the rest)",
+    )
+    p.add_argument(
+        "--max-seeds", type=int, help="--calibrate --sequential: the most seeds (study.max_seeds)"
+    )
     p.add_argument("--seeds", type=int, default=5, help="--calibrate: pairs per fold (5)")
     p.add_argument("--folds", type=int, default=1, help="--calibrate: folds (1: a single split)")
     p.add_argument(
@@ -180,8 +190,11 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         from alpha_rl.killcheck.calibrate import calibrate
 
-        print(calibrate(crit, args.seeds, args.folds, args.experiments))
+        design = staged_design(crit, args.seeds, args.max_seeds) if args.sequential else None
+        print(calibrate(crit, args.seeds, args.folds, args.experiments, design))
         return 0
+    if args.sequential or args.max_seeds is not None:
+        raise AlphaRlError("--sequential and --max-seeds go with --calibrate")
     axis = axis_for(args.axis, args.baseline)
     bound_requests()
     reader = RunReader(args.tracking_uri, REMEDY)
@@ -221,6 +234,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"runs in the UI: {opening}")
     print(summary(treatments, verdict))
     return EXIT[verdict]
+
+
+def staged_design(crit: Criteria, first: int | None = None, most: int | None = None,
+                  step: int | None = None) -> Design:  # fmt: skip
+    """The looks of a staged study: conf/study/default.yaml's stages, its first stage, its most
+    seeds and its stage size replaced where given, the spending function's g from the
+    criteria."""
+    study = OmegaConf.load(paths.conf_dir() / "study" / "default.yaml")
+    first = int(study.first_seeds if first is None else first)
+    most = int(study.max_seeds if most is None else most)
+    step = int(study.stage_seeds if step is None else step)
+    if not 2 <= first <= most:
+        raise AlphaRlError(f"a staged study needs 2 <= first stage ({first}) <= max seeds "
+                           f"({most}): give --seeds / --max-seeds (study.first_seeds, "
+                           "study.max_seeds) that fit")  # fmt: skip
+    if step < 1:
+        raise AlphaRlError(f"study.stage_seeds={step}: give at least 1")
+    return Design.stages(first, step, most, crit.spending_gamma)
 
 
 def report_dir(sweeps: list[Path]) -> Path:

@@ -12,6 +12,7 @@ is an INFO row with its p-value in the evidence.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -28,8 +29,9 @@ from alpha_rl.killcheck.criteria import (
 )
 from alpha_rl.killcheck.fmt import fmt, fmt_interval, fmt_p
 from alpha_rl.killcheck.pairs import Pair
+from alpha_rl.killcheck.rates import p_within, seeds_within
 from alpha_rl.killcheck.speed import window_mean
-from alpha_rl.killcheck.stats import fisher_floor, fisher_greater, fisher_seeds, t_mean
+from alpha_rl.killcheck.stats import TMean, fisher_floor, fisher_greater, fisher_seeds, t_mean
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import BASELINES, HELD_OUT, L_Q, PNL, PROBE, baseline_key
 
@@ -57,6 +59,13 @@ def broke(run: RunRecord, crit: Criteria) -> str | None:
     stability metric is NaN / inf, or one of them blew up (its max over the last `window` of the
     run above `blowup_factor` x the series' own median over the run). Judged on each run alone,
     so the two arms are measured alike."""
+    key = ("broke", crit.window, crit.blowup_factor, crit.stability_metric)
+    if key not in run.cache:
+        run.cache[key] = _broke(run, crit)
+    return run.cache[key]
+
+
+def _broke(run: RunRecord, crit: Criteria) -> str | None:
     if FAILURE_TAG in run.tags:
         return run.tags[FAILURE_TAG]
     for key in dict.fromkeys((LITERAL_KEY, crit.stability_metric)):
@@ -88,11 +97,16 @@ def judge_broken(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> 
              f"({fmt_p(p)})")  # fmt: skip
     if why_t:
         value += f": {next(iter(why_t.values()))}"
-    threshold = "broken share not above the baseline's (Fisher's exact, one-sided)"
-    evidence = {"treatment_broken": why_t, "baseline_broken": why_b, "counts": counts}
+    safe = p_within(*counts, crit.broken_margin)
+    value += f"; within +{crit.broken_margin:g}: p {safe:.2g}"
+    threshold = (f"KILL: broken share shown above the baseline's (Fisher's exact); within: shown "
+                 f"at most {crit.broken_margin:g} above it (Farrington-Manning)")  # fmt: skip
+    evidence = {"treatment_broken": why_t, "baseline_broken": why_b, "counts": counts,
+                "margin": crit.broken_margin, "p_within": safe}  # fmt: skip
     test = Test(p, lambda level: fisher_seeds(*counts, level), "runs per arm",
                 "the treatment broke no more often than the baseline: nothing for more runs to "
-                "decide", fisher_floor(*counts))  # fmt: skip
+                "decide", fisher_floor(*counts), safe,
+                lambda level: seeds_within(*counts, crit.broken_margin, level))  # fmt: skip
     return Judgement(BROKEN, value, threshold, PENDING, True, evidence, test=test)
 
 
@@ -159,10 +173,64 @@ def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
     pair's window, its mean with a stratified t-interval; H0 the true difference >= -margin."""
     key = crit.benefit_metric
     name = BENEFIT.format(metric=key)
-    threshold = f"paired difference not below -{fmt(crit.benefit_margin)} (one-sided t)"
     each, values = _pair_values(pairs, key, crit, log_ratio=False)
-    return _tested(name, each, values, key, threshold, True, crit, -crit.benefit_margin,
-                   log=False)  # fmt: skip
+    margin, how, var, df = benefit_margin(pairs, crit)
+    if not (math.isfinite(margin) and math.isfinite(var)):
+        why = "fewer than two baseline runs in a fold: no spread to set the margin by"
+        return Judgement(name, f"{_count(values)} pairs to compare: {why}",
+                         f"-{crit.margin_text()}", NOT_EVALUATED, True,
+                         {"metric": key, "pairs": each, "not_judged": why})  # fmt: skip
+    threshold = f"paired difference against -{fmt(margin)}{how} (one-sided t each way)"
+    row = _tested(
+        name, each, values, key, threshold, True, crit, -margin, log=False, margin_var=(var, df)
+    )
+    row.evidence["margin"] = margin
+    return row
+
+
+def benefit_margin(pairs: list[Pair], crit: Criteria) -> tuple[float, str, float, float]:
+    """The held-out harm's margin, how it was set, and the variance and degrees of freedom of
+    its estimate: `benefit_margin` as given (no variance), or `benefit_margin_sd` times the
+    standard deviation s of the baseline runs' window means within folds (over c4, its bias for
+    normal values), whose variance is about c^2 s^2 / (2 df) for df degrees of freedom (NaN with
+    fewer than two baseline values in a fold)."""
+    if crit.benefit_margin is not None:
+        return float(crit.benefit_margin), "", 0.0, math.inf
+    bases = list({b.run_id: b for _, b in pairs}.values())
+    spread = t_mean(end_values(bases, crit.benefit_metric, crit))
+    if not spread.df >= 1:
+        return math.nan, "", math.nan, math.nan
+    c, df = crit.benefit_margin_sd, float(spread.df)
+    # s is biased low (E s = c4 sigma): divided by c4 the margin is unbiased for normal runs
+    c4 = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) * math.sqrt(2 / df)
+    sd = spread.sd / c4
+    return c * sd, f" ({c:g} x the baseline runs' sd)", (c * sd) ** 2 / (2 * df), df
+
+
+SKEWED = 0.5  # a skewness of the pairs' values beyond which the row says its t-test may err
+
+
+def skewness(values: dict[str, list[float]]) -> float:
+    """The sample skewness (adjusted Fisher-Pearson) of the pairs' values about their folds'
+    means; NaN with fewer than 8 values (fewer say nothing about it) or no spread."""
+    x = np.concatenate([np.asarray(v, np.float64) - np.mean(v) for v in values.values() if v])
+    n = x.size
+    if n < 8:
+        return math.nan
+    m2, m3 = float(np.mean(x**2)), float(np.mean(x**3))
+    if m2 <= 0:
+        return math.nan
+    return m3 / m2**1.5 * math.sqrt(n * (n - 1)) / (n - 2)
+
+
+def _with_margin(m: TMean, var: float, df: float) -> TMean:
+    """The mean's test against an estimated bound: its variance added to the mean's, the
+    degrees of freedom by Welch and Satterthwaite's rule."""
+    if not var > 0 or not math.isfinite(m.se):
+        return m
+    total = m.se**2 + var
+    dof = total**2 / (m.se**4 / max(m.df, 1) + var**2 / max(df, 1))
+    return replace(m, se=math.sqrt(total), df=dof)
 
 
 def _tested(
@@ -175,11 +243,13 @@ def _tested(
     crit: Criteria,
     bound: float,
     log: bool,
+    margin_var: tuple[float, float] = (0.0, math.inf),
 ) -> Judgement:
-    """A row of a one-sided t-test of the pairs' `values` against `bound`: on log ratios harm is
-    a mean above it (shown as the geometric-mean ratio), on differences a mean below it;
-    NOT-EVALUATED, saying why and what to do, without two comparable pairs."""
-    m = t_mean(values)
+    """A row of a one-sided t-test of the pairs' `values` against `bound` (its estimate's
+    variance and degrees of freedom in `margin_var`): on log ratios harm is a mean above it
+    (shown as the geometric-mean ratio), on differences a mean below it; NOT-EVALUATED, saying
+    why and what to do, without two comparable pairs."""
+    m = _with_margin(t_mean(values), *margin_var)
     evidence: dict = {"metric": key, "pairs": each}
     if not math.isfinite(m.se):
         why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
@@ -194,6 +264,7 @@ def _tested(
     shown = (f"geometric-mean ratio {fmt_interval(*np.exp([m.mean, lo, hi]))}" if log
              else f"paired difference {fmt_interval(m.mean, lo, hi, sign=True)}")  # fmt: skip
     p = m.p_above(bound) if log else m.p_below(bound)
+    safe = m.p_below(bound) if log else m.p_above(bound)
     evidence |= {
         "mean": m.mean,
         "low": lo,
@@ -204,15 +275,20 @@ def _tested(
         "n": m.n,
         "strata": len(values),
         "p": p,
+        "p_within": safe,
         "scale": "log ratio" if log else "difference",
     }
     if log:
         evidence["geometric_mean"] = float(np.exp(m.mean))
         ratios = [e["ratio"] for e in evidence["pairs"] if "ratio" in e]
         evidence["arithmetic_mean_of_ratios"] = float(np.mean(ratios))
-    value = f"{shown} over {m.n} pairs{_in_folds(values)}, {fmt_p(p)}"
+    value = f"{shown} over {m.n} pairs{_in_folds(values)}, {fmt_p(p)}; within: {fmt_p(safe)}"
     value += _skipped(evidence["pairs"])
-    test = Test(p, lambda level: m.seeds_to_decide(bound, level))
+    evidence["skewness"] = skew = skewness(values)
+    if math.isfinite(skew) and (skew if log else -skew) <= -SKEWED:  # a tail away from harm
+        value += (f"; skewed away from harm (skewness {skew:+.2g}): the t-test may KILL more "
+                  "often than its level (docs/verdicts.md, the rule's limits)")  # fmt: skip
+    test = Test(p, lambda level: m.seeds_to_decide(bound, level), p_safe=safe)
     if not decides:
         return Judgement(name, value, threshold, INFO, False, evidence)
     return Judgement(name, value, threshold, PENDING, True, evidence, test=test)

@@ -25,6 +25,8 @@ class Criteria:
     conf/kill_criteria/default.yaml)."""
 
     alpha: float
+    beta: float
+    spending_gamma: float
     deciding: dict[str, tuple[str, ...]]
     min_steps_with_her: int
     min_steps_with_her_frac: float
@@ -35,7 +37,9 @@ class Criteria:
     tolerance: float
     blowup_factor: float
     benefit_metric: str
-    benefit_margin: float
+    benefit_margin: float | None
+    benefit_margin_sd: float | None
+    broken_margin: float
     confidence: float
     resamples: int
     bootstrap_seed: int
@@ -65,7 +69,8 @@ class Criteria:
             raise ConfigError(f"{path}: missing kill-criteria key(s) {missing}")
         data["pair_ignore"] = tuple(str(p) for p in data["pair_ignore"])
         data["deciding"] = _deciding(data["deciding"], path)
-        for key in ("capture_target_frac", "capture_target"):
+        for key in ("capture_target_frac", "capture_target", "benefit_margin",
+                    "benefit_margin_sd"):  # fmt: skip
             if data[key] is not None and not isinstance(data[key], int | float):
                 raise ConfigError(f"{path}: {key}={data[key]!r} must be a number or null")
         for f in fields(cls):  # whole numbers stay whole: min_seeds=2.5 means nothing
@@ -89,7 +94,16 @@ class Criteria:
                  "tolerance must be >= 0 and blowup_factor >= 1"),
                 (crit.benefit_metric.startswith("eval/"),
                  f"benefit_metric={crit.benefit_metric!r} must be a held-out metric (eval/...)"),
-                (crit.benefit_margin >= 0, "benefit_margin must be >= 0"),
+                (crit.benefit_margin is None or crit.benefit_margin >= 0,
+                 "benefit_margin must be >= 0 (or null)"),
+                (crit.benefit_margin_sd is None or crit.benefit_margin_sd >= 0,
+                 "benefit_margin_sd must be >= 0 (or null)"),
+                ((crit.benefit_margin is None) != (crit.benefit_margin_sd is None),
+                 "set one of benefit_margin (the metric's units) and benefit_margin_sd (the "
+                 "baseline runs' standard deviations), the other null"),
+                (0 < crit.beta < 0.5, f"beta={crit.beta} must be in (0, 0.5)"),
+                (0 <= crit.broken_margin < 1, "broken_margin must be in [0, 1)"),
+                (-40 <= crit.spending_gamma <= 40, "spending_gamma must be in [-40, 40]"),
                 (0 < crit.confidence < 1, "confidence must be in (0, 1)"),
                 (crit.resamples >= 100, "resamples must be >= 100"),
                 (frac is None or 0 < frac <= 1, f"capture_target_frac={frac} must be in (0, 1]"),
@@ -101,6 +115,12 @@ class Criteria:
             str(path),
         )  # fmt: skip
         return crit
+
+    def margin_text(self) -> str:
+        """How the held-out harm's margin is set, for the table."""
+        if self.benefit_margin is not None:
+            return f"{self.benefit_margin:g}"
+        return f"{self.benefit_margin_sd:g} x the baseline runs' sd"
 
     def target_text(self) -> str:
         """How the capture target is set, for the table."""

@@ -6,8 +6,9 @@ HER's criteria on another axis or the forward criterion for backward-only HER; I
 that never decide) and the evidence per run. Criteria 1-3 rest on the GPU-vs-oracle audit
 (`audit/<kernel>` metrics): runs without it are "not audited", never a pass; runs of the numpy
 backend executed the oracles themselves, so there is nothing to audit (NOT-APPLICABLE). A
-statistical row carries its `Test` (a one-sided p-value); its verdict is decided for the whole
-check at once, under Holm's correction (`decide`).
+statistical row carries its `Test` (two one-sided p-values against its tolerance: harm and
+harmlessness); its verdict (KILL, PASS: within its tolerance, OPEN: neither shown) is decided for
+the whole check at once (`report.decide`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from alpha_rl.pipeline.labels import ORACLE_AUDIT
 from alpha_rl.tracking import RunRecord
 
 PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"
+OPEN = "OPEN"  # a statistical row that showed neither harm nor harmlessness (yet)
 NOT_APPLICABLE = "NOT-APPLICABLE"
 PENDING = "PENDING"  # a statistical row before the check's correction decides it
 
@@ -64,14 +66,18 @@ FAILURE_TAG = "alpha_rl.failure_reason"  # a run that ended FAILED says why
 
 @dataclass(frozen=True)
 class Test:
-    """The one-sided test behind a statistical row: its p-value (small: the treatment is harmed
-    beyond the row's tolerance) and how many pairs (or runs per arm) would decide at a level."""
+    """The two one-sided tests behind a statistical row, against one bound (the row's
+    tolerance): `p` small, the treatment is shown harmed beyond it (KILL); `p_safe` small, shown
+    within it (harmlessness, needed for KEEP); and how many pairs (or runs per arm) would decide
+    at a level, either way."""
 
     p: float
     seeds: Callable[[float], int | None]
     unit: str = "pairs"
     never: str = "the observed effect sits on the bound: no number of pairs would decide"
     floor: float = 0.0  # the smallest p-value the test could give on its margins (discrete)
+    p_safe: float = 1.0
+    safe_seeds: Callable[[float], int | None] | None = None  # None: `seeds` serves both ways
 
 
 @dataclass
@@ -91,6 +97,7 @@ class Judgement:
         """The row as the JSON report holds it (the test as its p-value)."""
         out = {k: v for k, v in vars(self).items() if k != "test"}
         out["p"] = self.test.p if self.test else None
+        out["p_safe"] = self.test.p_safe if self.test else None
         return out
 
 

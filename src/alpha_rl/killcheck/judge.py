@@ -4,6 +4,8 @@ calibration all judge through here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.compare import (
     BROKEN,
@@ -26,7 +28,8 @@ from alpha_rl.killcheck.criteria import (
     her_criteria,
 )
 from alpha_rl.killcheck.pairs import Pair, Pairing, pair_runs
-from alpha_rl.killcheck.report import Treatment, decide
+from alpha_rl.killcheck.report import Settled, Treatment, decide
+from alpha_rl.killcheck.sequential import Design
 from alpha_rl.killcheck.speed import judge_area, judge_speed
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import CAPTURE, PNL
@@ -78,13 +81,29 @@ def _deciding(row: Judgement, decides: bool, axis: Axis) -> Judgement:
     return row
 
 
-def judge(runs: list[RunRecord], axis: Axis, crit: Criteria,
-          info: bool = True) -> tuple[list[Treatment], Pairing, int]:  # fmt: skip
+def judge(runs: list[RunRecord], axis: Axis, crit: Criteria, info: bool = True,
+          look: Look | None = None) -> tuple[list[Treatment], Pairing, int]:  # fmt: skip
     """Every treatment of the axis judged and decided together (Holm over the check), the
-    pairing and the number of tests in the family (info: as `judge_treatment`)."""
+    pairing and the number of tests in the family (info: as `judge_treatment`, and whether
+    open rows say how many pairs would decide). A staged study's `look` says which look this is
+    of its design, what its earlier looks settled, and which treatments are still judged."""
+    look = look or Look()
     runs = [r for r in runs if r.params]  # a parent run holds no config
     pairing = pair_runs(runs, axis, crit.pair_ignore)
     treatments = [judge_treatment(axis, v, pairs, crit, info)
-                  for v, pairs in pairing.arms.items()]  # fmt: skip
-    family = decide(treatments, crit)
+                  for v, pairs in pairing.arms.items()
+                  if look.values is None or v in look.values]  # fmt: skip
+    family = decide(treatments, crit, look.design, look.index, look.settled, explain=info)
     return treatments, pairing, family
+
+
+@dataclass(frozen=True)
+class Look:
+    """Which look of a staged study a judgement is: the design, its index, what earlier looks
+    settled, and the treatment values still judged (None: every value; a single check is the
+    one look of a one-look design)."""
+
+    design: Design | None = None
+    index: int = 0
+    settled: Settled = field(default_factory=Settled)
+    values: frozenset[str] | None = None

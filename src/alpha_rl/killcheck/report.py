@@ -15,18 +15,20 @@ from alpha_rl.killcheck.criteria import (
     KILL,
     NOT_APPLICABLE,
     NOT_EVALUATED,
+    OPEN,
     PASS,
     PENDING,
     Judgement,
 )
 from alpha_rl.killcheck.pairs import Pair, Pairing
-from alpha_rl.killcheck.stats import MAX_SEEDS, holm
+from alpha_rl.killcheck.sequential import Design
+from alpha_rl.killcheck.stats import MAX_SEEDS
 from alpha_rl.tracking import RunRecord
 from alpha_rl.tracking.records import json_safe
 from alpha_rl.vocabulary import L_Q, PNL
 
-KEEP, CANNOT_JUDGE = "KEEP", "CANNOT-JUDGE"
-EXIT = {KEEP: 0, KILL: 1, CANNOT_JUDGE: 2}
+KEEP, CANNOT_JUDGE, UNDECIDED = "KEEP", "CANNOT-JUDGE", "UNDECIDED"
+EXIT = {KEEP: 0, KILL: 1, CANNOT_JUDGE: 2, UNDECIDED: 2}
 
 
 @dataclass
@@ -37,98 +39,208 @@ class Treatment:
     label: str
     pairs: list[Pair]
     rows: list[Judgement]
+    kept: bool = False  # harmlessness shown on every deciding row (set by `decide`)
 
     @property
     def verdict(self) -> str:
         """CANNOT-JUDGE when a row blocks it (forward HER that lost its closes: what was
         tested is not the treatment); else KILL if any criterion kills; CANNOT-JUDGE without
-        pairs or with a required criterion not evaluated; KEEP otherwise."""
+        pairs or with a required criterion that more seeds would not evaluate (no audits); KEEP
+        when harmlessness was shown on every deciding criterion; else UNDECIDED (more seeds would
+        decide)."""
         if any(r.blocks for r in self.rows):
             return CANNOT_JUDGE
         if any(r.verdict == KILL for r in self.rows):
             return KILL
-        if not self.pairs or any(r.required and r.verdict == NOT_EVALUATED for r in self.rows):
+        if not self.pairs or self._stuck():
             return CANNOT_JUDGE
-        return KEEP
+        return KEEP if self.kept else UNDECIDED
+
+    def _stuck(self) -> list[Judgement]:
+        """Required rows not evaluated for a reason other than too few pairs."""
+        return [r for r in self.rows if r.required and r.verdict == NOT_EVALUATED
+                and "not_judged" not in r.evidence]  # fmt: skip
+
+    @property
+    def open_rows(self) -> list[Judgement]:
+        """The deciding rows that showed neither harm nor harmlessness, or wait for pairs."""
+        return [r for r in self.rows if r.required and (r.verdict == OPEN or (
+            r.verdict == NOT_EVALUATED and "not_judged" in r.evidence))]  # fmt: skip
+
+    @property
+    def seeds_needed(self) -> int | None:
+        """The most pairs any open row says would decide it (None: no row says)."""
+        found = [r.evidence.get("seeds_to_decide") for r in self.open_rows]
+        found = [n for n in found if n is not None]
+        return max(found) if found else None
 
     @property
     def blocked_by(self) -> str:
-        """What keeps a CANNOT-JUDGE treatment from a verdict, in a few words ("" otherwise)."""
-        if self.verdict != CANNOT_JUDGE:
+        """What keeps a CANNOT-JUDGE or UNDECIDED treatment from a verdict, in a few words (""
+        otherwise)."""
+        verdict = self.verdict
+        if verdict == UNDECIDED:
+            return "; ".join(_open_text(r) for r in self.open_rows) or "harmlessness not shown"
+        if verdict != CANNOT_JUDGE:
             return ""
         if not self.pairs:
             return "no pairs"
-        waiting = [r for r in self.rows if r.required and r.verdict == NOT_EVALUATED]
         blocking = [r for r in self.rows if r.blocks]
-        few = [r for r in waiting if "not_judged" in r.evidence]
-        row = (blocking or few or waiting)[0]
-        if "not_judged" in row.evidence:  # too few pairs: that is the reason, whatever else
-            return f"{row.criterion}: {row.evidence['not_judged']}"
+        row = (blocking or self._stuck())[0]
         value = row.value if len(row.value) <= 140 else row.value[:137] + "..."
         return f"{row.criterion}: {value}"
 
 
-def decide(treatments: list[Treatment], crit: Criteria) -> int:
-    """Every PENDING row of the check decided at once: Holm's step-down over their one-sided
-    p-values holds the probability of any false KILL at `alpha`. A row whose interval still
-    holds its bound, and a row not judged for too few pairs, says how many pairs (or runs per
-    arm) would decide at alpha / m (Holm's first step; m the family with the rows waiting for
-    pairs). A test that could not reach alpha on its
-    margins (Fisher's with no broken run) passes outside the family (Tarone). Returns the
-    family's size m."""
-    family = []
-    for row in (r for t in treatments for r in t.rows if r.verdict == PENDING):
-        if row.test.floor > crit.alpha:
-            row.verdict = PASS
-            row.evidence["outside_family"] = row.test.floor
-            row.value += f"; its smallest possible p {row.test.floor:.2g} > alpha: not tested"
-        else:
-            family.append(row)
+def _open_text(row: Judgement) -> str:
+    """`7 no held-out harm (eval/pnl): open, about 12 pairs would decide`."""
+    why = row.evidence.get("not_judged") or "open"
+    need, unit = row.evidence.get("seeds_to_decide"), row.test.unit if row.test else "pairs"
+    if need is None:
+        return f"{row.criterion}: {why}"
+    more = f"more than {MAX_SEEDS}" if need > MAX_SEEDS else f"about {need}"
+    return f"{row.criterion}: {why}, {more} {unit} would decide"
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a study's earlier looks decided, for the levels of the next: the deciding tests of
+    treatments decided before that were not rejected keep their share of alpha, and treatments
+    decided before without a KEEP keep their share of beta (neither is handed on)."""
+
+    kill_open: int = 0
+    keep_open: int = 0
+
+
+def decide(treatments: list[Treatment], crit: Criteria, design: Design | None = None,
+           look: int = 0, settled: Settled = Settled(), explain: bool = True) -> int:  # fmt: skip
+    """Every PENDING row of the check decided at once, both ways, against its tolerance.
+
+    KILL: Holm's step-down over the rows' one-sided harm p-values holds the probability of any
+    false KILL at `alpha` (family-wise; at look `look` of a staged `design` each step's level
+    is the nominal level that spends it over the looks). A discrete test that cannot reach the
+    level Holm would give it (Fisher's with no broken run) stays out of the family (Tarone).
+    KEEP: a treatment is kept when every deciding row shows harmlessness (its harmlessness
+    p-value at most the level: an intersection-union test, whose error is at most the level
+    whatever the number of rows) and no fact kills or waits; Holm's step-down over the
+    treatments holds the probability of any false KEEP at `beta`. A row neither killed nor
+    shown within its tolerance is OPEN; an open row, and one waiting for pairs, says how many
+    pairs would decide it (explain). Returns the number of tests the KILL family decided (its
+    levels count the rows waiting for pairs too)."""
+    design = design or Design.single()
     tested = [r for t in treatments for r in t.rows if r.test is not None and r.required]
-    waiting = sum(r.verdict == NOT_EVALUATED for r in tested)  # would join with enough pairs
-    level = crit.alpha / max(len(family) + waiting, 1)
-    tests = f"{len(family)} test{'' if len(family) == 1 else 's'}"
-    for row, adjusted in zip(family, holm([r.test.p for r in family]), strict=True):
-        row.evidence |= {"p_adjusted": adjusted, "family": len(family), "alpha": crit.alpha}
-        row.verdict = KILL if adjusted <= crit.alpha else PASS
-        row.value += f", Holm-adjusted {adjusted:.2g} (of {tests})"
-    for row in tested:
-        close = row.verdict == NOT_EVALUATED or (row.verdict == PASS and _undecided(row))
-        if close:
-            n = row.test.seeds(level)
-            row.evidence["seeds_to_decide"] = n
-            if n is None:
-                row.value += f"; {row.test.never}"
-            elif n > MAX_SEEDS:
-                row.value += f"; more than {MAX_SEEDS} {row.test.unit} would be needed to decide"
-            else:
-                row.value += (f"; about {n} {row.test.unit} would decide (at the observed effect "
-                              f"and spread, one-sided at {level:.2g})")  # fmt: skip
+    pending = [r for r in tested if r.verdict == PENDING]
+    waiting = sum(r.verdict == NOT_EVALUATED for r in tested) + settled.kill_open
+    family, size = _tarone(pending, waiting, crit.alpha, design, look)
+    for row in pending:
+        if row not in family:
+            row.evidence["outside_family"] = row.test.floor
+            row.value += f"; its smallest possible p {row.test.floor:.2g} > its level: not tested"
+    _holm_kill(family, size, crit.alpha, design, look)
+    keep_level = _holm_keep(treatments, crit.beta, design, look,
+                            len(treatments) + settled.keep_open)  # fmt: skip
+    for t in treatments:
+        for row in t.rows:
+            if row.verdict == PENDING:
+                row.evidence["keep_level"] = keep_level
+                row.verdict = PASS if t.kept or row.test.p_safe <= keep_level else OPEN
+    if explain:
+        kill_level = design.nominal(len(design.looks) - 1, crit.alpha / max(size, 1))
+        last_keep = design.nominal(len(design.looks) - 1, crit.beta / max(len(treatments), 1))
+        for t in treatments:
+            for row in t.open_rows:
+                if row.test is not None:
+                    _explain(row, kill_level, last_keep)
     return len(family)
 
 
-def _undecided(row: Judgement) -> bool:
-    """Whether a passed row is a close call: its interval holds the bound, or (a rate) the
-    treatment broke more often than the baseline."""
-    e = row.evidence
-    if "counts" in e:
-        bt, nt, bb, nb = e["counts"]
-        return bt / max(nt, 1) > bb / max(nb, 1)
-    return bool(e.get("low", 0) <= e.get("bound", 0) <= e.get("high", 0))
+def _tarone(pending: list[Judgement], waiting: int, alpha: float, design: Design,
+            look: int) -> tuple[list[Judgement], int]:  # fmt: skip
+    """Tarone's (1990) family: the smallest m such that the tests whose smallest possible
+    p-value reaches the nominal level of alpha / m, with the rows waiting for pairs, number at
+    most m; those tests, and m."""
+    total = len(pending) + waiting
+    for m in range(1, total + 1):
+        level = design.nominal(look, alpha / m)
+        able = [r for r in pending if r.test.floor <= level]
+        if len(able) + waiting <= m:
+            return able, m
+    return list(pending), total
+
+
+def _holm_kill(family: list[Judgement], size: int, alpha: float, design: Design,
+               look: int) -> None:  # fmt: skip
+    """Holm's step-down over the family's harm p-values: KILL while each is at most its step's
+    nominal level."""
+    tests = f"{size} test{'' if size == 1 else 's'}"
+    rejecting = True
+    for step, row in enumerate(sorted(family, key=lambda r: r.test.p)):
+        level = design.nominal(look, alpha / (size - step))
+        rejecting = rejecting and row.test.p <= level
+        row.evidence |= {"level": level, "family": size, "alpha": alpha}
+        if rejecting:
+            row.verdict = KILL
+            row.value += f", harm shown at level {level:.2g} (Holm, {tests})"
+
+
+def _holm_keep(treatments: list[Treatment], beta: float, design: Design, look: int,
+               size: int) -> float:  # fmt: skip
+    """Holm's step-down over the treatments' harmlessness p-values (each the largest of its
+    deciding rows'): KEEP while each is at most its step's nominal level. Returns the level the
+    first treatment not kept was held to (what a row must reach to show harmlessness)."""
+    scored = []
+    for t in treatments:
+        rows = [r for r in t.rows if r.required and r.verdict != NOT_APPLICABLE]
+        facts_ok = all(r.verdict == PASS for r in rows if r.test is None)
+        tests = [r for r in rows if r.test is not None]
+        if t.pairs and facts_ok and not any(r.blocks for r in rows) and all(
+                r.verdict == PENDING for r in tests):  # fmt: skip
+            scored.append((max((r.test.p_safe for r in tests), default=0.0), t))
+    scored.sort(key=lambda item: item[0])
+    for step, (p, t) in enumerate(scored):
+        level = design.nominal(look, beta / (size - step))
+        if p > level:
+            return level
+        t.kept = True
+    return design.nominal(look, beta / max(size - len(scored), 1))
+
+
+def _explain(row: Judgement, kill_level: float, keep_level: float) -> None:
+    """The pairs (or runs per arm) at which an open row's observed effect and spread would just
+    be decided, toward harm at the KILL level or toward harmlessness at the KEEP level."""
+    test = row.test
+    harm = test.p < test.p_safe
+    level = kill_level if harm else keep_level
+    seeds = test.seeds if harm or test.safe_seeds is None else test.safe_seeds
+    n = seeds(level)
+    have = row.evidence.get("n")
+    if n is not None and have is not None and n <= have:  # open at these pairs: at least one more
+        n = have + 1
+    row.evidence["seeds_to_decide"] = n
+    toward = "harm" if harm else "harmlessness"
+    if n is None:
+        row.value += f"; {test.never}"
+    elif n > MAX_SEEDS:
+        row.value += f"; more than {MAX_SEEDS} {test.unit} would be needed to decide"
+    else:
+        row.value += (f"; about {n} {test.unit} would decide (toward {toward}, at the observed "
+                      f"effect and spread, one-sided at {level:.2g})")  # fmt: skip
 
 
 def overall(treatments: list[Treatment]) -> str:
-    """KILL when any treatment is killed; else CANNOT-JUDGE when there is none or any cannot be
-    judged; else KEEP."""
+    """KILL when any treatment is killed; else KEEP when there are treatments and every one is
+    kept; else CANNOT-JUDGE when any cannot be judged (or there is none); else UNDECIDED."""
     verdicts = [t.verdict for t in treatments]
     if KILL in verdicts:
         return KILL
-    return KEEP if verdicts and all(v == KEEP for v in verdicts) else CANNOT_JUDGE
+    if verdicts and all(v == KEEP for v in verdicts):
+        return KEEP
+    return CANNOT_JUDGE if CANNOT_JUDGE in verdicts or not verdicts else UNDECIDED
 
 
 def summary(treatments: list[Treatment], verdict: str) -> str:
-    """`verdict: KILL (her=forward killed; her=backward kept; her=on cannot be judged: 5 no
-    destabilisation: 3 pairs < min_seeds 5)`: which survive, and what blocked the others."""
+    """`verdict: KILL (her=forward killed; her=backward kept; her=on undecided: 5 no
+    destabilisation: 3 pairs < min_seeds 5: not judged; about 12 pairs would decide)`: which
+    survive, and what holds the others back."""
     by: dict[str, list[str]] = {}
     for t in treatments:
         by.setdefault(t.verdict, []).append(t.label)
@@ -136,6 +248,8 @@ def summary(treatments: list[Treatment], verdict: str) -> str:
     parts = [f"{', '.join(by[v])} {words[v]}" for v in (KILL, KEEP) if v in by]
     parts += [f"{t.label} cannot be judged: {t.blocked_by}" for t in treatments
               if t.verdict == CANNOT_JUDGE]  # fmt: skip
+    parts += [f"{t.label} undecided: {t.blocked_by}" for t in treatments
+              if t.verdict == UNDECIDED]  # fmt: skip
     return f"verdict: {verdict}" + (f" ({'; '.join(parts)})" if parts else " (no treatment)")
 
 
@@ -151,14 +265,17 @@ def table(treatments: list[Treatment], pairing: Pairing, crit: Criteria, family:
     changed = crit.non_default_text()
     out = [f"non-default criteria: {changed}"] if changed else []
     deciding = ", ".join(crit.deciding_for(pairing.axis.name))
-    out.append(f"deciding on the {pairing.axis.name} axis: {deciding}; alpha {crit.alpha:g} "
-               f"family-wise ({_family_text(family)})")  # fmt: skip
+    out.append(f"deciding on the {pairing.axis.name} axis: {deciding}; KILL: alpha "
+               f"{crit.alpha:g} family-wise ({_family_text(family)}); KEEP: beta {crit.beta:g} "
+               f"family-wise (harmlessness shown on every deciding criterion; Holm over "
+               f"{len(treatments)} treatment{'' if len(treatments) == 1 else 's'})")  # fmt: skip
     out += [line("criterion", "verdict", "value  [threshold]"), "-" * (w_name + w_verdict + 24)]
     for t in treatments:
         out.append(f"== {t.label} vs {base}: {len(t.pairs)} pairs")
         out += [line(r.criterion, r.verdict + ("" if r.required else " *"),
                      f"{r.value}  [{r.threshold}]") for r in t.rows]  # fmt: skip
-        out += [f"verdict {t.label}: {t.verdict}", ""]
+        why = f" ({t.blocked_by})" if t.verdict == UNDECIDED else ""
+        out += [f"verdict {t.label}: {t.verdict}{why}", ""]
     out.append("(* = not blocking)")
     out += [f"unpaired: {run.name} ({run.run_id}): {why}" for run, why in pairing.unpaired]
     return "\n".join(out)

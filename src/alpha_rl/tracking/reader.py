@@ -11,7 +11,7 @@ looks first).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +46,30 @@ class RunRecord:
     tags: dict[str, str]
     metrics: dict[str, list[tuple[int, float]]]
     start_time: int = 0
+    # what was computed from the record, by key (a record is read once and never changes)
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps int64, values float64) of one metric; empty arrays when the run lacks it."""
-        points = self.metrics.get(key, [])
-        steps = np.array([s for s, _ in points], np.int64)
-        return steps, np.array([v for _, v in points], np.float64)
+        """(steps int64, values float64) of one metric, read-only; empty arrays when the run
+        lacks it."""
+        found = self.cache.get(("series", key))
+        if found is None:
+            points = self.metrics.get(key, [])
+            steps = np.array([s for s, _ in points], np.int64)
+            values = np.array([v for _, v in points], np.float64)
+            steps.setflags(write=False)
+            values.setflags(write=False)
+            found = self.cache[("series", key)] = (steps, values)
+        return found
 
     @property
     def last_step(self) -> int:
         """The largest step any of its loaded metrics reached (0 when none)."""
-        return max((pts[-1][0] for pts in self.metrics.values() if pts), default=0)
+        found = self.cache.get("last_step")
+        if found is None:
+            found = max((pts[-1][0] for pts in self.metrics.values() if pts), default=0)
+            self.cache["last_step"] = found
+        return found
 
 
 class RunReader:
