@@ -29,7 +29,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export PYTHONPATH := $(CURDIR)/src$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .DEFAULT_GOAL := help
-.PHONY: help train sweep kill-check ui tracking-server bench gpu-ablation test test-fast test-gpu cubins docs readme lint clean venv
+.PHONY: help train sweep kill-check study ui tracking-server bench gpu-ablation test test-fast test-gpu cubins docs readme lint clean venv
 
 # the sweep presets, conf/experiment/*.yaml, as `make help` names them (a|b|c)
 PRESETS := $(subst $() ,|,$(sort $(basename $(notdir $(wildcard conf/experiment/*.yaml)))))
@@ -62,6 +62,9 @@ sweep: $(STAMP) ## run a sweep preset of conf/experiment/ under multirun/ (EXPER
 
 kill-check: $(STAMP) ## keep/kill verdict per treatment of a sweep's variant in MLflow (ARGS="--sweep multirun/<date>/<time> [--axis her|beta|alpha|reward|agent|<key>]")
 	$(PY) -m alpha_rl.killcheck $(ARGS)
+
+study: $(STAMP) ## a sweep preset in stages of seeds until each treatment is KILLED, KEPT or max seeds (EXPERIMENT=<preset>; ARGS="study.max_seeds=20 ..." or ARGS="--resume outputs/study/<dir>")
+	$(PY) -m alpha_rl.study.cli $(if $(findstring --resume,$(ARGS)),,$(EXPERIMENT)) $(ARGS)
 
 ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlflow.db PORT=5000); prints its links once it answers
 	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }

@@ -27,6 +27,7 @@ SCRIPTS: dict[str, tuple[str, str | None]] = {
     "alpha-rl-train": ("alpha_rl.train", "train"),
     "alpha-rl-kill-check": ("alpha_rl.killcheck", "kill-check"),
     "alpha-rl-confirm": ("alpha_rl.search.confirm", None),
+    "alpha-rl-study": ("alpha_rl.study.cli", "study"),
     "alpha-rl-cubins": ("alpha_rl.build.cli", None),  # `make cubins` takes ARCHS, not ARGS
     "mlflow": ("mlflow", None),
 }

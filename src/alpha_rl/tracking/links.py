@@ -38,15 +38,21 @@ def ui_of(uri: str) -> str | None:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-def open_line(uri: str, experiment_id: str, view: bool = True) -> str | None:
-    """How to open an experiment's runs (view: in the runs view, see runs_link): for an SQLite
-    store `make ui STORE=<file> (or mlflow ui --backend-store-uri <uri>), then <link>`, each
-    command as the user runs it (alpha_rl.commands); the link for a server; None for another
-    store."""
+def run_link(ui: str, experiment_id: str, run_id: str) -> str:
+    """The link to one run's page in the UI at `ui`."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def open_line(uri: str, experiment_id: str, view: bool = True,
+              run_id: str | None = None) -> str | None:  # fmt: skip
+    """How to open an experiment's runs (view: in the runs view, see runs_link), or one run's
+    page (run_id): for an SQLite store `make ui STORE=<file> (or mlflow ui --backend-store-uri
+    <uri>), then <link>`, each command as the user runs it (alpha_rl.commands); the link for a
+    server; None for another store."""
     ui = ui_of(uri)
     if ui is None:
         return None
-    link = runs_link(ui, experiment_id, view)
+    link = run_link(ui, experiment_id, run_id) if run_id else runs_link(ui, experiment_id, view)
     if not uri.startswith(SQLITE_PREFIX):
         return link
     mlflow = script_command("mlflow", ["ui", "--backend-store-uri", uri])

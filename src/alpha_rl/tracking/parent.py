@@ -247,10 +247,20 @@ def _read(sweep_dir: Path, cfg: TrackingConfig) -> tuple[bool, str | None]:
     return True, data.get("run_id")
 
 
-def _create(sweep_dir: Path, cfg: TrackingConfig, name: str) -> str | None:
+def nested_parent(sweep_dir: Path, cfg: TrackingConfig, name: str,
+                  tags: dict[str, str]) -> str | None:  # fmt: skip
+    """Create a multirun's parent run before the multirun starts, with `tags` (a study's stage:
+    nested under the study's run), and write its file, which the multirun then takes as its
+    own; None (and a warning) if the store is down."""
+    with _locked(sweep_dir):
+        return _create(sweep_dir, cfg, name, tags)
+
+
+def _create(sweep_dir: Path, cfg: TrackingConfig, name: str,
+            more: dict[str, str] | None = None) -> str | None:  # fmt: skip
     """Create the parent run and write its file; None (and a warning) if the store is down."""
     store = _store(cfg)
-    tags = {SWEEP_TAG: str(sweep_dir.resolve())}
+    tags = {SWEEP_TAG: str(sweep_dir.resolve())} | (more or {})
     try:
         experiment_id = store.experiment_id(cfg.experiment)
         run = store.call(
