@@ -53,7 +53,13 @@ def test_a_study_stopped_in_a_stage_resumes_and_decides_from_its_store(tmp_path:
     state = json.loads((study / "study.json").read_text())
     assert [s["status"] for s in state["stages"]] == ["done", "running"]
     assert state["progress"]["looks_done"] == 1
-    # the study goes on from its record: stage 2 again (its stopped attempt left out)
+    # the study goes on from its record: stage 2 again (its stopped attempt left out), one
+    # stage at a time where an allocation is short
+    paused = subprocess.run(study_cmd("--resume", str(study), "--stages", "1"), cwd=tmp_path,
+                            env=ENV, text=True, capture_output=True, timeout=900)  # fmt: skip
+    assert paused.returncode == 3, paused.stderr[-3000:]
+    assert "1 stage run as --stages asked; 1 treatment(s) open; to continue the study: " in (
+        paused.stdout)  # fmt: skip
     done = subprocess.run(study_cmd("--resume", str(study)), cwd=tmp_path, env=ENV, text=True,
                           capture_output=True, timeout=900)  # fmt: skip
     assert done.returncode in (0, 1, 2), done.stderr[-3000:]

@@ -2,11 +2,13 @@
 a table, a JSON report, a plot.
 
 Runs are paired along one axis (`--axis her` by default; beta, reward, agent or any config key):
-each treatment value against the baseline value, run by run of the same config and seed. Exit
-status:
-0 every treatment kept, 1 any killed (the table says which), 2 cannot judge (no pairs, runs too
-short, a required criterion not evaluated, or a store / experiment / run that cannot be read:
-a missing store, which is never created, a damaged one, a server that does not answer).
+each treatment value against the baseline value, run by run of the same config and seed. A
+treatment is KILLED (harm shown), KEPT (harmlessness shown on every deciding criterion),
+UNDECIDED (neither yet: the table says how many pairs would decide; alpha-rl-study adds them) or
+CANNOT-JUDGE. Exit status: 0 every treatment kept, 1 any killed (the table says which), 2
+undecided or cannot judge (no pairs, too few, a required criterion not evaluated, or a store /
+experiment / run that cannot be read: a missing store, which is never created, a damaged one, a
+server that does not answer).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ is a multirun under the study's MLflow run; the study's verdict, and the seeds e
 needed, are on that run. A study stopped at any point continues with `--resume <study dir>`
 (a stage stopped part-way runs again whole; the runs of its stopped attempt are left out).
 Exit status as the kill check's: 0 every treatment kept, 1 any killed, 2 any undecided or
-cannot be judged (and a study that cannot start), 130 / 143 stopped.
+cannot be judged (and a study that cannot start); 3 paused after the stages --stages allowed;
+130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (to be continued with --resume).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -42,6 +44,7 @@ from alpha_rl.tracking.store import resolve_uri
 from alpha_rl.tracking.stores import bound_requests
 
 STOPPED = {130: "SIGINT", 143: "SIGTERM", 129: "SIGHUP"}
+PAUSED = 3  # the exit status of a study that ran the stages --stages allowed and goes on later
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +62,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dir", type=Path, help="the study's directory (default "
                    "outputs/study/<experiment>__<time>)")  # fmt: skip
     p.add_argument("--resume", type=Path, help="continue the study of this directory")
+    p.add_argument("--stages", type=int, metavar="N", help="run at most N stages now, then "
+                   "stop (exit 3), to go on with --resume (a time-limited allocation)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -150,8 +155,12 @@ def run_stage(state: StudyState, study_dir: Path, stage: Stage) -> None:
            f"seed={','.join(map(str, stage.seeds))}", f"hydra.sweep.dir={stage.sweep_dir}",
            f"tracking.uri={state.uri}", f"tracking.experiment={state.experiment}"]  # fmt: skip
     print(f"stage {stage.look + 1}: {script_command('alpha-rl-train', cmd[3:])}", flush=True)
-    code = _run_child(cmd)
-    if code in STOPPED:
+    code, stopped_by = _run_child(cmd)
+    if code == 0:
+        stage.status = DONE
+        state.save(study_dir)
+    if code in STOPPED or stopped_by:  # a stage that ended as the signal came is kept
+        code = code if code in STOPPED else 128 + int(stopped_by)
         again = script_command("alpha-rl-study", ["--resume", str(study_dir)])
         print(f"alpha-rl-study: stopped by {STOPPED[code]} in stage {stage.look + 1}; to "
               f"continue the study: {again}", file=sys.stderr, flush=True)  # fmt: skip
@@ -162,42 +171,37 @@ def run_stage(state: StudyState, study_dir: Path, stage: Stage) -> None:
             f"logs: {stage.sweep_dir}); mend the cause and continue with "
             f"{script_command('alpha-rl-study', ['--resume', str(study_dir)])}"
         )
-    stage.status = DONE
-    state.save(study_dir)
 
 
-def _run_child(cmd: list[str]) -> int:
-    """Run a stage's multirun and return its exit status. A Ctrl-C reaches it too (the
-    terminal's process group) and the study waits while it stops its runs with their
-    checkpoints; one that came while it was starting is passed on to it (it may have started
-    after the signal), so no stage runs on behind a stopped study."""
+def _run_child(cmd: list[str]) -> tuple[int, int | None]:
+    """Run a stage's multirun in its own process group; its exit status and the stop signal the
+    study passed on to it (None: none came). A stop
+    signal to the study (Ctrl-C in its terminal, SIGTERM from a scheduler, SIGHUP) is passed on
+    to the multirun once, whose runs stop with their checkpoints, and the study waits for it: no
+    stage runs on behind a stopped study, and no run gets the signal twice (a second Ctrl-C
+    stops a run at once)."""
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    process = None
+    state: dict[str, Any] = {"process": None, "signal": None, "sent": False}
+
+    def pass_on(signum: int, _frame: object) -> None:
+        state["signal"] = state["signal"] or signum
+        _send(state)
+
+    handlers = {sig: signal.signal(sig, pass_on)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}  # fmt: skip
     try:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            process = subprocess.Popen(cmd, env=env, preexec_fn=_unblock_sigint)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        return _wait(process)
-    except KeyboardInterrupt:
-        if process is None:
-            raise
-        process.send_signal(signal.SIGINT)
-        _wait(process)
-        raise
+        state["process"] = subprocess.Popen(cmd, env=env, process_group=0)
+        _send(state)  # a signal that came while it was starting
+        return state["process"].wait(), state["signal"]
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
-def _unblock_sigint() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _wait(process: subprocess.Popen) -> int:
-    while True:
-        try:
-            return process.wait()
-        except KeyboardInterrupt:
-            continue
+def _send(state: dict[str, Any]) -> None:
+    if state["signal"] and state["process"] is not None and not state["sent"]:
+        state["sent"] = True
+        state["process"].send_signal(state["signal"])
 
 
 def next_stage(state: StudyState, study_dir: Path) -> Stage:
@@ -277,6 +281,7 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
     crit = Criteria.load(overrides=state.criteria)
+    ran = 0
     while True:
         done = sum(s.status == DONE for s in state.stages)
         if state.progress.looks_done < done:
@@ -284,7 +289,15 @@ def _run(args: argparse.Namespace) -> int:
             continue
         if state.progress.finished or not state.open_values:
             break
+        if args.stages is not None and ran >= args.stages:
+            again = script_command("alpha-rl-study", ["--resume", str(study_dir)])
+            print(
+                f"alpha-rl-study: {ran} stage{'' if ran == 1 else 's'} run as --stages asked; "
+                f"{len(state.open_values)} treatment(s) open; to continue the study: {again}"
+            )
+            return PAUSED
         run_stage(state, study_dir, next_stage(state, study_dir))
+        ran += 1
     verdict = close_study(state, study_dir)
     for line in verdict_lines(state):
         print(line)
