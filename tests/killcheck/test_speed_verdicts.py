@@ -16,6 +16,8 @@ from tests.killcheck.store import (
     rows,
 )
 
+FIT = {"converged": True, "gap": 0.0}  # a Turnbull fit at its maximum
+
 
 def test_a_baseline_at_an_absolute_target_by_its_first_evaluation_gives_a_bound(
     tmp_path: Path, capsys
@@ -30,8 +32,8 @@ def test_a_baseline_at_an_absolute_target_by_its_first_evaluation_gives_a_bound(
     e = speed["evidence"]
     # the baseline's Turnbull median is censored at its first evaluation: a bound, not a value
     assert e["speedup"] == {"kind": "upper bound", "high": pytest.approx(250 / 4000)}
-    assert e["medians"] == {"treatment": {"kind": "value", "steps": 4000.0},
-                            "baseline": {"kind": "at most", "steps": 250.0}}  # fmt: skip
+    assert e["medians"] == {"treatment": {"kind": "value", "steps": 4000.0, **FIT},
+                            "baseline": {"kind": "at most", "steps": 250.0, **FIT}}  # fmt: skip
     assert "speed-up <= 0.0625x (a bound: censored medians)" in speed["value"]
     assert ("her=off: 5 of 5 reached, median <= 250, 5 at the first evaluation (<= 250)"
             in speed["value"])  # fmt: skip
@@ -72,7 +74,8 @@ def test_an_arm_that_never_reaches_the_target_is_counted_as_censored(tmp_path: P
     assert len(speed["evidence"]["pairs"]) == 5  # counted, not dropped
     # the never-reached runs hold HER's median past the last evaluation: the speed-up is at most
     # the baseline's median over that last evaluation
-    assert speed["evidence"]["medians"]["treatment"] == {"kind": "more than", "steps": 12000.0}
+    assert speed["evidence"]["medians"]["treatment"] == {"kind": "more than", "steps": 12000.0,
+                                                         **FIT}  # fmt: skip
     assert speed["evidence"]["speedup"] == {"kind": "upper bound",
                                             "high": pytest.approx(9000 / 12000)}  # fmt: skip
     assert "speed-up <= 0.75x" in speed["value"]
@@ -109,8 +112,8 @@ def test_exact_times_give_the_ratio_of_the_arms_turnbull_medians(tmp_path: Path)
     speed = rows(report)["steps to capture target"]
     e = speed["evidence"]
     assert e["speedup"] == {"kind": "value", "speedup": pytest.approx(9000 / 3000)}
-    assert e["medians"] == {"treatment": {"kind": "value", "steps": 3000.0},
-                            "baseline": {"kind": "value", "steps": 9000.0}}  # fmt: skip
+    assert e["medians"] == {"treatment": {"kind": "value", "steps": 3000.0, **FIT},
+                            "baseline": {"kind": "value", "steps": 9000.0, **FIT}}  # fmt: skip
     assert {(p["treatment_reach"]["low"], p["treatment_reach"]["high"]) for p in e["pairs"]} == {
         (2000.0, 3000.0)}  # fmt: skip
     assert e["sign_test"] == {"faster": 5, "slower": 0, "undecided": 0,

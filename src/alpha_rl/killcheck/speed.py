@@ -10,11 +10,13 @@ first evaluation plus `capture_target_frac` of its rise to its plateau (its mean
 `window` of training), so a curve that stays below 0 still has one; a baseline that does not rise
 gives none.
 
-Each arm's median steps come from the Turnbull estimator of the interval-censored times
-(lifelines' `KaplanMeierFitter.fit_interval_censoring`, the nonparametric maximum likelihood):
-the evaluation step by which the estimate has half the arm's runs at the target (the end of the
-interval where it crosses 1/2), or a bound: `<= s_1` when that is the first evaluation, `>
-s_last` when it does not cross 1/2 by the last. The
+Each arm's median steps come from Turnbull's nonparametric maximum-likelihood estimate (NPMLE) of
+the interval-censored times: masses on the innermost intervals (a left end followed by a right end
+among all the runs' ends), fitted by Wang's constrained Newton method (2007) with an EM step after
+each round until the log-likelihood is within `GAP` of its maximum (a bound concavity gives; a fit
+that stops short says so). The median is the evaluation step by which the estimate has half the
+arm's runs at the target (the end of the interval where it crosses 1/2), or a bound: `<= s_1`
+when that is the first evaluation, `> s_last` when it does not cross 1/2 by the last. The
 speed-up is the baseline's median over the treatment's. Pair by pair, the treatment was faster
 when its interval ends before the baseline's begins, slower when the reverse, else undecided; a
 two-sided sign test over the decided pairs (scipy.stats.binomtest) says whether the arms differ.
@@ -22,11 +24,12 @@ two-sided sign test over the decided pairs (scipy.stats.binomtest) says whether 
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from alpha_rl.killcheck.aggregate import t_estimate
 from alpha_rl.killcheck.config import Criteria
@@ -38,6 +41,10 @@ from alpha_rl.vocabulary import CAPTURE, TRAIN_CAPTURE
 
 EXACT, FIRST, NEVER = "exact", "at the first evaluation", "never"
 CAPTURE_KEYS = (CAPTURE, TRAIN_CAPTURE)
+GAP = 1e-9  # the Turnbull fit stops when its log-likelihood is within this of the maximum
+MAX_ROUNDS = 200  # Newton rounds before a fit is reported as not converged (< 20 for 10-80 runs)
+HEAVY = 1e6  # weight of the row that holds the Newton target's masses to a sum of 1
+TIE = 1e-9  # a cumulative mass this close to 1/2 is 1/2 (the fit's precision)
 
 
 def capture_key(runs: list[RunRecord]) -> str | None:
@@ -102,39 +109,104 @@ def _target(base: RunRecord, key: str, end: int, crit: Criteria) -> float:
 
 
 @dataclass(frozen=True)
+class Turnbull:
+    """Turnbull's NPMLE of interval-censored times: mass[j] in the innermost interval (low[j],
+    high[j]] (float64 [m] each, in order; high inf: past the last evaluation); `gap` bounds the
+    log-likelihood's distance to its maximum."""
+
+    low: np.ndarray
+    high: np.ndarray
+    mass: np.ndarray
+    converged: bool
+    gap: float
+    rounds: int
+
+
+def innermost(lows: np.ndarray, highs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Turnbull's innermost intervals (a, b] of the intervals (lows, highs] (float64 [n] each): a
+    left end followed, among all ends in order, by a right end (at a tie the right end comes
+    first: (x, s] and (s, y] do not meet). float64 [m] each, in order."""
+    ends = sorted({(h, 0) for h in highs.tolist()} | {(lo, 1) for lo in lows.tolist()})
+    pairs = [(a, b) for (a, left), (b, right) in itertools.pairwise(ends) if left and not right]
+    return np.array([a for a, _ in pairs], np.float64), np.array([b for _, b in pairs], np.float64)
+
+
+def turnbull(lows: np.ndarray, highs: np.ndarray) -> Turnbull:
+    """The NPMLE of times in (lows, highs] (float64 [n] each): the masses on the innermost
+    intervals that maximise sum_i log (A p)_i, A[i, j] = 1 when interval j lies in run i's, to a
+    log-likelihood within GAP of the maximum (by concavity it is within n (max_j d_j - 1),
+    d = A^T (1 / A p) / n, which is 1 where the maximum puts mass and at most 1 elsewhere)."""
+    low, high = innermost(lows, highs)
+    member = ((lows[:, None] <= low) & (high <= highs[:, None])).astype(np.float64)
+    n = lows.size
+    mass = np.full(low.size, 1.0 / low.size)
+    for rounds in range(MAX_ROUNDS + 1):
+        like = member @ mass
+        grad = member.T @ (1.0 / like) / n
+        gap = float(n * (grad.max() - 1.0))
+        if gap <= GAP or rounds == MAX_ROUNDS:
+            break
+        mass = _newton_round(member, mass, like, grad)
+    return Turnbull(low, high, mass, gap <= GAP, max(gap, 0.0), rounds)
+
+
+def _newton_round(member: np.ndarray, mass: np.ndarray, like: np.ndarray,
+                  grad: np.ndarray) -> np.ndarray:  # fmt: skip
+    """One round of the constrained Newton method: the non-negative least-squares maximiser of the
+    log-likelihood's quadratic approximation at `mass` (its sum held to 1 by a heavy row), a
+    backtracking line search towards it, then an EM step (self-consistency: the sum stays 1 and
+    the likelihood never falls, so the fit converges even where the search gives nothing)."""
+    n, m = member.shape
+    loglik = float(np.log(like).sum())
+    rows = np.vstack([member / like[:, None], np.full(m, HEAVY)])
+    try:
+        goal = optimize.nnls(rows, np.append(np.full(n, 2.0), HEAVY))[0]
+    except RuntimeError:  # the solver's own iteration limit: the EM step alone
+        goal = mass
+    goal = goal / goal.sum() if goal.sum() > 0 else mass
+    slope = n * float(grad @ (goal - mass))
+    step, best = 1.0, mass
+    while slope > 0 and step > 1e-6:
+        trial = mass + step * (goal - mass)
+        with np.errstate(divide="ignore"):
+            if np.log(member @ trial).sum() >= loglik + step * slope / 3:
+                best = trial
+                break
+        step /= 2
+    return best * (member.T @ (1.0 / (member @ best)) / n)
+
+
+@dataclass(frozen=True)
 class Median:
-    """An arm's median steps to target from the Turnbull estimate: a value, or a bound."""
+    """An arm's median steps to target from the Turnbull estimate: a value, or a bound; and
+    whether the fit converged (`gap`: the log-likelihood's distance to its maximum, at most)."""
 
     kind: str  # "value", "at most" (by the first evaluation), "more than" (not by the last)
     steps: float
+    converged: bool
+    gap: float
 
     def text(self) -> str:
-        return {"value": f"{self.steps:,.0f}", "at most": f"<= {self.steps:,.0f}",
-                "more than": f"> {self.steps:,.0f}"}[self.kind]  # fmt: skip
+        value = {"value": f"{self.steps:,.0f}", "at most": f"<= {self.steps:,.0f}",
+                 "more than": f"> {self.steps:,.0f}"}[self.kind]  # fmt: skip
+        if self.converged:
+            return value
+        return f"{value} (the fit did not converge: gap {self.gap:.2g})"
 
 
 def turnbull_median(reaches: list[Reach]) -> Median:
-    """The median of interval-censored times (lifelines' Turnbull estimator)."""
-    import warnings
-
-    from lifelines import KaplanMeierFitter
-
-    # lifelines fits closed intervals [l, r]; ours are (l, r] on a grid of integer steps, so
-    # two runs seen at adjacent evaluations must not share the end point: open the left end
-    lows = np.array([r.low for r in reaches]) + 0.5
-    highs = np.array([r.high for r in reaches])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # lifelines' notes on the NPMLE's convergence
-        km = KaplanMeierFitter().fit_interval_censoring(lows, highs)
-    # the step by which the estimate has half the runs there (its lower survival curve: each
-    # Turnbull interval's mass counted at its end, the evaluation that saw it)
-    median = float(km.median_survival_time_["NPMLE_estimate_lower"].iloc[0])
+    """The median of an arm's interval-censored times from Turnbull's NPMLE."""
+    fit = turnbull(np.array([r.low for r in reaches]), np.array([r.high for r in reaches]))
+    # the step by which the estimate has half the runs there (each innermost interval's mass
+    # counted at its end, the evaluation that saw it)
+    keep = fit.mass > TIE
+    median = float(fit.high[keep][int(np.argmax(np.cumsum(fit.mass[keep]) >= 0.5 - TIE))])
     first = [r.high for r in reaches if r.kind == FIRST]
     if not math.isfinite(median):
-        return Median("more than", max(r.low for r in reaches))
+        return Median("more than", max(r.low for r in reaches), fit.converged, fit.gap)
     if first and median <= max(first):
-        return Median("at most", max(first))
-    return Median("value", median)
+        return Median("at most", max(first), fit.converged, fit.gap)
+    return Median("value", median, fit.converged, fit.gap)
 
 
 def _speedup(base: Median, treated: Median) -> tuple[str, dict]:
