@@ -1,5 +1,6 @@
 """Steps to the capture target on hand-computed cases: a run's interval with NaN evaluations,
-Turnbull's NPMLE against the empirical distribution and Kaplan-Meier, and its convergence."""
+Turnbull's NPMLE against the empirical distribution and Kaplan-Meier, the median as a value or a
+bound with the range the censoring leaves it in, and its distribution-free interval."""
 
 from __future__ import annotations
 
@@ -84,11 +85,75 @@ def test_turnbull_converges_where_self_consistency_stalls() -> None:
     member = (lows[:, None] <= fit.low) & (fit.high <= highs[:, None])
     grad = member.T @ (1 / (member @ fit.mass)) / lows.size
     assert grad == pytest.approx(np.ones(7), abs=1e-9)  # the NPMLE's conditions
+    # the cumulative mass is exactly 1/2 after (3000, 4000] until (4000, 5000]: the median is
+    # (4000 + 5000) / 2 with the masses at the right ends, (3000 + 4000) / 2 at the left ends
+    median = turnbull_median(reaches_of(*((lo, hi, 1) for lo, hi in zip(lows, highs, strict=True))))
+    assert (median.kind, median.steps, median.low, median.high) == ("value", 4500, 3500, 4500)
 
 
 def test_a_fit_that_does_not_converge_says_so(monkeypatch) -> None:
     monkeypatch.setattr(speed, "MAX_ROUNDS", 0)
     # the right-censored runs below: one Newton round short of the maximum
-    median = turnbull_median(reaches_of(*KAPLAN_MEIER))
+    median = turnbull_median(reaches_of(*KAPLAN_MEIER), 0.95)
     assert not median.converged and median.gap > speed.GAP
+    assert median.evidence()["converged"] is False
     assert "the fit did not converge" in median.text()
+
+
+@pytest.mark.parametrize(
+    ("spans", "kind", "steps", "within"),
+    [
+        # all in (2000, 3000]: the evaluation that saw them, anywhere in the interval
+        (((2000, 3000, 5),), "value", 3000, (2000, 3000)),
+        # runs seen at adjacent evaluations do not share the end point: 3/5 by 2000, 3/5 by 3000
+        (((1000, 2000, 3), (2000, 3000, 2)), "value", 2000, (1000, 2000)),
+        (((1000, 2000, 1), (2000, 3000, 2), (3000, 4000, 1), (4000, INF, 1)), "value", 3000,
+         (2000, 3000)),
+        # exactly half never: the median is the middle of the two middle times, the upper one
+        # past 12000, so more than (2000 + 12000) / 2 whatever the upper one is; not 3000
+        (((2000, 3000, 2), (12000, INF, 2)), "more than", 7000, (7000, INF)),
+        (((2000, 3000, 5), (12000, INF, 5)), "more than", 7000, (7000, INF)),
+        (((2000, 3000, 2), (12000, INF, 3)), "more than", 12000, (12000, INF)),
+        (((1000, 2000, 2), (4000, INF, 3)), "more than", 4000, (4000, INF)),
+        # more than half by the first evaluation: a bound; exactly half: the middle of 250 and
+        # 1000 (of 0 and 500 at the left ends)
+        (((0, 250, 3), (2000, 3000, 2)), "at most", 250, (0, 250)),
+        (((0, 1000, 3), (1000, 2000, 1), (2000, 3000, 1)), "at most", 1000, (0, 1000)),
+        (((0, 250, 2), (500, 1000, 2)), "value", 625, (250, 625)),
+        # right-censored (Kaplan-Meier above): S = 5/12 after 2000, crossing 1/2 in (1000, 2000]
+        (KAPLAN_MEIER, "value", 2000, (1000, 2000)),
+    ],
+)  # fmt: skip
+def test_the_median_is_a_value_or_a_bound_with_the_range_censoring_leaves(
+    spans, kind: str, steps: float, within: tuple[float, float]
+) -> None:
+    median = turnbull_median(reaches_of(*spans))
+    assert (median.kind, median.steps) == (kind, pytest.approx(steps))
+    assert (median.low, median.high) == pytest.approx(within)
+    assert median.converged and median.ci is None  # no interval asked
+
+
+def test_a_nan_evaluation_widens_a_run_s_interval_and_its_arm_s_range() -> None:
+    # runs in (1000, 2000] and (2000, 3000], and one with NaN at 2000: in (1000, 3000]. The NPMLE
+    # puts 1/2 on each cell: the median is the middle of 2000 and 3000 (of 1000 and 2000 at the
+    # left ends)
+    median = turnbull_median(reaches_of((1000, 2000, 1), (2000, 3000, 1), (1000, 3000, 1)))
+    assert (median.kind, median.steps, median.low, median.high) == ("value", 2500, 1500, 2500)
+
+
+@pytest.mark.parametrize(
+    ("n", "confidence", "k"),
+    [
+        (5, 0.95, 0),  # P(Bin(5, 1/2) = 0) = 1/32 > 0.025: no interval
+        (5, 0.9, 1),  # 1/32 <= 0.05: (X_(1), X_(5)]
+        (10, 0.95, 2),  # P(Bin(10, 1/2) <= 1) = 11/1024 <= 0.025 < P(<= 2) = 56/1024
+        (20, 0.95, 6),  # P(Bin(20, 1/2) <= 5) = 0.0207 <= 0.025 < P(<= 6) = 0.0577
+    ],
+)
+def test_the_median_interval_takes_the_binomial_s_order_statistics_of_the_ends(
+    n: int, confidence: float, k: int
+) -> None:
+    lows = [1000.0 * i for i in range(n)]  # run i in (1000 i, 1000 i + 500]
+    reaches = [Reach(EXACT if low else FIRST, low, low + 500) for low in lows]
+    low, high = turnbull_median(reaches[::-1], confidence).ci
+    assert (low, high) == ((0, INF) if k == 0 else (lows[k - 1], lows[n - k] + 500))

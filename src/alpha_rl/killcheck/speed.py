@@ -14,12 +14,23 @@ Each arm's median steps come from Turnbull's nonparametric maximum-likelihood es
 the interval-censored times: masses on the innermost intervals (a left end followed by a right end
 among all the runs' ends), fitted by Wang's constrained Newton method (2007) with an EM step after
 each round until the log-likelihood is within `GAP` of its maximum (a bound concavity gives; a fit
-that stops short says so). The median is the evaluation step by which the estimate has half the
-arm's runs at the target (the end of the interval where it crosses 1/2), or a bound: `<= s_1`
-when that is the first evaluation, `> s_last` when it does not cross 1/2 by the last. The
-speed-up is the baseline's median over the treatment's. Pair by pair, the treatment was faster
-when its interval ends before the baseline's begins, slower when the reverse, else undecided; a
-two-sided sign test over the decided pairs (scipy.stats.binomtest) says whether the arms differ.
+that stops short says so). The median is the middle of the estimate's median set (of an even split,
+the middle of the two middle times, as R's survfit reads it) with each mass at the end of its
+innermost interval, the evaluation that saw it: the steps printed. Where in its interval a mass
+lies the data do not say; all at the left ends give the other end of the range (a, b] the median
+lies in (printed `within (a, b]`, b the value). The median is a bound: `<= s_1` when more than
+half the arm reached the target by the first evaluation, `> a` when b is infinite, half the arm or
+more never having reached it (a = s_last with more than half; with exactly half, the upper middle
+time is past s_last and a = (l + s_last) / 2, l the left end of the interval that takes the
+cumulative mass to 1/2). Beside it, a distribution-free `confidence` interval for the
+arm's median: (X_(k), X_(n+1-k)] with k from the binomial at 1/2, X_(k) taken down to the k-th
+smallest left end and X_(n+1-k) up to the (n+1-k)-th smallest right end (each time lies in its
+run's interval); at 95% it needs 6 runs, (0, inf) with fewer.
+
+The speed-up is the baseline's median over the treatment's, with the range the two medians' ranges
+allow. Pair by pair, the treatment was faster when its interval ends before the baseline's begins,
+slower when the reverse, else undecided; a two-sided sign test over the decided pairs
+(scipy.stats.binomtest) says whether the arms differ.
 """
 
 from __future__ import annotations
@@ -176,54 +187,115 @@ def _newton_round(member: np.ndarray, mass: np.ndarray, like: np.ndarray,
     return best * (member.T @ (1.0 / (member @ best)) / n)
 
 
+def _middle(cum: np.ndarray, place: np.ndarray) -> float:
+    """The middle of the median set of masses at `place` [m] (in order; inf past the last
+    evaluation) with cumulative sums `cum` [m]."""
+    j = int(np.argmax(cum >= 0.5 - TIE))
+    if abs(cum[j] - 0.5) <= TIE and j + 1 < cum.size:  # at 1/2 from place[j] to place[j + 1]
+        return float(place[j] + place[j + 1]) / 2
+    return float(place[j])
+
+
+def median_ci(reaches: list[Reach], confidence: float) -> tuple[float, float]:
+    """A distribution-free `confidence` interval for the arm's median time: (X_(k), X_(n+1-k)],
+    k the largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2, widened to the k-th
+    smallest left end and the (n+1-k)-th smallest right end (each time lies in its run's
+    interval); (0, inf) when no k >= 1 is small enough (too few runs)."""
+    n = len(reaches)
+    k = int(np.sum(stats.binom.cdf(np.arange(n), n, 0.5) <= (1 - confidence) / 2))
+    if k == 0:
+        return 0.0, math.inf
+    lows, highs = sorted(r.low for r in reaches), sorted(r.high for r in reaches)
+    return float(lows[k - 1]), float(highs[n - k])
+
+
 @dataclass(frozen=True)
 class Median:
-    """An arm's median steps to target from the Turnbull estimate: a value, or a bound; and
-    whether the fit converged (`gap`: the log-likelihood's distance to its maximum, at most)."""
+    """An arm's median steps to target from the Turnbull estimate: a value or a bound (`steps`),
+    the range (low, high] the censoring leaves it in, a confidence interval (None: not asked),
+    and the fit's convergence."""
 
-    kind: str  # "value", "at most" (by the first evaluation), "more than" (not by the last)
+    kind: str  # "value", "at most" (by the first evaluation), "more than" (unbounded above)
     steps: float
+    low: float
+    high: float
     converged: bool
     gap: float
+    ci: tuple[float, float] | None = None
+    confidence: float | None = None
 
     def text(self) -> str:
-        value = {"value": f"{self.steps:,.0f}", "at most": f"<= {self.steps:,.0f}",
-                 "more than": f"> {self.steps:,.0f}"}[self.kind]  # fmt: skip
-        if self.converged:
-            return value
-        return f"{value} (the fit did not converge: gap {self.gap:.2g})"
+        """`3,000 (within (2,000, 3,000], 95% CI (1,000, 4,000])`, `> 12,000 (...)`."""
+        bound = {"value": "", "at most": "<= ", "more than": "> "}[self.kind]
+        notes = [f"within {_span(self.low, self.high)}"] if self.kind == "value" else []
+        if self.ci is not None:
+            notes.append(f"{self.confidence:.0%} CI {_span(*self.ci)}")
+        if not self.converged:
+            notes.append(f"the fit did not converge (gap {self.gap:.2g})")
+        return bound + _steps(self.steps) + (f" ({', '.join(notes)})" if notes else "")
+
+    def evidence(self) -> dict:
+        return {"kind": self.kind, "steps": self.steps, "within": [self.low, self.high],
+                "ci": list(self.ci) if self.ci else None, "confidence": self.confidence,
+                "converged": self.converged, "gap": self.gap}  # fmt: skip
 
 
-def turnbull_median(reaches: list[Reach]) -> Median:
-    """The median of an arm's interval-censored times from Turnbull's NPMLE."""
+def _steps(x: float) -> str:
+    return f"{x:,.0f}" if math.isfinite(x) else "inf"
+
+
+def _span(low: float, high: float) -> str:
+    """`(1,000, 4,000]`, `(12,000, inf)`."""
+    return f"({_steps(low)}, {_steps(high)}{']' if math.isfinite(high) else ')'}"
+
+
+def turnbull_median(reaches: list[Reach], confidence: float | None = None) -> Median:
+    """The median of an arm's interval-censored times from Turnbull's NPMLE, with its interval at
+    `confidence` when given (module docstring)."""
     fit = turnbull(np.array([r.low for r in reaches]), np.array([r.high for r in reaches]))
-    # the step by which the estimate has half the runs there (each innermost interval's mass
-    # counted at its end, the evaluation that saw it)
-    keep = fit.mass > TIE
-    median = float(fit.high[keep][int(np.argmax(np.cumsum(fit.mass[keep]) >= 0.5 - TIE))])
-    first = [r.high for r in reaches if r.kind == FIRST]
-    if not math.isfinite(median):
-        return Median("more than", max(r.low for r in reaches), fit.converged, fit.gap)
-    if first and median <= max(first):
-        return Median("at most", max(first), fit.converged, fit.gap)
-    return Median("value", median, fit.converged, fit.gap)
+    keep = fit.mass > TIE  # innermost intervals the fit leaves empty hold no median
+    low, high, cum = fit.low[keep], fit.high[keep], np.cumsum(fit.mass[keep])
+    lo, hi = _middle(cum, low), _middle(cum, high)
+    ci = median_ci(reaches, confidence) if confidence is not None else None
+    kind = "more than" if not math.isfinite(hi) else "at most" if lo <= 0 else "value"
+    return Median(kind, lo if kind == "more than" else hi, lo, hi, fit.converged, fit.gap, ci,
+                  confidence)  # fmt: skip
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.inf
 
 
 def _speedup(base: Median, treated: Median) -> tuple[str, dict]:
-    """Baseline median / treatment median as text and evidence: a value or a bound."""
-    ratio = base.steps / treated.steps if treated.steps > 0 else math.inf
+    """Baseline median / treatment median as text and evidence: a value or a bound, and the range
+    the medians' ranges allow."""
+    ratio = _ratio(base.steps, treated.steps)
+    within = [_ratio(base.low, treated.high), _ratio(base.high, treated.low)]
     kinds = (base.kind, treated.kind)
-    if kinds == ("value", "value"):
-        return f"{ratio:.3g}x", {"kind": "value", "speedup": ratio}
     lower = {("more than", "value"), ("value", "at most"), ("more than", "at most")}
     upper = {("at most", "value"), ("value", "more than"), ("at most", "more than")}
-    if kinds in lower:
-        return f">= {ratio:.3g}x (a bound: censored medians)", {"kind": "lower bound",
-                                                                "low": ratio}  # fmt: skip
-    if kinds in upper:
-        return f"<= {ratio:.3g}x (a bound: censored medians)", {"kind": "upper bound",
-                                                                "high": ratio}  # fmt: skip
-    return "undetermined (both medians censored alike)", {"kind": "undetermined"}
+    if kinds == ("value", "value"):
+        text, found = f"{ratio:.3g}x", {"kind": "value", "speedup": ratio}
+    elif kinds in lower:
+        text, found = f">= {ratio:.3g}x (a bound: censored medians", {"kind": "lower bound",
+                                                                      "low": ratio}  # fmt: skip
+    elif kinds in upper:
+        text, found = f"<= {ratio:.3g}x (a bound: censored medians", {"kind": "upper bound",
+                                                                      "high": ratio}  # fmt: skip
+    else:
+        text, found = "undetermined (both medians censored alike", {"kind": "undetermined"}
+    span = _allows(*within)
+    text += f" ({span})" if found["kind"] == "value" else f"; {span})"
+    return text, found | {"within": within}
+
+
+def _allows(low: float, high: float) -> str:
+    """The range of speed-ups the censoring allows, as text."""
+    if not math.isfinite(high):
+        return "censoring allows any" if low <= 0 else f"censoring allows {low:.3g}x or more"
+    if low <= 0:
+        return f"censoring allows up to {high:.3g}x"
+    return f"censoring allows {low:.3g}x to {high:.3g}x"
 
 
 def _arm_text(label: str, reaches: list[Reach], median: Median) -> str:
@@ -269,9 +341,9 @@ def judge_speed(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> J
                          evidence)  # fmt: skip
     reaches = {role: [Reach(**e[f"{role}_reach"]) for e in each]
                for role in ("treatment", "baseline")}  # fmt: skip
-    medians = {role: turnbull_median(r) for role, r in reaches.items()}
+    medians = {role: turnbull_median(r, crit.confidence) for role, r in reaches.items()}
     speedup, evidence["speedup"] = _speedup(medians["baseline"], medians["treatment"])
-    evidence["medians"] = {role: vars(m) for role, m in medians.items()}
+    evidence["medians"] = {role: m.evidence() for role, m in medians.items()}
     faster = sum(e["treatment_faster"] for e in each)
     slower = sum(e["treatment_slower"] for e in each)
     decided = faster + slower
