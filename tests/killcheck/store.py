@@ -18,9 +18,10 @@ STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps
 EVALS = np.array([250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 11000,
                   12000])  # the early-dense evaluation schedule  # fmt: skip
 SEEDS = (0, 1, 2, 3, 4)  # min_seeds pairs
-# enough pairs to show harmlessness: 10 clean runs per arm show a broken share within 0.2 of the
-# baseline's (Farrington-Manning p 0.057 <= beta 0.1), 5 cannot (p 0.13)
-KEEP_SEEDS = tuple(range(10))
+# enough pairs to show harmlessness here: 20 clean runs per arm show a broken share within 0.2
+# of the baseline's (Farrington-Manning p 0.013; 5 cannot, p 0.13) and this store's held-out PnL
+# within half a pair's spread (its runs' own noise makes a pair's difference sd ~800 USD)
+KEEP_SEEDS = tuple(range(20))
 HER = {"off": (False, False, False), "backward": (True, True, False),
        "forward": (True, False, True), "on": (True, True, True)}  # fmt: skip
 AUDIT_KEYS = {

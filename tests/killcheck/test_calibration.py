@@ -48,11 +48,12 @@ def test_at_one_look_false_kills_and_keeps_stay_within_their_levels(name: str) -
 
 def test_skewed_noise_is_a_stated_limit_of_the_t_tests() -> None:
     """Pairs' values skewed away from harm (skewness 0.5) make the t-tests KILL more often than
-    alpha at 5 seeds (docs/verdicts.md states it; a row with the skew says so)."""
+    alpha at 5 seeds (docs/verdicts.md states it: 0.037 over 2,000 studies; a row with the skew
+    says so), and never keep."""
     crit = Criteria.load()
     sc = next(sc for sc in SCENARIOS.values() if sc.limit)
-    r = rates(sc, crit, ONE_LOOK, 1, EXPERIMENTS)
-    assert r.kill_any > crit.alpha and r.keep_any <= crit.beta + r.margin(crit.beta), r
+    r = rates(sc, crit, ONE_LOOK, 1, 1000)
+    assert crit.alpha < r.kill_any < 2 * crit.alpha and r.keep_any == 0.0, r
 
 
 def test_a_looser_alpha_kills_more_at_the_boundary_and_stays_within_it() -> None:
@@ -64,13 +65,13 @@ def test_a_looser_alpha_kills_more_at_the_boundary_and_stays_within_it() -> None
 
 
 def test_power_against_harm_at_5_seeds() -> None:
-    """Reported power (docs/verdicts.md): a held-out PnL 30% lower (15,000 against a margin of
-    about 5,600) is killed in over a third of the studies at 5 seeds, a treatment whose every run
-    diverges in all of them; none of them is kept."""
+    """Reported power (docs/verdicts.md): a held-out PnL 30% lower (15,000, 2.1 sds of a pair's
+    difference against a margin of 0.5) is killed in about a third of the studies at 5 seeds, a
+    treatment whose every run diverges in all of them; none of them is kept."""
     crit = Criteria.load()
     pnl = rates(SCENARIOS["PnL 30% lower (harmful)"], crit, ONE_LOOK, 1, EXPERIMENTS)
     broken = rates(SCENARIOS["every treated run diverges (harmful)"], crit, ONE_LOOK, 1, 50)
-    assert pnl.kill > 0.3 and broken.kill == 1.0
+    assert pnl.kill > 0.25 and broken.kill == 1.0
     assert pnl.keep == broken.keep == 0.0
 
 

@@ -29,7 +29,7 @@ from tests.killcheck.store import (
 
 
 def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
-    """Ten pairs of a treatment within every tolerance: harmlessness shown on each deciding row
+    """Twenty pairs of a treatment within every tolerance: harmlessness shown on each deciding row
     (its interval inside the tolerance), so the treatment is kept."""
     store = Store(tmp_path)
     store.ablation(seeds=KEEP_SEEDS)
@@ -49,7 +49,7 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     for name in DECIDING_HER:
         row = found[name]
         assert row["verdict"] == "PASS" and row["required"] and 0 <= row["p"] <= 1, name
-        assert row["p_safe"] <= row["evidence"]["keep_level"] == 0.1, name
+        assert row["p_safe"] <= 0.1 and row["verdict"] == "PASS", name
     for name in (STABILITY, BENEFIT):
         e = found[name]["evidence"]
         assert e["family"] == 2 and e["level"] in (0.0125, 0.025)  # Holm's steps
@@ -58,16 +58,16 @@ def test_a_stable_her_ablation_is_kept(tmp_path: Path, capsys) -> None:
     assert "its smallest possible p 1 > its level: not tested" in found[BROKEN]["value"]
     stability = found[STABILITY]
     assert stability["value"].startswith("geometric-mean ratio ")
-    assert "over 10 pairs, p " in stability["value"]
+    assert "over 20 pairs, p " in stability["value"]
     e = stability["evidence"]
-    assert e["n"] == 10 and e["bound"] == pytest.approx(np.log(1.1))
+    assert e["n"] == 20 and e["bound"] == pytest.approx(np.log(1.1))
     assert e["geometric_mean"] == pytest.approx(np.exp(e["mean"]))
     assert e["low"] < e["mean"] < e["high"]  # on the log scale
     ratios = [pair["ratio"] for pair in e["pairs"]]
     assert e["arithmetic_mean_of_ratios"] == pytest.approx(np.mean(ratios))
     assert e["geometric_mean"] == pytest.approx(np.exp(np.mean(np.log(ratios))))
-    assert found[BROKEN]["value"].startswith("0 of 10 her=on runs broke vs 0 of 10 her=off (p 1)")
-    assert "within +0.2: p 0.057" in found[BROKEN]["value"]
+    assert found[BROKEN]["value"].startswith("0 of 20 her=on runs broke vs 0 of 20 her=off (p 1)")
+    assert "within +0.2: p 0.013" in found[BROKEN]["value"]
     assert found[BENEFIT]["value"].startswith("paired difference ")
     assert "verdict her=on: KEEP" in out and lines[-1] == "verdict: KEEP (her=on kept)"
     client = store.client
@@ -93,7 +93,7 @@ def test_her_l_q_above_the_baseline_is_info_while_the_probe_decides(tmp_path: Pa
     literal = rows(report)["l_q over the whole batch (the seed's)"]
     assert code == 0 and literal["verdict"] == "INFO" and not literal["required"]
     ratio = literal["evidence"]["ratio"]
-    assert ratio["geometric_mean"] == pytest.approx(1.8, rel=0.05) and ratio["n"] == 10
+    assert ratio["geometric_mean"] == pytest.approx(1.8, rel=0.05) and ratio["n"] == 20
     assert ratio["low"] < ratio["geometric_mean"] < ratio["high"]
     assert "not comparable across arms" in literal["threshold"]
     code, report = store.check(tmp_path, "stability_metric=loss/l_q")
@@ -116,7 +116,7 @@ def test_a_diverging_probe_loss_is_killed(tmp_path: Path) -> None:
 
 def test_a_slightly_worse_but_noisy_probe_loss_is_not_killed_on_noise(tmp_path: Path) -> None:
     """A probe loss 5% above the baseline's, within the tolerance (10%), on noisy runs: not
-    killed; at five pairs not shown within it either (undecided), at ten it is (kept)."""
+    killed; at five pairs not shown within it either (undecided), at twenty it is (kept)."""
     store = Store(tmp_path)
 
     def worse(her: str, seed: int) -> dict:
@@ -126,7 +126,7 @@ def test_a_slightly_worse_but_noisy_probe_loss_is_not_killed_on_noise(tmp_path: 
     code, report = store.check(tmp_path)
     assert code == 2 and verdicts(report)[STABILITY] in ("PASS", "OPEN")
     assert report["treatments"][0]["verdict"] == "UNDECIDED"
-    store.ablation(seeds=range(5, 10), evals=worse)
+    store.ablation(seeds=range(5, 20), evals=worse)
     code, report = store.check(tmp_path)
     assert code == 0 and verdicts(report)[STABILITY] == "PASS"
 
@@ -328,13 +328,17 @@ def test_three_treatments_get_three_verdicts_and_one_kill_exits_1(tmp_path: Path
     family = [r for r in tested if "level" in r["evidence"]]
     assert [r["criterion"] for r in family] == [STABILITY, BENEFIT] * 3
     assert {r["criterion"] for r in tested if r not in family} == {BROKEN}
-    # Holm's step-down: the j-th smallest p against alpha / (6 - j), killing while each holds
-    ordered = sorted(family, key=lambda r: r["p"])
-    held = [r["p"] <= 0.025 / (6 - j) for j, r in enumerate(ordered)]
-    killing = [all(held[: j + 1]) for j in range(6)]
-    assert [r["verdict"] == "KILL" for r in ordered] == killing
-    assert [r["evidence"]["level"] for r in ordered] == pytest.approx(
-        [0.025 / (6 - j) for j in range(6)]
+    # Holm's step-down (closed testing, Bonferroni's local tests): every test left at alpha /
+    # (6 - those killed), again with the level the killed free, until none is killed
+    left, killed = list(range(6)), 0
+    while left:
+        now = [i for i in left if family[i]["p"] <= 0.025 / (6 - killed)]
+        if not now:
+            break
+        left, killed = [i for i in left if i not in now], killed + len(now)
+    assert [r["verdict"] == "KILL" for r in family] == [i not in left for i in range(6)]
+    assert [family[i]["evidence"]["level"] for i in left] == pytest.approx(
+        [0.025 / (6 - killed)] * len(left)
     )
     # a direction the treatment does not run has no criterion to meet
     assert verdicts(report, "backward")["3 forward inject"] == "NOT-APPLICABLE"

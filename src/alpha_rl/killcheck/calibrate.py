@@ -96,16 +96,15 @@ def scenarios() -> list[Scenario]:
     ]  # fmt: skip
 
 
-def baseline_sd() -> float:
-    """The true standard deviation of a baseline run's PnL within a fold."""
-    return math.hypot(PNL_SEED_SD, PNL_RUN_SD)
+PAIR_PNL_SD = PNL_RUN_SD * math.sqrt(2)  # the true sd of a pair's PnL difference
 
 
 def margin_of(crit) -> float:
-    """The true held-out harm margin the criteria set for the simulated runs."""
+    """The true held-out harm margin the criteria set for the simulated runs: benefit_margin,
+    or benefit_margin_sd sds of a pair's PnL difference."""
     if crit.benefit_margin is not None:
         return float(crit.benefit_margin)
-    return crit.benefit_margin_sd * baseline_sd()
+    return crit.benefit_margin_sd * PAIR_PNL_SD
 
 
 def draw(noise: str, rng: np.random.Generator, harm: float) -> float:
@@ -172,7 +171,7 @@ def simulate(sc: Scenario, seeds: int, folds: int, crit, rng: np.random.Generato
                 level, pnl = b_probe, b_pnl
                 if treated:
                     level += math.log(ratio) + spread * sc.log_spread * draw(sc.noise, rng, -1)
-                    pnl += shift + spread * PNL_RUN_SD * math.sqrt(2) * draw(sc.noise, rng, 1)
+                    pnl += shift + spread * PAIR_PNL_SD * draw(sc.noise, rng, 1)
                 probe = math.exp(level) * (1 + rng.normal(0, POINT_SD, EVALS.size))
                 pnl_curve = pnl + rng.normal(0, POINT_SD * PNL_RUN_SD, EVALS.size)
                 failed = (treated and sc.fail < 0) or (sc.fail > 0 and rng.random() < sc.fail)

@@ -12,9 +12,9 @@ is an INFO row with its p-value in the evidence.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
+from scipy import stats
 
 from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum, t_estimate
 from alpha_rl.killcheck.axes import Axis
@@ -170,41 +170,33 @@ def judge_stability(pairs: list[Pair], crit: Criteria, decides: bool) -> Judgeme
 
 def judge_benefit(pairs: list[Pair], crit: Criteria) -> Judgement:
     """No held-out harm: the paired difference treatment - baseline of `benefit_metric` over the
-    pair's window, its mean with a stratified t-interval; H0 the true difference >= -margin."""
+    pair's window, its mean with a stratified t-interval, tested both ways against -margin: the
+    margin `benefit_margin` (the metric's units), or `benefit_margin_sd` standard deviations of
+    the paired differences (a standardised margin, tested exactly by the noncentral t)."""
     key = crit.benefit_metric
     name = BENEFIT.format(metric=key)
     each, values = _pair_values(pairs, key, crit, log_ratio=False)
-    margin, how, var, df = benefit_margin(pairs, crit)
-    if not (math.isfinite(margin) and math.isfinite(var)):
-        why = "fewer than two baseline runs in a fold: no spread to set the margin by"
-        return Judgement(name, f"{_count(values)} pairs to compare: {why}",
-                         f"-{crit.margin_text()}", NOT_EVALUATED, True,
-                         {"metric": key, "pairs": each, "not_judged": why})  # fmt: skip
-    threshold = f"paired difference against -{fmt(margin)}{how} (one-sided t each way)"
-    row = _tested(
-        name, each, values, key, threshold, True, crit, -margin, log=False, margin_var=(var, df)
-    )
-    row.evidence["margin"] = margin
+    if crit.benefit_margin is not None:
+        margin = float(crit.benefit_margin)
+        threshold = f"paired difference against -{fmt(margin)} (one-sided t each way)"
+        row = _tested(name, each, values, key, threshold, True, crit, -margin, log=False)
+    else:
+        c = float(crit.benefit_margin_sd)
+        threshold = (f"paired difference against -{c:g} x the sd of the paired differences "
+                     "(one-sided noncentral t each way)")  # fmt: skip
+        row = _tested(name, each, values, key, threshold, True, crit, math.nan, log=False,
+                      standardised=c)  # fmt: skip
+    row.evidence["margin"] = -row.evidence.get("bound", math.nan)
     return row
 
 
-def benefit_margin(pairs: list[Pair], crit: Criteria) -> tuple[float, str, float, float]:
-    """The held-out harm's margin, how it was set, and the variance and degrees of freedom of
-    its estimate: `benefit_margin` as given (no variance), or `benefit_margin_sd` times the
-    standard deviation s of the baseline runs' window means within folds (over c4, its bias for
-    normal values), whose variance is about c^2 s^2 / (2 df) for df degrees of freedom (NaN with
-    fewer than two baseline values in a fold)."""
-    if crit.benefit_margin is not None:
-        return float(crit.benefit_margin), "", 0.0, math.inf
-    bases = list({b.run_id: b for _, b in pairs}.values())
-    spread = t_mean(end_values(bases, crit.benefit_metric, crit))
-    if not spread.df >= 1:
-        return math.nan, "", math.nan, math.nan
-    c, df = crit.benefit_margin_sd, float(spread.df)
-    # s is biased low (E s = c4 sigma): divided by c4 the margin is unbiased for normal runs
-    c4 = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) * math.sqrt(2 / df)
-    sd = spread.sd / c4
-    return c * sd, f" ({c:g} x the baseline runs' sd)", (c * sd) ** 2 / (2 * df), df
+def _noncentral(m: TMean, c: float) -> tuple[float, float]:
+    """(p of harm, p of harmlessness) of H0 mean = -c sd from the t statistic mean / se, which
+    at the bound is noncentral t with df and noncentrality -c sqrt(n) (sd = se sqrt(n))."""
+    if m.se == 0:  # every pair alike: no spread, so the bound is 0 itself
+        return (0.0, 1.0) if m.mean < 0 else (1.0, 0.0)
+    t, nc = m.mean / m.se, -c * math.sqrt(m.n)
+    return float(stats.nct.cdf(t, m.df, nc)), float(stats.nct.sf(t, m.df, nc))
 
 
 SKEWED = 0.5  # a skewness of the pairs' values beyond which the row says its t-test may err
@@ -223,16 +215,6 @@ def skewness(values: dict[str, list[float]]) -> float:
     return m3 / m2**1.5 * math.sqrt(n * (n - 1)) / (n - 2)
 
 
-def _with_margin(m: TMean, var: float, df: float) -> TMean:
-    """The mean's test against an estimated bound: its variance added to the mean's, the
-    degrees of freedom by Welch and Satterthwaite's rule."""
-    if not var > 0 or not math.isfinite(m.se):
-        return m
-    total = m.se**2 + var
-    dof = total**2 / (m.se**4 / max(m.df, 1) + var**2 / max(df, 1))
-    return replace(m, se=math.sqrt(total), df=dof)
-
-
 def _tested(
     name: str,
     each: list[dict],
@@ -243,13 +225,14 @@ def _tested(
     crit: Criteria,
     bound: float,
     log: bool,
-    margin_var: tuple[float, float] = (0.0, math.inf),
+    standardised: float | None = None,
 ) -> Judgement:
-    """A row of a one-sided t-test of the pairs' `values` against `bound` (its estimate's
-    variance and degrees of freedom in `margin_var`): on log ratios harm is a mean above it
-    (shown as the geometric-mean ratio), on differences a mean below it; NOT-EVALUATED, saying
-    why and what to do, without two comparable pairs."""
-    m = _with_margin(t_mean(values), *margin_var)
+    """A row of one-sided t-tests of the pairs' `values` against `bound`, both ways: on log
+    ratios harm is a mean above it (shown as the geometric-mean ratio), on differences a mean
+    below it. `standardised` c: the bound is -c standard deviations of the values themselves,
+    H0 mean / sd = -c, tested by the noncentral t (exact for normal values). NOT-EVALUATED,
+    saying why and what to do, without two comparable pairs."""
+    m = t_mean(values)
     evidence: dict = {"metric": key, "pairs": each}
     if not math.isfinite(m.se):
         why = next((e["skip"] for e in each if "skip" in e), "fewer than two comparable pairs")
@@ -263,8 +246,12 @@ def _tested(
     lo, hi = m.interval(crit.confidence)
     shown = (f"geometric-mean ratio {fmt_interval(*np.exp([m.mean, lo, hi]))}" if log
              else f"paired difference {fmt_interval(m.mean, lo, hi, sign=True)}")  # fmt: skip
-    p = m.p_above(bound) if log else m.p_below(bound)
-    safe = m.p_below(bound) if log else m.p_above(bound)
+    if standardised is not None:
+        bound = -standardised * m.sd
+        p, safe = _noncentral(m, standardised)
+    else:
+        p = m.p_above(bound) if log else m.p_below(bound)
+        safe = m.p_below(bound) if log else m.p_above(bound)
     evidence |= {
         "mean": m.mean,
         "low": lo,
@@ -288,7 +275,7 @@ def _tested(
     if math.isfinite(skew) and (skew if log else -skew) <= -SKEWED:  # a tail away from harm
         value += (f"; skewed away from harm (skewness {skew:+.2g}): the t-test may KILL more "
                   "often than its level (docs/verdicts.md, the rule's limits)")  # fmt: skip
-    test = Test(p, lambda level: m.seeds_to_decide(bound, level), p_safe=safe)
+    test = Test(p, lambda level: m.seeds_to_decide(bound, level), p_safe=safe, strata=m.strata)
     if not decides:
         return Judgement(name, value, threshold, INFO, False, evidence)
     return Judgement(name, value, threshold, PENDING, True, evidence, test=test)

@@ -78,6 +78,7 @@ class Test:
     floor: float = 0.0  # the smallest p-value the test could give on its margins (discrete)
     p_safe: float = 1.0
     safe_seeds: Callable[[float], int | None] | None = None  # None: `seeds` serves both ways
+    strata: int | None = None  # a t-test on pairs in this many folds (None: about normal)
 
 
 @dataclass

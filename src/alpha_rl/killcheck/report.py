@@ -136,13 +136,12 @@ def decide(treatments: list[Treatment], crit: Criteria, design: Design | None = 
             row.evidence["outside_family"] = row.test.floor
             row.value += f"; its smallest possible p {row.test.floor:.2g} > its level: not tested"
     _holm_kill(family, size, crit.alpha, design, look)
-    keep_level = _holm_keep(treatments, crit.beta, design, look,
-                            len(treatments) + settled.keep_open)  # fmt: skip
+    _holm_keep(treatments, crit.beta, design, look, len(treatments) + settled.keep_open)
     for t in treatments:
         for row in t.rows:
             if row.verdict == PENDING:
-                row.evidence["keep_level"] = keep_level
-                row.verdict = PASS if t.kept or row.test.p_safe <= keep_level else OPEN
+                need = row.evidence.setdefault("keep_level", crit.beta)
+                row.verdict = PASS if t.kept or row.test.p_safe <= need else OPEN
     if explain:
         kill_level = design.nominal(len(design.looks) - 1, crit.alpha / max(size, 1))
         last_keep = design.nominal(len(design.looks) - 1, crit.beta / max(len(treatments), 1))
@@ -169,39 +168,59 @@ def _tarone(pending: list[Judgement], waiting: int, alpha: float, design: Design
 
 def _holm_kill(family: list[Judgement], size: int, alpha: float, design: Design,
                look: int) -> None:  # fmt: skip
-    """Holm's step-down over the family's harm p-values: KILL while each is at most its step's
-    nominal level."""
+    """Holm's step-down over the family's harm tests, as closed testing with Bonferroni's
+    local tests: every test not yet rejected at alpha / (those left of `size`), each at its own
+    nominal level for the look; KILL those at or below it, and again with the level they free,
+    until none is."""
     tests = f"{size} test{'' if size == 1 else 's'}"
-    rejecting = True
-    for step, row in enumerate(sorted(family, key=lambda r: r.test.p)):
-        level = design.nominal(look, alpha / (size - step))
-        rejecting = rejecting and row.test.p <= level
-        row.evidence |= {"level": level, "family": size, "alpha": alpha}
-        if rejecting:
+    left, rejected = list(family), 0
+    while left:
+        level = alpha / (size - rejected)
+        killed = []
+        for row in left:
+            nominal = design.nominal(look, level, row.test.strata)
+            row.evidence |= {"level": nominal, "family": size, "alpha": alpha}
+            if row.test.p <= nominal:
+                killed.append(row)
+        for row in killed:
             row.verdict = KILL
-            row.value += f", harm shown at level {level:.2g} (Holm, {tests})"
+            row.value += f", harm shown at level {row.evidence['level']:.2g} (Holm, {tests})"
+            left.remove(row)
+        if not killed:
+            return
+        rejected += len(killed)
 
 
 def _holm_keep(treatments: list[Treatment], beta: float, design: Design, look: int,
                size: int) -> float:  # fmt: skip
-    """Holm's step-down over the treatments' harmlessness p-values (each the largest of its
-    deciding rows'): KEEP while each is at most its step's nominal level. Returns the level the
-    first treatment not kept was held to (what a row must reach to show harmlessness)."""
-    scored = []
+    """Holm's step-down over the treatments' harmlessness (closed testing as `_holm_kill`): a
+    treatment is kept when every deciding row's harmlessness p-value is at most its nominal
+    level at beta / (the treatments not yet kept of `size`). Returns that level for the
+    treatments not kept (what a row of theirs needed), the nominal level of a t-test on one
+    fold."""
+    left = []
     for t in treatments:
         rows = [r for r in t.rows if r.required and r.verdict != NOT_APPLICABLE]
         facts_ok = all(r.verdict == PASS for r in rows if r.test is None)
         tests = [r for r in rows if r.test is not None]
         if t.pairs and facts_ok and not any(r.blocks for r in rows) and all(
                 r.verdict == PENDING for r in tests):  # fmt: skip
-            scored.append((max((r.test.p_safe for r in tests), default=0.0), t))
-    scored.sort(key=lambda item: item[0])
-    for step, (p, t) in enumerate(scored):
-        level = design.nominal(look, beta / (size - step))
-        if p > level:
-            return level
-        t.kept = True
-    return design.nominal(look, beta / max(size - len(scored), 1))
+            left.append((t, tests))
+    kept = 0
+    while True:
+        level = beta / max(size - kept, 1)
+        now = [(t, tests) for t, tests in left
+               if all(r.test.p_safe <= design.nominal(look, level, r.test.strata)
+                      for r in tests)]  # fmt: skip
+        for t, tests in now:
+            t.kept = True
+            left.remove((t, tests))
+        if not now or not left:
+            for _t, tests in left:
+                for r in tests:
+                    r.evidence["keep_level"] = design.nominal(look, level, r.test.strata)
+            return design.nominal(look, level, 1)
+        kept += len(now)
 
 
 def _explain(row: Judgement, kill_level: float, keep_level: float) -> None:

@@ -100,11 +100,15 @@ class Design:
     def fractions(self) -> tuple[float, ...]:
         return tuple(n / self.looks[-1] for n in self.looks)
 
-    def nominal(self, look: int, level: float) -> float:
+    def nominal(self, look: int, level: float, strata: int | None = None) -> float:
         """The one-sided nominal level at look `look` (0-based) of a test at `level` over
-        every look: the p-value at or below which it rejects there."""
+        every look: the p-value at or below which it rejects there. `strata`: a t-test on
+        pairs in that many folds, whose levels come from simulated studies (`t_nominal`);
+        None: a test whose statistic is about normal (the normal theory's bounds)."""
         if len(self.looks) == 1 or level <= 0:
             return level
+        if strata is not None:
+            return t_nominal(self.looks, max(int(strata), 1), round(level, 15), self.gamma)[look]
         c = bounds(self.fractions, round(level, 15), self.gamma)[look]
         return float(stats.norm.sf(c)) if math.isfinite(c) else 0.0
 
@@ -113,3 +117,50 @@ class Design:
         it; a study with fewer than the first look's pairs is at look 0)."""
         at = [k for k, n in enumerate(self.looks) if n <= pairs]
         return at[-1] if at else 0
+
+
+PATHS = 400_000  # simulated studies behind a t-test's nominal levels
+CHUNK = 25_000
+
+
+@lru_cache(maxsize=64)
+def _t_pvalues(looks: tuple[int, ...], strata: int) -> np.ndarray:
+    """(PATHS, looks) one-sided p-values of the stratified t-test at each look of simulated
+    studies of normal pair values at the bound (`strata` folds of n pairs each, the variance
+    pooled within folds), from a fixed seed."""
+    rng = np.random.default_rng(20261205)
+    out = np.empty((PATHS, len(looks)), np.float64)
+    for start in range(0, PATHS, CHUNK):
+        x = rng.standard_normal((CHUNK, strata, looks[-1]))
+        total, squares = np.cumsum(x, axis=2), np.cumsum(x * x, axis=2)
+        for k, n in enumerate(looks):
+            s1, s2 = total[:, :, n - 1], squares[:, :, n - 1]
+            within = (s2 - s1 * s1 / n).sum(axis=1)
+            df = strata * (n - 1)
+            t = s1.sum(axis=1) / (strata * n) / np.sqrt(within / df / (strata * n))
+            out[start : start + CHUNK, k] = stats.t.sf(t, df)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def t_nominal(looks: tuple[int, ...], strata: int, level: float,
+              gamma: float) -> tuple[float, ...]:  # fmt: skip
+    """A t-test's nominal level at each look, such that in simulated studies at the bound its
+    first rejections spend `level` as the spending function says. The normal theory's bounds
+    assume the looks' statistics as correlated as z-statistics of nested samples; t-statistics
+    of few pairs, each with its own variance estimate, are less so, and tested at the normal
+    theory's levels a family of small levels (Holm's alpha / m) rejected more often than spent
+    (the calibration measured 0.034 for 6 tests at alpha 0.025). Exact for normal values up to
+    the simulation's error (400,000 studies)."""
+    p = _t_pvalues(looks, strata)
+    alive = np.ones(len(p), bool)
+    fractions = [n / looks[-1] for n in looks]
+    out, previous = [], 0.0
+    for k, t in enumerate(fractions):
+        count = round((spent(t, level, gamma) - spent(previous, level, gamma)) * PATHS)
+        candidates = np.sort(p[alive, k])
+        nu = float(candidates[count - 1]) if count >= 1 else 0.0
+        alive &= p[:, k] > nu
+        out.append(nu)
+        previous = t
+    return tuple(out)
