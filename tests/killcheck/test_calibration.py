@@ -107,8 +107,8 @@ def test_in_stages_false_kills_and_keeps_stay_within_their_levels_plus_a_point(n
         assert r.kill_any <= crit.alpha + 0.01, r
     if sc.truth in (BOUNDARY, HARMFUL):
         assert r.keep_any <= crit.beta + 0.01, r
-    if sc.truth == HARMFUL:  # the looks decide it early: most studies stop before the last
-        assert r.kill > 0.9 and r.seeds_mean < 20, r
+    if sc.truth == HARMFUL:  # killed in most studies, many before the last look
+        assert r.kill > 0.8 and r.seeds_mean < 17, r
 
 
 @pytest.mark.slow

@@ -267,6 +267,27 @@ def reads(sc: Scenario, r: Rates, crit) -> tuple[str, bool]:
     return "; ".join(parts), ok
 
 
+def right_rate(sc: Scenario, r: Rates) -> float | None:
+    """The share of studies whose verdict was right (KEEP inside the tolerances, KILL beyond
+    them); None at the boundary, where no verdict is right."""
+    return {INSIDE: r.keep, HARMFUL: r.kill}.get(sc.truth)
+
+
+def fixed_equivalent(sc: Scenario, crit, power: float, folds: int, experiments: int,
+                     most: int = 80, step: int = 5) -> float | None:  # fmt: skip
+    """The pairs a one-look check needs to be right as often as `power` (seeds per fold, linear
+    between the grid's points of `step`; None beyond `most`)."""
+    below, rate_below = 0, 0.0
+    for n in range(step, most + 1, step):
+        rate = right_rate(sc, rates(sc, crit, Design.single(n), folds, experiments)) or 0.0
+        if rate >= power:
+            if rate == rate_below:
+                return float(n)
+            return below + (n - below) * (power - rate_below) / (rate - rate_below)
+        below, rate_below = n, rate
+    return None
+
+
 def calibrate(crit, seeds: int, folds: int, experiments: int,
               design: Design | None = None) -> str:  # fmt: skip
     """The calibration table for these criteria and design (a one-look design of `seeds` pairs
@@ -292,6 +313,20 @@ def calibrate(crit, seeds: int, folds: int, experiments: int,
         lines.append(f"{sc.name:<42} {r.kill:>6.3f} {r.kill_any:>6.3f} {r.keep:>6.3f} "
                      f"{r.keep_any:>6.3f} {r.undecided:>6.3f} {r.cannot:>6.3f} "
                      f"{r.seeds_mean:>6.1f} {r.seeds_p95:>4.0f}  {text}")  # fmt: skip
+    if len(design.looks) > 1:
+        lines += ["", "seeds to a decision against a fixed design (one look) right as often, "
+                  f"{max(experiments // 4, 50)} studies a point:"]  # fmt: skip
+        for sc in scenarios():
+            if sc.truth == BOUNDARY or sc.limit or sc.fail:
+                continue
+            r = rates(sc, crit, design, folds, experiments)
+            power = right_rate(sc, r)
+            fixed = fixed_equivalent(sc, crit, power, folds, max(experiments // 4, 50))
+            share = f"{r.seeds_mean / fixed:.0%} of it" if fixed else "beyond 80 seeds"
+            lines.append(
+                f"  {sc.name:<40} right {power:.3f} in {r.seeds_mean:.1f} seeds on "
+                f"average; fixed design: {fixed or float('nan'):.1f} seeds; {share}"
+            )
     if len(design.looks) == 1:
         from alpha_rl.killcheck.coverage import coverage
 

@@ -99,8 +99,8 @@ class Criteria:
                 (crit.benefit_margin_sd is None or crit.benefit_margin_sd >= 0,
                  "benefit_margin_sd must be >= 0 (or null)"),
                 ((crit.benefit_margin is None) != (crit.benefit_margin_sd is None),
-                 "set one of benefit_margin (the metric's units) and benefit_margin_sd (the "
-                 "baseline runs' standard deviations), the other null"),
+                 "set one of benefit_margin (the metric's units) and benefit_margin_sd (standard "
+                 "deviations of the paired differences), the other null"),
                 (0 < crit.beta < 0.5, f"beta={crit.beta} must be in (0, 0.5)"),
                 (0 <= crit.broken_margin < 1, "broken_margin must be in [0, 1)"),
                 (-40 <= crit.spending_gamma <= 40, "spending_gamma must be in [-40, 40]"),
@@ -120,7 +120,7 @@ class Criteria:
         """How the held-out harm's margin is set, for the table."""
         if self.benefit_margin is not None:
             return f"{self.benefit_margin:g}"
-        return f"{self.benefit_margin_sd:g} x the baseline runs' sd"
+        return f"{self.benefit_margin_sd:g} x the sd of the paired differences"
 
     def target_text(self) -> str:
         """How the capture target is set, for the table."""
