@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from alpha_rl.study.cli import main, parse, plan
 from tests.helpers import seeded_store
@@ -27,6 +26,8 @@ def study_cmd(*args: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_study_stopped_in_a_stage_resumes_and_decides_from_its_store(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
     uri = seeded_store(tmp_path / "mlflow.db")
     study = tmp_path / "study"
     args = ["her_ablation", *SMALL, f"tracking.uri={uri}", "--criteria", "min_seeds=2",

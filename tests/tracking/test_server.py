@@ -394,3 +394,15 @@ ctypes.CDLL(None).syscall({THREAD_EXIT}, 0)
     finally:
         child.kill()
         child.wait()
+
+
+def test_mlflow_s_own_telemetry_session_in_the_environment_is_not_a_switch() -> None:
+    """A process that imported MLflow has its telemetry session id in its environment, which a
+    server started from it inherits: no switch of the server's, so not refused; any other of
+    MLflow's internal variables is."""
+    from alpha_rl.tracking.server_checks import ServerError, check_environment
+
+    check_environment({"_MLFLOW_TELEMETRY_SESSION_ID": "0f3a"})
+    with pytest.raises(ServerError, match="_MLFLOW_SERVER_SECRET_KEY set in the environment"):
+        check_environment({"_MLFLOW_TELEMETRY_SESSION_ID": "0f3a",
+                           "_MLFLOW_SERVER_SECRET_KEY": "x"})  # fmt: skip

@@ -327,13 +327,5 @@ def calibrate(crit, seeds: int, folds: int, experiments: int,
                 f"  {sc.name:<40} right {power:.3f} in {r.seeds_mean:.1f} seeds on "
                 f"average; fixed design: {fixed or float('nan'):.1f} seeds; {share}"
             )
-    if len(design.looks) == 1:
-        from alpha_rl.killcheck.coverage import coverage
-
-        cov = coverage(seeds, crit.confidence, max(experiments // 2, 50))
-        lines += ["", f"coverage of {crit.confidence:g} intervals at {seeds} runs (nominal "
-                  f"{crit.confidence:g}):"]  # fmt: skip
-        for figure, methods in cov.items():
-            lines.append(f"  {figure:<18} " + "  ".join(f"{m} {v:.3f}" for m, v in methods.items()))
     lines.append(f"({time.monotonic() - started:.0f} s)")
     return "\n".join(lines)

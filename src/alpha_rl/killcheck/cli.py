@@ -194,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
 
         design = staged_design(crit, args.seeds, args.max_seeds) if args.sequential else None
         print(calibrate(crit, args.seeds, args.folds, args.experiments, design))
+        if design is None:
+            from alpha_rl.killcheck.coverage import coverage_text
+
+            print(coverage_text(args.seeds, crit.confidence, max(args.experiments // 2, 50)))
         return 0
     if args.sequential or args.max_seeds is not None:
         raise AlphaRlError("--sequential and --max-seeds go with --calibrate")

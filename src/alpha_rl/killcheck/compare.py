@@ -241,6 +241,9 @@ def _tested(
             hint = "; stability_metric=loss/l_q_real reads the batches"
         elif why.startswith("no ") and not log:
             hint = f"; the runs need held-out evaluations (eval.every > 0) logging {key}"
+        if why.startswith("a run broke") or why.startswith("fewer than"):  # more seeds may
+            evidence["not_judged"] = f"{m.n} comparable pairs: {why}"  # bring pairs (or the
+            # rate of broken runs decides): waiting, not a treatment that cannot be judged
         return Judgement(name, f"{m.n} pairs to compare: {why}{hint}", threshold, NOT_EVALUATED,
                          decides, evidence)  # fmt: skip
     lo, hi = m.interval(crit.confidence)

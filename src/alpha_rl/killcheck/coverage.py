@@ -63,3 +63,11 @@ def coverage(seeds: int, confidence: float, experiments: int, resamples: int = 9
         for (figure, method), (lo, hi) in found.items():
             hits[figure][method] += bool(lo <= truth[figure] <= hi)
     return {k: {m: n / experiments for m, n in v.items()} for k, v in hits.items()}
+
+
+def coverage_text(seeds: int, confidence: float, experiments: int) -> str:
+    """The coverage table at `seeds` runs, as the calibration prints it."""
+    lines = [f"coverage of {confidence:g} intervals at {seeds} runs (nominal {confidence:g}):"]
+    for figure, methods in coverage(seeds, confidence, experiments).items():
+        lines.append(f"  {figure:<18} " + "  ".join(f"{m} {v:.3f}" for m, v in methods.items()))
+    return "\n".join(lines)

@@ -242,9 +242,10 @@ def judge_injections(runs: list[RunRecord], crit: Criteria) -> Judgement:
     )
     # a run that failed is counted among the broken runs, not here
     long = [r for r in runs if r.metrics and FAILURE_TAG not in r.tags]
-    if not long:
-        return Judgement(name, "no HER run that ran to its end logged a metric", threshold,
-                         NOT_EVALUATED)  # fmt: skip
+    if not long:  # every run failed: the rate of broken runs judges that; more seeds may bring
+        # runs that end (a study waits for them)
+        why = "no HER run that ran to its end logged a metric"
+        return Judgement(name, why, threshold, NOT_EVALUATED, True, {"not_judged": why})
     evidence = {}
     for run in long:
         need = needs[run.run_id]

@@ -187,6 +187,9 @@ PROXY_TRUST_ENV = frozenset({"FORWARDED_ALLOW_IPS", "UVICORN_FORWARDED_ALLOW_IPS
 
 
 INTERNAL_ENV_PREFIX = "_MLFLOW_"  # MLflow's internal switches (the server's boot id, ...)
+# what MLflow's own telemetry writes into the environment of a process that imported it (a
+# session id): inherited by a server started from there, and no switch of the server's
+INTERNAL_HARMLESS = frozenset({"_MLFLOW_TELEMETRY_SESSION_ID"})
 
 
 def mlflow_server_envvars() -> frozenset[str]:
@@ -208,8 +211,9 @@ def check_environment(env: dict[str, str]) -> None:
     """Refuse an environment holding a variable of REFUSED_ENV, PROXY_TRUST_ENV, UVICORN_* or
     _MLFLOW_*, or one that `mlflow server` reads for an option (set, even empty)."""
     click = mlflow_server_envvars()
-    names = sorted(n for n in env if n in REFUSED_ENV or n in click or n in PROXY_TRUST_ENV
-                   or n.startswith((REFUSED_ENV_PREFIX, INTERNAL_ENV_PREFIX)))  # fmt: skip
+    names = sorted(n for n in env if n not in INTERNAL_HARMLESS and (
+        n in REFUSED_ENV or n in click or n in PROXY_TRUST_ENV
+        or n.startswith((REFUSED_ENV_PREFIX, INTERNAL_ENV_PREFIX))))  # fmt: skip
     if not names:
         return
     what = []
