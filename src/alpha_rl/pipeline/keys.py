@@ -42,8 +42,9 @@ from alpha_rl import paths
 from alpha_rl.errors import ConfigError
 
 # Hydra's own (launchers), which Hydra reads; the kill check's settings, which
-# alpha-rl-kill-check loads from conf/kill_criteria/ itself (not a group of train.yaml)
-SKIP_GROUPS = ("hydra", "kill_criteria")
+# alpha-rl-kill-check loads from conf/kill_criteria/ itself, and a staged study's, which
+# alpha-rl-study loads from conf/study/ (neither a group of train.yaml)
+SKIP_GROUPS = ("hydra", "kill_criteria", "study")
 # subtrees a parser takes whole (to_container) and checks field by field, refusing unknown and
 # missing ones: the ISV slots (isv._parse_slot), the market (market.config) and tracking
 # (TrackingConfig.from_cfg)
