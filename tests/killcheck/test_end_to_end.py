@@ -59,7 +59,7 @@ def report_of(tmp_path: Path) -> dict:
 
 STABILITY = "5 no destabilisation (eval/l_q_probe)"
 BROKEN, BENEFIT = "6 runs that broke (rate)", "7 no held-out harm (eval/pnl)"
-DECIDED = ("PASS", "KILL")
+DECIDED = ("PASS", "KILL", "OPEN")  # judged: harm, harmlessness or neither shown
 # these sweeps run two seeds (one on some axes); the check's min_seeds 5 would leave their
 # statistical criteria NOT-EVALUATED, so most checks here lower it to what the sweep has
 TWO = "min_seeds=2"
@@ -70,9 +70,9 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     done = check(tmp_path)
     out = done.stdout
     last = out.splitlines()[-1]
-    # two seeds, two pairs: fewer than min_seeds, so the statistical rows are not judged
+    # two seeds, two pairs: fewer than min_seeds, so the statistical rows wait (UNDECIDED)
     assert done.returncode == 2, out + done.stderr[-3000:]
-    assert last.startswith(f"verdict: CANNOT-JUDGE (her=on cannot be judged: {STABILITY}: ")
+    assert last.startswith(f"verdict: UNDECIDED (her=on undecided: {STABILITY}: ")
     assert "2 pairs < min_seeds 5: not judged" in last
     with contextlib.chdir(tmp_path):  # the check's directory: the UI line as it reads there
         opening = open_line(uri_of(tmp_path), "1").split(", then ")[0]
@@ -93,19 +93,19 @@ def test_sweep_then_kill_check_on_its_parent(tmp_path: Path) -> None:
     parent = json.loads((tmp_path / "sweep" / "mlflow_parent.json").read_text())["run_id"]
     client = MlflowClient(tracking_uri=uri_of(tmp_path))
     tags = client.get_run(parent).data.tags
-    assert (tags["kill_check.verdict"], tags["kill_check.criteria"]) == ("CANNOT-JUDGE", "default")
+    assert (tags["kill_check.verdict"], tags["kill_check.criteria"]) == ("UNDECIDED", "default")
     names = {a.path for a in client.list_artifacts(parent, "kill_check")}
     assert names == {"kill_check/kill_check.json", "kill_check/kill_check.png"}
     # the same runs judged on their two pairs: the probe loss of real runs (both arms evaluated
     # on the same probe set), the broken rate and held-out harm decide
     judged = check(tmp_path, TWO)
-    assert judged.returncode in (0, 1), judged.stdout + judged.stderr[-3000:]
+    assert judged.returncode in (0, 1, 2), judged.stdout + judged.stderr[-3000:]
     assert "verdict: CANNOT-JUDGE" not in judged.stdout
     [on] = report_of(tmp_path)["treatments"]
     assert {r["criterion"]: r["verdict"] for r in on["criteria"]}[STABILITY] in DECIDED
     # non-default settings over a default verdict: reported, not recorded
     assert "not recorded on the runs: 5 of them hold a verdict of the default" in judged.stdout
-    assert client.get_run(parent).data.tags["kill_check.verdict"] == "CANNOT-JUDGE"
+    assert client.get_run(parent).data.tags["kill_check.verdict"] == "UNDECIDED"
     recorded = check(tmp_path, TWO, "--record")
     assert recorded.returncode == judged.returncode
     tags = client.get_run(parent).data.tags
@@ -117,8 +117,8 @@ def judged_on_axis(tmp_path: Path, axis: str, header: str) -> tuple[dict, dict[s
     """The kill check on the sweep along `axis` (min_seeds 2), whose one treatment's table opens
     with `header`: (the report, that treatment's verdict per criterion)."""
     done = check(tmp_path, "--axis", axis, TWO)
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
-    assert header in done.stdout
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr[-3000:]
+    assert header in done.stdout and "verdict: CANNOT-JUDGE" not in done.stdout
     report = report_of(tmp_path)
     [treatment] = report["treatments"]
     return report, {r["criterion"]: r["verdict"] for r in treatment["criteria"]}
@@ -139,7 +139,8 @@ def test_learner_variants_judged_on_the_agent_axis(tmp_path: Path) -> None:
     # three of the six learners keep the test short (every name: tests/test_rainbow.py)
     sweep(tmp_path, "experiment=learner_variants", "agent=dqn,dqn_nstep3,rainbow", "seed=0,1")
     done = check(tmp_path, "--axis", "agent", TWO)
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr[-3000:]
+    assert "verdict: CANNOT-JUDGE" not in done.stdout
     report = report_of(tmp_path)
     labels = ["agent=dqn_nstep3", "agent=rainbow"]
     assert [t["label"] for t in report["treatments"]] == labels and report["unpaired"] == []
@@ -160,14 +161,14 @@ def test_aux_variants_judged_on_the_beta_and_the_alpha_axes(tmp_path: Path) -> N
     # two of the three β arms keep the test short; the sweep is the experiment's otherwise
     sweep(tmp_path, "experiment=aux_variants", "beta=sentinel,active_controller", "seed=0")
     done = check(tmp_path, "--axis", "beta", TWO)
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
     [controlled] = report["treatments"]
     assert controlled["label"] == "beta=active_controller" and len(controlled["pairs"]) == 2
     assert report["unpaired"] == []  # one pair per alpha arm
     assert {r["criterion"]: r["verdict"] for r in controlled["criteria"]}[BENEFIT] in DECIDED
     done = check(tmp_path, "--axis", "alpha", TWO)
-    assert done.returncode in (0, 1), done.stdout + done.stderr[-3000:]
+    assert done.returncode in (0, 1, 2), done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
     [treatment] = report["treatments"]
     assert treatment["label"] == "alpha=on" and len(treatment["pairs"]) == 2  # per beta
@@ -178,7 +179,7 @@ def test_aux_variants_judged_on_the_beta_and_the_alpha_axes(tmp_path: Path) -> N
 def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=her_components", "seed=0")
     done = check(tmp_path)
-    # one seed: a pair per component, fewer than min_seeds: each cannot be judged, and says so
+    # one seed: a pair per component, fewer than min_seeds: each undecided, saying why
     assert done.returncode == 2, done.stdout + done.stderr[-3000:]
     report = report_of(tmp_path)
     assert [t["label"] for t in report["treatments"]] == ["her=backward", "her=forward", "her=on"]
@@ -186,21 +187,21 @@ def test_her_components_gives_a_verdict_per_component(tmp_path: Path) -> None:
     assert len({t["pairs"][0]["baseline"] for t in report["treatments"]}) == 1  # one her=off run
     last = done.stdout.splitlines()[-1]
     for t in report["treatments"]:
-        assert f"verdict {t['label']}: CANNOT-JUDGE" in done.stdout
+        assert f"verdict {t['label']}: UNDECIDED" in done.stdout
         blocked = f"{BROKEN}: 1 pair < min_seeds 5: not judged"
-        assert t["blocked_by"].startswith(blocked) and f"{t['label']} cannot be judged" in last
+        assert blocked in t["blocked_by"] and f"{t['label']} undecided: " in last
         verdicts = {r["criterion"]: r["verdict"] for r in t["criteria"]}
         # numpy runs: nothing to audit; criterion 4 by half the run's 40 steps
         assert verdicts["1 track"] == verdicts["2 backward inject"] == "NOT-APPLICABLE"
         assert verdicts["4 injections on done steps"] == "PASS"
-    assert last.startswith("verdict: CANNOT-JUDGE (her=backward cannot be judged: ")
+    assert last.startswith("verdict: UNDECIDED (her=backward undecided: ")
 
 
 def test_a_walk_forward_ablation_is_judged_fold_by_fold(tmp_path: Path) -> None:
     sweep(tmp_path, "experiment=her_walk_forward", "validation.folds=3", "market.fold=0,1,2")
     done = check(tmp_path)  # six pairs: judged with the default criteria
     out = done.stdout
-    assert done.returncode in (0, 1), out + done.stderr[-3000:]
+    assert done.returncode in (0, 1, 2) and "verdict: CANNOT-JUDGE" not in out, out
     report = report_of(tmp_path)
     [on] = report["treatments"]
     assert len(on["pairs"]) == 6 and report["unpaired"] == []  # 2 seeds x 3 folds
