@@ -146,7 +146,7 @@ def test_the_command_prints_the_sequential_calibration(capsys) -> None:
     code = run(parse(["--calibrate", "--sequential", "--max-seeds", "10", "--experiments", "5"]))
     out = capsys.readouterr().out
     assert code == 0
-    assert "looks at 5, 10 seeds (spending g -4)" in out
+    assert "looks at 5, 10 seeds (spending g -2)" in out
     assert all(name in out for name in SCENARIOS)
 
 
