@@ -192,12 +192,11 @@ def _holm_kill(family: list[Judgement], size: int, alpha: float, design: Design,
 
 
 def _holm_keep(treatments: list[Treatment], beta: float, design: Design, look: int,
-               size: int) -> float:  # fmt: skip
+               size: int) -> None:  # fmt: skip
     """Holm's step-down over the treatments' harmlessness (closed testing as `_holm_kill`): a
     treatment is kept when every deciding row's harmlessness p-value is at most its nominal
-    level at beta / (the treatments not yet kept of `size`). Returns that level for the
-    treatments not kept (what a row of theirs needed), the nominal level of a t-test on one
-    fold."""
+    level at beta / (the treatments not yet kept of `size`); the rows of those not kept hold
+    that level (`keep_level`), what they needed."""
     left = []
     for t in treatments:
         rows = [r for r in t.rows if r.required and r.verdict != NOT_APPLICABLE]
@@ -219,7 +218,7 @@ def _holm_keep(treatments: list[Treatment], beta: float, design: Design, look: i
             for _t, tests in left:
                 for r in tests:
                     r.evidence["keep_level"] = design.nominal(look, level, r.test.strata)
-            return design.nominal(look, level, 1)
+            return
         kept += len(now)
 
 
@@ -246,9 +245,13 @@ def _explain(row: Judgement, kill_level: float, keep_level: float) -> None:
 
 
 def overall(treatments: list[Treatment]) -> str:
+    """The check's verdict over its treatments' (`overall_of`)."""
+    return overall_of([t.verdict for t in treatments])
+
+
+def overall_of(verdicts: list[str]) -> str:
     """KILL when any treatment is killed; else KEEP when there are treatments and every one is
     kept; else CANNOT-JUDGE when any cannot be judged (or there is none); else UNDECIDED."""
-    verdicts = [t.verdict for t in treatments]
     if KILL in verdicts:
         return KILL
     if verdicts and all(v == KEEP for v in verdicts):

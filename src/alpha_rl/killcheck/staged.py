@@ -82,8 +82,3 @@ def judge_look(
     treatments, pairing, family = judge(runs, axis, crit, info, progress.look(values))
     progress.record(treatments)
     return treatments, pairing, family
-
-
-def open_values(progress: Progress, values: set[str]) -> set[str]:
-    """The treatment values a next stage still runs."""
-    return {v for v in values if v not in progress.decided}

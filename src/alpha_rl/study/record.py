@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.killcheck.criteria import KILL
-from alpha_rl.killcheck.report import CANNOT_JUDGE, KEEP, NOTE_TAG, UNDECIDED
+from alpha_rl.killcheck import report
+from alpha_rl.killcheck.report import NOTE_TAG, UNDECIDED
 from alpha_rl.study.state import Stage, StudyState
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import PARENT_TAG
@@ -67,15 +67,9 @@ def stage_parent(state: StudyState, stage: Stage, sweep_dir: Path) -> str:
 
 
 def overall_of(state: StudyState) -> str:
-    """KILL if any treatment was killed; KEEP if every one was kept; CANNOT-JUDGE if any could
-    not be judged; else UNDECIDED."""
+    """The study's verdict over its treatments' (those still open UNDECIDED), as a check's."""
     verdicts = [d["verdict"] for d in state.progress.decided.values()]
-    verdicts += [UNDECIDED] * len(state.open_values)
-    if KILL in verdicts:
-        return KILL
-    if verdicts and all(v == KEEP for v in verdicts):
-        return KEEP
-    return CANNOT_JUDGE if CANNOT_JUDGE in verdicts or not verdicts else UNDECIDED
+    return report.overall_of(verdicts + [UNDECIDED] * len(state.open_values))
 
 
 def verdict_lines(state: StudyState) -> list[str]:
