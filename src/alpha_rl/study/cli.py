@@ -117,8 +117,9 @@ def plan(args: argparse.Namespace) -> tuple[StudyState, Path]:
     swept = _swept(cfg, experiment)
     name = args.axis or next((k for k in swept if k in GROUP_AXES), None)
     if name is None or name not in swept:
-        raise ConfigError(f"experiment={experiment} sweeps {', '.join(swept)}: name the axis "
-                          "the study decides with --axis (one the preset sweeps)")  # fmt: skip
+        given = f"--axis {name}: not swept; " if args.axis else ""
+        raise ConfigError(f"{given}experiment={experiment} sweeps {', '.join(swept)}: name the "
+                          "axis the study decides with --axis (one the preset sweeps)")  # fmt: skip
     axis = axis_for(name, args.baseline)
     values = swept[name]
     if axis.baseline not in values:
