@@ -200,12 +200,19 @@ def _noncentral(m: TMean, c: float) -> tuple[float, float]:
 
 
 SKEWED = 0.5  # a skewness of the pairs' values beyond which the row says its t-test may err
+HEAVY = 2.0  # an excess kurtosis beyond which a margin in sds says it may err (normal: 0)
+HEAVY_PAIRS = 10  # the fewest values whose kurtosis is read (at 10 normal pairs 8.5% pass 2.0)
+
+
+def _centred(values: dict[str, list[float]]) -> np.ndarray:
+    """The pairs' values about their folds' means."""
+    return np.concatenate([np.asarray(v, np.float64) - np.mean(v) for v in values.values() if v])
 
 
 def skewness(values: dict[str, list[float]]) -> float:
     """The sample skewness (adjusted Fisher-Pearson) of the pairs' values about their folds'
     means; NaN with fewer than 8 values (fewer say nothing about it) or no spread."""
-    x = np.concatenate([np.asarray(v, np.float64) - np.mean(v) for v in values.values() if v])
+    x = _centred(values)
     n = x.size
     if n < 8:
         return math.nan
@@ -213,6 +220,20 @@ def skewness(values: dict[str, list[float]]) -> float:
     if m2 <= 0:
         return math.nan
     return m3 / m2**1.5 * math.sqrt(n * (n - 1)) / (n - 2)
+
+
+def excess_kurtosis(values: dict[str, list[float]]) -> float:
+    """The sample excess kurtosis (the adjusted G2: 0 for normal values on average) of the
+    pairs' values about their folds' means; NaN with fewer than `HEAVY_PAIRS` values or no
+    spread."""
+    x = _centred(values)
+    n = x.size
+    if n < HEAVY_PAIRS:
+        return math.nan
+    m2, m4 = float(np.mean(x**2)), float(np.mean(x**4))
+    if m2 <= 0:
+        return math.nan
+    return (n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * (m4 / m2**2 - 3) + 6)
 
 
 def _tested(
@@ -278,6 +299,12 @@ def _tested(
     if math.isfinite(skew) and (skew if log else -skew) <= -SKEWED:  # a tail away from harm
         value += (f"; skewed away from harm (skewness {skew:+.2g}): the t-test may KILL more "
                   "often than its level (docs/verdicts.md, the rule's limits)")  # fmt: skip
+    if standardised is not None:
+        evidence["excess_kurtosis"] = heavy = excess_kurtosis(values)
+        if math.isfinite(heavy) and heavy >= HEAVY:
+            value += (f"; heavy-tailed (excess kurtosis {heavy:.2g}): a margin in sds may KILL "
+                      "more often than its level, set benefit_margin in the metric's units "
+                      "(docs/verdicts.md, the rule's limits)")  # fmt: skip
     test = Test(p, lambda level: m.seeds_to_decide(bound, level), p_safe=safe, strata=m.strata)
     if not decides:
         return Judgement(name, value, threshold, INFO, False, evidence)
