@@ -16,7 +16,7 @@ from alpha_rl.killcheck.aggregate import (
     t_estimate,
 )
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.stats import fisher_greater, holm, t_mean, yuen_interval
+from alpha_rl.killcheck.stats import fisher_greater, t_mean, yuen_interval
 
 
 def test_iqm_is_the_mean_of_the_middle_half() -> None:
@@ -145,12 +145,6 @@ def test_one_sided_p_values_agree_with_scipys_t_test() -> None:
     n = m.seeds_to_decide(0.0, 0.025)
     assert m.mean * np.sqrt(n) / m.sd >= stats.t.ppf(0.975, n - 1)
     assert m.mean * np.sqrt(n - 1) / m.sd < stats.t.ppf(0.975, n - 2)
-
-
-def test_holm_steps_down() -> None:
-    # sorted 0.01, 0.02, 0.04 -> 3 x 0.01, max(0.03, 2 x 0.02), max(0.04, 0.04)
-    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([]) == []
 
 
 def test_fisher_counts_failures_as_rates() -> None:

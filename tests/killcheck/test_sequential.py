@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.killcheck.criteria import KILL, PASS, PENDING, Judgement, Test
+from alpha_rl.killcheck.criteria import KILL, PASS, PENDING, Judgement
+from alpha_rl.killcheck.criteria import Test as RowTest
 from alpha_rl.killcheck.rates import p_within, restricted_shares, seeds_within
 from alpha_rl.killcheck.report import KEEP, UNDECIDED, Settled, Treatment, decide, overall
 from alpha_rl.killcheck.sequential import Design, bounds, spent
@@ -52,7 +53,6 @@ def test_the_looks_spend_the_level_and_no_more() -> None:
 def test_the_stages_always_end_at_the_most_seeds() -> None:
     assert Design.stages(5, 5, 40, -4).looks == (5, 10, 15, 20, 25, 30, 35, 40)
     assert Design.stages(5, 10, 22, -4).looks == (5, 15, 22)
-    assert Design.stages(5, 5, 40, -4).look_of(17) == 2
 
 
 def test_harmlessness_on_rates_by_the_score_test() -> None:
@@ -70,7 +70,7 @@ def test_harmlessness_on_rates_by_the_score_test() -> None:
 
 
 def _row(p: float, safe: float, name: str = "7 no held-out harm (eval/pnl)") -> Judgement:
-    test = Test(p, lambda level: 12, p_safe=safe)
+    test = RowTest(p, lambda level: 12, p_safe=safe)
     return Judgement(name, "", "", PENDING, True, {"n": 5}, test=test)
 
 

@@ -112,12 +112,6 @@ class Design:
         c = bounds(self.fractions, round(level, 15), self.gamma)[look]
         return float(stats.norm.sf(c)) if math.isfinite(c) else 0.0
 
-    def look_of(self, pairs: int) -> int:
-        """The look a study with `pairs` pairs per arm is at (the last planned look at or below
-        it; a study with fewer than the first look's pairs is at look 0)."""
-        at = [k for k, n in enumerate(self.looks) if n <= pairs]
-        return at[-1] if at else 0
-
 
 PATHS = 400_000  # simulated studies behind a t-test's nominal levels
 CHUNK = 25_000

@@ -117,20 +117,6 @@ def _stratified(strata: list[np.ndarray], mean: float) -> TMean:
     return TMean(mean, se, float(df), n, se * math.sqrt(n), len(strata))
 
 
-def holm(pvalues: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (reject where the adjusted value <= alpha): the
-    family-wise error rate is at most alpha whatever the dependence between the tests."""
-    p = np.asarray(pvalues, np.float64)
-    m = p.size
-    if m == 0:
-        return []
-    order = np.argsort(p, kind="stable")
-    stepped = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    adjusted = np.empty(m)
-    adjusted[order] = np.maximum.accumulate(stepped)
-    return [float(a) for a in adjusted]
-
-
 def fisher_greater(broken_t: int, n_t: int, broken_b: int, n_b: int) -> float:
     """One-sided p-value of Fisher's exact test that the treatment's runs break more often than
     the baseline's (1 when neither arm has a broken run)."""
