@@ -314,8 +314,9 @@ def calibrate(crit, seeds: int, folds: int, experiments: int,
              f"{crit.broken_margin:g}, min_seeds {crit.min_seeds}",
              f"{'scenario':<42} {'KILL':>6} {'any':>6} {'KEEP':>6} {'any':>6} {'UNDEC':>6} "
              f"{'CANNOT':>6} {'seeds':>6} {'p95':>4}  reads", "-" * 140]  # fmt: skip
+    measured = {}
     for sc in scenarios():
-        r = rates(sc, crit, design, folds, experiments)
+        r = measured[sc.name] = rates(sc, crit, design, folds, experiments)
         text, _ = reads(sc, r, crit)
         lines.append(f"{sc.name:<42} {r.kill:>6.3f} {r.kill_any:>6.3f} {r.keep:>6.3f} "
                      f"{r.keep_any:>6.3f} {r.undecided:>6.3f} {r.cannot:>6.3f} "
@@ -326,7 +327,7 @@ def calibrate(crit, seeds: int, folds: int, experiments: int,
         for sc in scenarios():
             if sc.truth == BOUNDARY or sc.limit or sc.fail:
                 continue
-            r = rates(sc, crit, design, folds, experiments)
+            r = measured[sc.name]
             power = right_rate(sc, r)
             fixed = fixed_equivalent(sc, crit, power, folds, max(experiments // 4, 50))
             share = f"{r.seeds_mean / fixed:.0%} of it" if fixed else "beyond 80 seeds"
