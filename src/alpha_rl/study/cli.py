@@ -38,7 +38,7 @@ from alpha_rl.killcheck.report import EXIT, overall, summary, table, write_json
 from alpha_rl.killcheck.staged import Progress, judge_look
 from alpha_rl.study.record import close_study, open_study, stage_parent, verdict_lines
 from alpha_rl.study.state import ABANDONED, DONE, Stage, StudyState
-from alpha_rl.tracking import RunReader
+from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import resolve_uri
 from alpha_rl.tracking.stores import bound_requests
@@ -219,11 +219,17 @@ def next_stage(state: StudyState, study_dir: Path) -> Stage:
     return stage
 
 
-def judge_stage(state: StudyState, study_dir: Path, crit: Criteria) -> None:
-    """Judge every finished stage's runs at the study's next look, print the look, save it."""
+def judge_stage(state: StudyState, study_dir: Path, crit: Criteria,
+                read: dict[str, list[RunRecord]]) -> None:  # fmt: skip
+    """Judge every finished stage's runs at the study's next look, print the look, save it.
+    `read`: the runs of the stages read at earlier looks, by parent run (a finished stage's runs
+    do not change); the stages not in it are read and added."""
     reader = RunReader(state.uri, "give the tracking store the study's runs went to")
-    runs = [r for parent in state.done_parents()
-            for r in reader.runs(state.experiment, wanted, parent_run_id=parent)]  # fmt: skip
+    parents = state.done_parents()
+    for parent in parents:
+        if parent not in read:
+            read[parent] = reader.runs(state.experiment, wanted, parent_run_id=parent)
+    runs = [r for parent in parents for r in read[parent]]
     axis = axis_for(state.axis, state.baseline)
     progress = state.progress
     look, pairs = progress.looks_done, progress.design.looks[progress.looks_done]
@@ -232,11 +238,12 @@ def judge_stage(state: StudyState, study_dir: Path, crit: Criteria) -> None:
     print(table(treatments, pairing, crit, family))
     out = study_dir / f"look{look + 1}"
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "kill_check.json", treatments, overall(treatments), pairing,
+    verdict = overall(treatments)
+    write_json(out / "kill_check.json", treatments, verdict, pairing,
                {"tracking_uri": hide_password(reader.uri), "experiment": state.experiment,
                 "look": look, "design": list(progress.design.looks),
                 "settings": vars(crit), "tests_in_family": family})  # fmt: skip
-    print(summary(treatments, overall(treatments)), flush=True)
+    print(summary(treatments, verdict), flush=True)
     state.save(study_dir)
 
 
@@ -282,11 +289,11 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
     crit = Criteria.load(overrides=state.criteria)
-    ran = 0
+    ran, read = 0, {}
     while True:
         done = sum(s.status == DONE for s in state.stages)
         if state.progress.looks_done < done:
-            judge_stage(state, study_dir, crit)
+            judge_stage(state, study_dir, crit, read)
             continue
         if state.progress.finished or not state.open_values:
             break
