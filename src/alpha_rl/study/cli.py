@@ -138,7 +138,7 @@ def plan(args: argparse.Namespace) -> tuple[StudyState, Path]:
     study_dir = (args.dir or Path("outputs", "study", f"{experiment}__{stamp}")).resolve()
     tracking = OmegaConf.to_container(cfg.tracking, resolve=True)
     tracking["uri"] = resolve_uri(str(tracking["uri"]))  # a relative store, from here on
-    state = StudyState(experiment, overrides, name, name, axis.baseline,
+    state = StudyState(experiment, overrides, name, axis.baseline,
                        [v for v in values if not axis.is_baseline(v)], tracking["uri"],
                        str(tracking["experiment"]), tracking, None, list(args.criteria),
                        Progress(design))  # fmt: skip
@@ -152,7 +152,7 @@ def _quote(value: str) -> str:
 def run_stage(state: StudyState, study_dir: Path, stage: Stage) -> None:
     """One stage's multirun: the open treatments and the baseline on the stage's seeds."""
     cmd = [sys.executable, "-m", "alpha_rl.train", "-m", f"experiment={state.preset}",
-           *state.overrides, f"{state.axis_key}={','.join(map(_quote, stage.values))}",
+           *state.overrides, f"{state.axis}={','.join(map(_quote, stage.values))}",
            f"seed={','.join(map(str, stage.seeds))}", f"hydra.sweep.dir={stage.sweep_dir}",
            f"tracking.uri={state.uri}", f"tracking.experiment={state.experiment}"]  # fmt: skip
     print(f"stage {stage.look + 1}: {script_command('alpha-rl-train', cmd[3:])}", flush=True)

@@ -38,8 +38,7 @@ class StudyState:
 
     preset: str
     overrides: list[str]
-    axis: str
-    axis_key: str
+    axis: str  # the axis's name, which is also the key its stages override
     baseline: str
     values: list[str]
     uri: str
@@ -65,6 +64,7 @@ class StudyState:
                               "directory?): give the directory a study printed")  # fmt: skip
         try:
             data: dict[str, Any] = json.loads(path.read_text())
+            data.pop("axis_key", None)  # a record from before: always the axis itself
             data["progress"] = Progress.from_json(data["progress"])
             data["stages"] = [Stage(**s) for s in data["stages"]]
             return cls(**data)
