@@ -333,11 +333,16 @@ def _in_folds(values: dict[str, list[float]]) -> str:
     return f" in {len(values)} folds" if len(values) > 1 else ""
 
 
+def end_value(run: RunRecord, key: str, crit: Criteria) -> float:
+    """The run's mean of `key` over the last `window` of its own training (NaN: none there)."""
+    return window_mean(run, key, (1 - crit.window) * run.last_step)
+
+
 def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, list[float]]:
-    """Each run's mean of `key` over the last `window` of its training, by stratum."""
+    """Each run's `end_value`, by stratum."""
     out: dict[str, list[float]] = {}
     for run in runs:
-        value = window_mean(run, key, (1 - crit.window) * run.last_step)
+        value = end_value(run, key, crit)
         if np.isfinite(value):
             out.setdefault(stratum(run), []).append(value)
     return out
@@ -345,11 +350,11 @@ def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, lis
 
 def paired_end_values(pairs: list[Pair], key: str,
                       crit: Criteria) -> dict[str, list[tuple[float, float]]]:  # fmt: skip
-    """Per stratum, each pair's (treatment, baseline) values of `end_values` (each run's mean of
-    `key` over the last `window` of its own training); a pair without both is left out."""
+    """Per stratum, each pair's (treatment, baseline) `end_value`s; a pair without both is left
+    out."""
     out: dict[str, list[tuple[float, float]]] = {}
     for t, b in pairs:
-        both = tuple(window_mean(run, key, (1 - crit.window) * run.last_step) for run in (t, b))
+        both = (end_value(t, key, crit), end_value(b, key, crit))
         if np.isfinite(both).all():
             out.setdefault(stratum(t), []).append(both)
     return out
