@@ -100,6 +100,9 @@ def test_a_study_is_refused_before_anything_runs(tmp_path: Path, capsys) -> None
         (["her_ablation", "study.nosuch=1"], "unknown study setting(s) ['nosuch']"),
         (["her_ablation", "--axis", "beta"], "name the axis the study decides with --axis"),
         (["her_ablation", "study.max_seeds=1"], "a staged study needs 2 <= first stage (5)"),
+        (["her_ablation", "study.max_seeds=abc"], "study.max_seeds='abc': give a whole number"),
+        (["her_ablation", "study.stage_seeds=2.5"], "study.stage_seeds=2.5: give a whole number"),
+        (["her_ablation", "--stages", "0"], "--stages 0: give at least 1"),
         (["--resume", str(tmp_path)], "no study.json there"),
         ([], "name the experiment preset to study"),
     ]
@@ -118,6 +121,9 @@ def test_a_study_plans_its_axis_values_and_looks_from_the_preset() -> None:
                                                                          "on"])  # fmt: skip
     assert state.progress.design.looks == (5, 10, 15, 20)
     assert state.overrides == ["steps=100"] and where.parent.name == "study"
+    # options may stand between the overrides, as a user types them
+    args = parse(["her_components", "--stages", "2", "steps=100", "--axis", "her"])
+    assert (args.stages, args.axis, args.overrides) == (2, "her", ["steps=100"])
     state, _ = plan(parse(["aux_variants"]))
     assert (state.axis, state.baseline) == ("beta", "sentinel")
     assert state.values == ["active", "active_controller"]

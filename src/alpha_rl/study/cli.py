@@ -64,7 +64,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resume", type=Path, help="continue the study of this directory")
     p.add_argument("--stages", type=int, metavar="N", help="run at most N stages now, then "
                    "stop (exit 3), to go on with --resume (a time-limited allocation)")  # fmt: skip
-    return p.parse_args(argv)
+    return p.parse_intermixed_args(argv)  # options before, between or after the overrides
 
 
 def _split(overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -131,9 +131,12 @@ def plan(args: argparse.Namespace) -> tuple[StudyState, Path]:
     if unknown:
         raise ConfigError(f"unknown study setting(s) {sorted(unknown)}: conf/study/default.yaml "
                           "has first_seeds, stage_seeds, max_seeds")  # fmt: skip
+    for key, value in study.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"study.{key}={value!r}: give a whole number of seeds "
+                              "(conf/study/default.yaml)")  # fmt: skip
     crit = Criteria.load(overrides=args.criteria)
-    design = staged_design(crit, int(study.first_seeds), int(study.max_seeds),
-                           int(study.stage_seeds))  # fmt: skip
+    design = staged_design(crit, study.first_seeds, study.max_seeds, study.stage_seeds)
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     study_dir = (args.dir or Path("outputs", "study", f"{experiment}__{stamp}")).resolve()
     tracking = OmegaConf.to_container(cfg.tracking, resolve=True)
@@ -262,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.stages is not None and args.stages < 1:
+        raise ConfigError(f"--stages {args.stages}: give at least 1 (the stages to run now)")
     bound_requests()
     if args.resume is not None:
         if args.experiment or args.overrides or args.axis or args.baseline or args.criteria:
