@@ -74,10 +74,11 @@ __device__ __forceinline__ float expected_value(const float* row, int Z, int A, 
     return sz / s;
 }
 
-extern "C" __global__ void c51_q(const float* __restrict__ logits, float* __restrict__ q, int M,
-                                 int A, int Z, float v_min, float v_max) {
+extern "C" __global__ void c51_q(const float* __restrict__ logits, const float* __restrict__ isv,
+                                 float* __restrict__ q, int M, int A, int Z, int support_idx) {
     const int e = global_index_1d();
     if (e >= M * A) return;
+    const float v_min = isv[support_idx], v_max = isv[support_idx + 1];
     const int i = e / A, a = e - i * A;
     const float* row = logits + static_cast<size_t>(i) * Z * A;
     q[e] = expected_value(row, Z, A, a, v_min, atom_step(v_min, v_max, Z));
@@ -86,8 +87,11 @@ extern "C" __global__ void c51_q(const float* __restrict__ logits, float* __rest
 extern "C" __global__ void __launch_bounds__(C51_PROJECT_BLOCK)
 c51_project(const float* __restrict__ logits_tp1, const float* __restrict__ logits_target,
             const float* __restrict__ reward, const float* __restrict__ done,
-            const float* __restrict__ discount, float* __restrict__ m, int M, int A, int Z,
-            float gamma, int cut_on_done, float v_min, float v_max) {
+            const float* __restrict__ discount, const float* __restrict__ isv,
+            float* __restrict__ m, int M, int A, int Z, int gamma_idx, int cut_idx,
+            int support_idx) {
+    const float gamma = isv[gamma_idx], v_min = isv[support_idx], v_max = isv[support_idx + 1];
+    const bool cut_on_done = isv[cut_idx] != 0.0f;
     constexpr int WARPS = C51_PROJECT_BLOCK / 32;
     __shared__ float shared_p[WARPS][C51_MAX_ATOMS], shared_b[WARPS][C51_MAX_ATOMS];
     const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;

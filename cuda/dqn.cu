@@ -91,9 +91,11 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ reward, const float* __restrict__ done,
        const float* __restrict__ weight, const uint8_t* __restrict__ synthetic,
        const float* __restrict__ discount, float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
-       float gamma, int cut_on_done, float kappa, int loss_idx, int real_idx, int synthetic_idx,
+       int gamma_idx, int cut_idx, int kappa_idx, int loss_idx, int real_idx, int synthetic_idx,
        int frac_idx) {
     __shared__ float partial[TD_SUMS][DQN_BLOCK];
+    const float gamma = isv[gamma_idx], kappa = isv[kappa_idx];
+    const bool cut_on_done = isv[cut_idx] != 0.0f;
     float acc[TD_SUMS] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = threadIdx.x; i < M; i += DQN_BLOCK) {
         const float* row = q_tp1 + static_cast<size_t>(i) * A;
@@ -137,11 +139,15 @@ dqn_grad_norm(const float* __restrict__ grad, float* __restrict__ stats,
 
 extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float* __restrict__ stats,
                                     const unsigned long long* __restrict__ counters,
+                                    const float* __restrict__ isv,
                                     float* __restrict__ param, float* __restrict__ m,
                                     float* __restrict__ v, float* __restrict__ target, int P,
-                                    float lr, float beta1, float beta2, float eps, float clip,
-                                    float tau, int period) {
+                                    int adam_idx) {
     const int k = global_index_1d();
+    // the learner's numbers, in ADAM_NUMBERS' order (kernels/dqn.py)
+    const float lr = isv[adam_idx], beta1 = isv[adam_idx + 1], beta2 = isv[adam_idx + 2];
+    const float eps = isv[adam_idx + 3], clip = isv[adam_idx + 4], tau = isv[adam_idx + 5];
+    const int period = static_cast<int>(isv[adam_idx + 6]);
     if (k >= P) return;
     const float norm = stats[0];
     const float scale = clip > 0.0f && norm > clip ? clip / norm : 1.0f;
@@ -155,13 +161,18 @@ extern "C" __global__ void dqn_act(const float* __restrict__ q, const float* __r
                                    const float* __restrict__ aux_w, int* __restrict__ action,
                                    unsigned long long* __restrict__ counters,
                                    float* __restrict__ isv, float* __restrict__ p_up, int B, int A,
-                                   int H, unsigned long long seed, float eps_start, float eps_end,
-                                   float decay, int eps_idx) {
+                                   int H, unsigned long long seed, int schedule_idx, int eps_idx) {
     const int b = global_index_1d();
     const unsigned long long s = counters[DQN_ACT_STEP];
-    // rounded op by op (no contraction), so the oracle reproduces eps and each u1 < eps exactly
-    const float frac = fmaxf(0.0f, __fsub_rn(1.0f, __fdiv_rn(static_cast<float>(s), decay)));
-    const float eps = __fadd_rn(eps_end, __fmul_rn(__fsub_rn(eps_start, eps_end), frac));
+    // rounded op by op (no contraction), so the oracle reproduces eps and each u1 < eps exactly;
+    // no schedule: greedy (eps 0)
+    float eps = 0.0f;
+    if (schedule_idx >= 0) {
+        const float eps_start = isv[schedule_idx], eps_end = isv[schedule_idx + 1];
+        const float decay = isv[schedule_idx + 2];
+        const float frac = fmaxf(0.0f, __fsub_rn(1.0f, __fdiv_rn(static_cast<float>(s), decay)));
+        eps = __fadd_rn(eps_end, __fmul_rn(__fsub_rn(eps_start, eps_end), frac));
+    }
     if (b < B) {
         const unsigned long long base = 2ull * (s * static_cast<unsigned long long>(B) + b);
         const float u1 = rng_uniform(seed, RNG_STREAM_ACT, base);
@@ -198,7 +209,7 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
               const float* __restrict__ fill_mid, const float* __restrict__ post_mid,
               float* __restrict__ w, float* __restrict__ partial,
               unsigned long long* __restrict__ counters, float* __restrict__ isv, int B, int H,
-              float lr, int loss_idx) {
+              int lr_idx, int loss_idx) {
     // column j of (H weights, bias, loss, count); lane l of the block's `lanes` walks rows
     // first + l, first + l + lanes, ... in order; lane 0 then adds the lanes in order
     __shared__ float lane_sum[DQN_BLOCK];
@@ -248,8 +259,8 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
     if (count <= 0.0f || lane != 0 || j > H + 1) return;
     const float mean = total[j] / count;
     if (j <= H) {
-        w[j] -= lr * mean;
-    } else if (isv != nullptr && loss_idx >= 0) {
+        w[j] -= isv[lr_idx] * mean;
+    } else if (loss_idx >= 0) {
         isv[loss_idx] = mean;
     }
 }

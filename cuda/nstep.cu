@@ -33,11 +33,12 @@ extern "C" __global__ void __launch_bounds__(NSTEP_BLOCK) nstep_accumulate(
     const float* __restrict__ h_t, const float* __restrict__ h_tp1,
     const int* __restrict__ eff_action, const float* __restrict__ reward,
     const float* __restrict__ done, const int* __restrict__ episode,
-    float* __restrict__ ring_h, int* __restrict__ ring_action, float* __restrict__ ring_reward,
+    const float* __restrict__ isv, float* __restrict__ ring_h, int* __restrict__ ring_action, float* __restrict__ ring_reward,
     int* __restrict__ pos, int* __restrict__ count, int* __restrict__ episode_seen,
     uint8_t* __restrict__ flags, float* __restrict__ out_h_t, float* __restrict__ out_h_tp1,
     int* __restrict__ out_action, float* __restrict__ out_reward, float* __restrict__ out_done,
-    float* __restrict__ out_discount, int B, int H, int n, float gamma) {
+    float* __restrict__ out_discount, int B, int H, int n, int gamma_idx) {
+    const float gamma = isv[gamma_idx];
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int b = static_cast<int>(blockIdx.x) * (NSTEP_BLOCK / 32) +
                   (static_cast<int>(threadIdx.x) >> 5);

@@ -44,13 +44,15 @@ def run_ledger(backend: Backend) -> list[dict[int, tuple]]:
     state, staged = allocate(backend, B, H, N)
     dev = {**state, **staged}
     kernel = KernelRuntime(backend, {}).bind(nstep.ACCUMULATE)
+    isv = up(np.array([7.0, GAMMA, 7.0], np.float32))  # gamma at isv[1]
     steps = []
     for t in range(6):
         kernel(h_t=up(np.array([h(t, b) for b in range(B)], np.float32).ravel()),
                h_tp1=up(np.array([h(t + 1, b) for b in range(B)], np.float32).ravel()),
                eff_action=up(np.array([action(t, b) for b in range(B)], np.int32)),
                reward=up(REWARDS[:, t].copy()), done=up(DONE[:, t].copy()),
-               episode=up(EPISODE[:, t].copy()), **dev, B=B, H=H, n=N, gamma=GAMMA)  # fmt: skip
+               episode=up(EPISODE[:, t].copy()), isv=isv, **dev, B=B, H=H, n=N,
+               gamma_idx=1)  # fmt: skip
         out = {k: down(v) for k, v in dev.items()}
         rows = {}
         for row in np.flatnonzero(out["flags"]):
@@ -100,10 +102,11 @@ def check_break_ledger(backend: Backend, n: int) -> None:
     Every row the replay holds after the five steps, in push order, by hand: (h_t, next state,
     action, return, done, discount)."""
     book = wave_book(T=30, breaks=(15,))
-    env, _, _, runtime, isv = build(backend, book, ["env.num_envs=2", "her='off'"])
+    env, _, _, runtime, isv = build(backend, book, ["env.num_envs=2", "her='off'",
+                                                     "agent.gamma=0.9"])
     replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, 32), env.obs_dim, runtime, 0, 2 * n,
                     isv, discounts=n > 1)  # fmt: skip
-    push = NStep(n, 0.9, env, runtime) if n > 1 else OneStep(env)
+    push = NStep(n, env, runtime, isv) if n > 1 else OneStep(env)
     env.reset(np.array([9, 9]))
     H, down = env.obs_dim, backend.download
     h_t, h_tp1 = backend.zeros(2 * H, np.float32), backend.zeros(2 * H, np.float32)
@@ -203,10 +206,10 @@ def test_the_end_of_the_data_flushes_every_env_and_the_next_episode_starts_empty
 
     be = NumpyBackend()
     book = wave_book(T=30)
-    env, _, _, runtime, isv = build(be, book, ["env.num_envs=2", "her='off'"])
+    env, _, _, runtime, isv = build(be, book, ["env.num_envs=2", "her='off'", "agent.gamma=0.9"])
     replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, 32), env.obs_dim, runtime, 0, 6, isv,
                     discounts=True)  # fmt: skip
-    acc = NStep(3, 0.9, env, runtime)
+    acc = NStep(3, env, runtime, isv)
     env.reset(np.array([book.T - 6, book.T - 6]))
     h_t, h_tp1 = be.zeros(2 * env.obs_dim, np.float32), be.zeros(2 * env.obs_dim, np.float32)
     flagged = []

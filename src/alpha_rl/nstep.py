@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from alpha_rl import vocabulary as vocab
 from alpha_rl.backend.base import Backend
 from alpha_rl.env import Environment
+from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import nstep
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.replay import Replay
@@ -69,8 +71,9 @@ class OneStep:
 class NStep:
     """The n-step accumulator of one run's envs, and its push into the replay."""
 
-    def __init__(self, n: int, gamma: float, env: Environment, runtime: KernelRuntime) -> None:
-        self.n, self.gamma, self.env, self.runtime = n, gamma, env, runtime
+    def __init__(self, n: int, env: Environment, runtime: KernelRuntime, isv: DeviceIsv) -> None:
+        self.n, self.env, self.runtime, self.isv = n, env, runtime, isv
+        self.gamma_idx = isv.layout.index(vocab.SLOT_GAMMA)  # the learner's gamma
         self.arrays, self.staged = allocate(runtime.backend, env.num_envs, env.obs_dim, n)
         self._accumulate = runtime.bind(nstep.ACCUMULATE)
 
@@ -81,7 +84,8 @@ class NStep:
         self._accumulate(
             h_t=h_t, h_tp1=h_tp1, eff_action=env["eff_action"], reward=env["reward"],
             done=env["done"], episode=env["episode"], **self.arrays, **s,
-            B=self.env.num_envs, H=self.env.obs_dim, n=self.n, gamma=self.gamma, stream=stream,
+            isv=self.isv.array, B=self.env.num_envs, H=self.env.obs_dim, n=self.n,
+            gamma_idx=self.gamma_idx, stream=stream,
         )  # fmt: skip
         replay.push(s["out_h_t"], s["out_h_tp1"], s["out_action"], s["out_reward"],
                     s["out_done"], flags=s["flags"], discount=s["out_discount"],

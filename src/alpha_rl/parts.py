@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from alpha_rl import vocabulary as vocab
+from alpha_rl.agent.config import AgentConfig
+from alpha_rl.agent.noise import exploration_of
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.her_variant import DIRECTIONS
 from alpha_rl.hindsight import STEP_COUNTS, HerConfig
@@ -112,9 +114,28 @@ def _replay(cfg: DictConfig) -> Fill:
     return {}, [(vocab.SLOT_PER_BETA, "the replay's importance weights")]
 
 
+def learner_numbers(a: AgentConfig) -> Values:
+    """The learner's numbers its kernels (and n-step's and HER's) read from the ISV, from its
+    checked config: Adam's in ADAM_NUMBERS' order, epsilon's schedule as its exploration piece
+    acts (noisy: 0, 0), C51's support."""
+    start, end = exploration_of(a).epsilon(a)
+    return {
+        vocab.SLOT_GAMMA: (a.gamma,),
+        vocab.SLOT_HUBER_KAPPA: (a.huber_kappa,),
+        vocab.SLOT_CUT_ON_DONE: (float(a.cut_on_done),),
+        vocab.SLOT_ADAM: (a.lr, *a.adam_betas, a.adam_eps, a.grad_clip, a.target_tau,
+                          float(a.target_period)),
+        vocab.SLOT_EPSILON_SCHEDULE: (start, end, a.eps_decay_steps),
+        vocab.SLOT_AUX_LR: (a.aux_lr,),
+        vocab.SLOT_C51_SUPPORT: (a.v_min, a.v_max),
+    }
+
+
 def _learner(cfg: DictConfig) -> Fill:
-    slots = (vocab.SLOT_LOSS_Q, vocab.SLOT_LOSS_AUX, vocab.SLOT_EPSILON, vocab.SLOT_GRAD_NORM)
-    return {}, [(slot, "the learner") for slot in slots]
+    values = learner_numbers(AgentConfig.from_cfg(cfg.agent))
+    slots = (vocab.SLOT_LOSS_Q, vocab.SLOT_LOSS_AUX, vocab.SLOT_EPSILON, vocab.SLOT_GRAD_NORM,
+             *values)  # fmt: skip
+    return values, [(slot, "the learner") for slot in slots]
 
 
 def _alpha(cfg: DictConfig) -> Fill:
@@ -148,7 +169,20 @@ PARTS: tuple[Part, ...] = (
         _her,
     ),
     Part("replay", {}, _replay),
-    Part("learner", {}, _learner),
+    Part(
+        "learner",
+        {
+            vocab.SLOT_GAMMA: "agent.gamma",
+            vocab.SLOT_HUBER_KAPPA: "agent.huber_kappa",
+            vocab.SLOT_CUT_ON_DONE: "agent.cut_on_done",
+            vocab.SLOT_ADAM: "agent.lr, agent.adam_betas, agent.adam_eps, agent.grad_clip, "
+            "agent.target_tau and agent.target_period",
+            vocab.SLOT_EPSILON_SCHEDULE: "agent.epsilon",
+            vocab.SLOT_AUX_LR: "agent.aux_lr",
+            vocab.SLOT_C51_SUPPORT: "agent.v_min and agent.v_max",
+        },
+        _learner,
+    ),
     Part("alpha", {}, _alpha),
 )
 

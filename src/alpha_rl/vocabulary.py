@@ -81,3 +81,12 @@ SLOT_LOSS_Q_SYNTHETIC = "loss_q_synthetic"
 SLOT_BATCH_SYNTHETIC = "batch_synthetic_frac"
 SLOT_W_ALPHA_LONG = "w_alpha_long"
 SLOT_W_ALPHA_SHORT = "w_alpha_short"
+# the learner's numbers (alpha_rl.parts fills them from agent.*; its kernels, n-step's and HER's
+# read them from the ISV, so runs that differ only in them share kernels and shapes)
+SLOT_GAMMA = "gamma"
+SLOT_HUBER_KAPPA = "huber_kappa"
+SLOT_CUT_ON_DONE = "cut_on_done"  # 1: no bootstrapping past a trade close, 0: bootstrap
+SLOT_ADAM = "adam"  # lr, beta1, beta2, eps, clip, tau, period (ADAM_NUMBERS)
+SLOT_EPSILON_SCHEDULE = "epsilon_schedule"  # start, end, decay steps
+SLOT_AUX_LR = "aux_lr"
+SLOT_C51_SUPPORT = "c51_support"  # v_min, v_max

@@ -26,8 +26,9 @@ def test_dqn_td_matches_reference(cuda_backend, M: int, synthetic: str) -> None:
             "weight": gen.uniform(0.1, 1, M).astype(np.float32), "synthetic": flags,
             "discount": gen.uniform(0.5, 1, M).astype(np.float32) if synthetic == "mixed" else None,
             "delta": np.full(M, np.nan, np.float32), "dq": np.full(M * 3, np.nan, np.float32),
-            "isv": np.full(6, -7.0, np.float32)}  # fmt: skip
-    scalars = [M, 3, 0.99, 1, 1.0, 2, 3, 4, 5]  # l_q, real, synthetic, share into isv[2..5]
+            "isv": np.array([-7.0] * 6 + [0.99, 1.0, 1.0], np.float32)}  # fmt: skip
+    # gamma, cut_on_done, kappa at isv[6..8]; l_q, real, synthetic, share into isv[2..5]
+    scalars = [M, 3, 6, 7, 8, 2, 3, 4, 5]
     got, want = device_and_oracle(cuda_backend, dqn.TD, ref.dqn_td, host, scalars)
     for name in ("delta", "dq", "isv"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -55,8 +56,8 @@ def test_dqn_norm_adam_and_target_sync_match_reference(cuda_backend, P: int) -> 
     for tau, step in ((0.0, 4), (0.0, 5), (0.01, 5)):  # Adam, then the target's sync from new p
         adam["counters"] = np.array([step, 0, 0, 0], np.uint64)
         adam["target"] = target = gen.normal(size=P).astype(np.float32)
-        got, want = device_and_oracle(cuda_backend, dqn.ADAM, ref.dqn_adam, adam,
-                          [P, 1e-3, 0.9, 0.999, 1e-8, 1.0, tau, 2])  # fmt: skip
+        adam["isv"] = np.array([5.0, 1e-3, 0.9, 0.999, 1e-8, 1.0, tau, 2], np.float32)  # at [1]
+        got, want = device_and_oracle(cuda_backend, dqn.ADAM, ref.dqn_adam, adam, [P, 1])
         for name in ("param", "m", "v", "target"):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7, err_msg=name)
         if tau == 0.0:  # a hard copy of the updated parameters, or nothing
@@ -70,11 +71,16 @@ def test_dqn_act_matches_reference(cuda_backend, B: int) -> None:
         host = {"q": gen.normal(size=B * 3).astype(np.float32), "h": None, "aux_w": None,
                 "action": np.full(B, -1, np.int32),
                 "counters": np.array([0, step, 0, 0], np.uint64),
-                "isv": np.zeros(2, np.float32), "p_up": None}  # fmt: skip
+                "isv": np.array([0.0, 0.0, 1.0, 0.1, 20.0], np.float32),
+                "p_up": None}  # epsilon into isv[1], the schedule at isv[2:5]  # fmt: skip
         got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host,
-                          [B, 3, 0, 11, 1.0, 0.1, 20.0, 1])  # fmt: skip
+                                      [B, 3, 0, 11, 2, 1])  # fmt: skip
         for name in ("action", "counters", "isv"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at step {step}")
+    host["counters"] = np.array([0, 3, 0, 0], np.uint64)  # no schedule: greedy, epsilon 0
+    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host, [B, 3, 0, 11, -1, 1])
+    assert got["action"].tolist() == host["q"].reshape(B, 3).argmax(1).tolist()
+    assert got["isv"][1] == want["isv"][1] == 0.0
 
 
 @pytest.mark.parametrize("B", [1, 33, 1000, 4097])
@@ -84,20 +90,20 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     h = gen.normal(size=B * H).astype(np.float32)
     w = gen.normal(0, 0.3, H + 1).astype(np.float32)
     pred = {"q": gen.normal(size=B * 3).astype(np.float32), "h": h, "aux_w": w,
-            "action": np.full(B, -1, np.int32), "counters": np.zeros(4, np.uint64), "isv": None,
+            "action": np.full(B, -1, np.int32), "counters": np.zeros(4, np.uint64),
+            "isv": np.array([1.0, 0.1, 20.0], np.float32),
             "p_up": np.full(B, np.nan, np.float32)}  # fmt: skip
-    got, want = device_and_oracle(
-        cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 1.0, 0.1, 20.0, -1]
-    )
+    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 0, -1])
     np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["action"], want["action"])
     fill = gen.integers(0, 3, B).astype(np.float32)
     train = {"h": h, "p_up": want["p_up"], "fill_mid": fill,
              "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,
              "partial": np.zeros(-(-B // dqn.AUX_ROWS) * (H + 3), np.float32),
-             "counters": np.zeros(4, np.uint64), "isv": np.zeros(2, np.float32)}  # fmt: skip
+             "counters": np.zeros(4, np.uint64),
+             "isv": np.array([0.0, 0.0, 0.1], np.float32)}  # l_aux into isv[1], lr at isv[2]
     got, want = device_and_oracle(
-        cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 0.1, 1]
+        cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 2, 1]
     )
     np.testing.assert_allclose(got["w"], want["w"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got["isv"], want["isv"], rtol=1e-5, atol=1e-6)

@@ -32,6 +32,7 @@ def test_nstep_accumulate_matches_reference_over_random_steps(cuda_backend, B, H
     state, staged = allocate(cuda_backend, B, H, n)
     dev = {**state, **staged}
     episode = np.zeros(B, np.int32)
+    isv = up(np.array([9.0, 9.0, 9.0, 0.97, 9.0], np.float32))  # gamma at isv[3]
     emitted = 0
     with runtime.auditing([nstep.ACCUMULATE.name]) as audit:
         for _ in range(3 * n + 5):
@@ -41,8 +42,8 @@ def test_nstep_accumulate_matches_reference_over_random_steps(cuda_backend, B, H
                    eff_action=up(gen.integers(0, 3, B).astype(np.int32)),
                    reward=up(gen.normal(size=B).astype(np.float32)),
                    done=up((gen.random(B) < 0.2).astype(np.float32)),
-                   episode=up(episode.astype(np.int32)), **dev, B=B, H=H, n=n,
-                   gamma=0.97)  # fmt: skip
+                   episode=up(episode.astype(np.int32)), isv=isv, **dev, B=B, H=H, n=n,
+                   gamma_idx=3)  # fmt: skip
             emitted += int(cuda_backend.download(dev["flags"]).sum())
     assert audit.total == 0, f"GPU and oracle differ: {audit.mismatches} {audit.first}"
     assert audit.launches[nstep.ACCUMULATE.name] == 3 * n + 5 and emitted > 0

@@ -48,15 +48,16 @@ def test_c51_kernels_match_reference(cuda_backend, M: int, Z: int) -> None:
     gen = np.random.default_rng(M + Z)
     A = 3
     f = lambda n, s=1.0: (gen.normal(size=n) * s).astype(F32)  # noqa: E731
-    q = {"logits": f(M * Z * A, 2.0), "q": np.full(M * A, np.nan, F32)}
-    got, want = device_and_oracle(cuda_backend, c51.Q, c51_ref.c51_q, q, [M, A, Z, -10.0, 10.0])
+    numbers = np.array([7.0, 0.99, 1.0, -10.0, 10.0], F32)  # gamma, cut_on_done, the support
+    q = {"logits": f(M * Z * A, 2.0), "isv": numbers, "q": np.full(M * A, np.nan, F32)}
+    got, want = device_and_oracle(cuda_backend, c51.Q, c51_ref.c51_q, q, [M, A, Z, 3])
     np.testing.assert_allclose(got["q"], want["q"], **TOL)
     project = {"logits_tp1": f(M * Z * A, 2.0), "logits_target": f(M * Z * A, 2.0),
                "reward": f(M, 3.0), "done": (gen.random(M) < 0.3).astype(F32),
                "discount": gen.uniform(0.5, 1, M).astype(F32) if M > 1 else None,
-               "m": np.full(M * Z, np.nan, F32)}  # fmt: skip
+               "isv": numbers, "m": np.full(M * Z, np.nan, F32)}  # fmt: skip
     got, want = device_and_oracle(cuda_backend, c51.PROJECT, c51_ref.c51_project, project,
-                                  [M, A, Z, 0.99, 1, -10.0, 10.0])  # fmt: skip
+                                  [M, A, Z, 1, 2, 3])  # fmt: skip
     np.testing.assert_allclose(got["m"], want["m"], **TOL)
     np.testing.assert_allclose(got["m"].reshape(M, Z).sum(axis=1), 1.0, rtol=1e-5)
     for synthetic in (None, (gen.random(M) < 0.4).astype(np.uint8)):
@@ -78,9 +79,10 @@ def test_c51_project_on_hand_cases_on_the_gpu(cuda_backend, reward, scale, p, wa
     # one action (a* = 0), the target's logits log p; scale as the row's discount, done = 0
     host = {"logits_tp1": np.zeros(Z, F32), "logits_target": np.log(np.array(p, F32)),
             "reward": np.array([reward], F32), "done": np.zeros(1, F32),
-            "discount": np.array([scale], F32), "m": np.full(Z, np.nan, F32)}  # fmt: skip
+            "discount": np.array([scale], F32), "isv": np.array([0.9, 1.0, V_MIN, V_MAX], F32),
+            "m": np.full(Z, np.nan, F32)}  # fmt: skip
     got, _ = device_and_oracle(cuda_backend, c51.PROJECT, c51_ref.c51_project, host,
-                               [1, 1, Z, 0.9, 1, V_MIN, V_MAX])  # fmt: skip
+                               [1, 1, Z, 0, 1, 2])  # fmt: skip
     np.testing.assert_allclose(got["m"], want, atol=2e-6)
 
 

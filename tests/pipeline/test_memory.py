@@ -72,7 +72,8 @@ def test_the_initialisation_and_adam_peaks_per_parameter_stay_below_the_estimate
     counters, stats = np.array([3, 0, 0, 0], np.uint64), np.array([5.0], np.float32)
     held = tracemalloc.get_traced_memory()[0]  # the arrays above: the run's own, not transient
     tracemalloc.reset_peak()
-    dqn_adam(grad, stats, counters, param, m, v, target, n, 1e-3, 0.9, 0.999, 1e-8, 1.0, 0.0, 1000)
+    numbers = np.float32([1e-3, 0.9, 0.999, 1e-8, 1.0, 0.0, 1000])  # ADAM_NUMBERS' order
+    dqn_adam(grad, stats, counters, numbers, param, m, v, target, n, 0)
     adam_peak = tracemalloc.get_traced_memory()[1] - held
     tracemalloc.stop()
     assert 0.8 * memory.INIT_BYTES_PER_PARAM < init_peak / n <= memory.INIT_BYTES_PER_PARAM

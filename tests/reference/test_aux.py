@@ -30,8 +30,8 @@ def td(x: dict, w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     ref.aux_alpha_bias(x["h"], x["aux_w"], w, q, aux, 2 * M, H)
     delta, dq = np.zeros(M), np.zeros(M * A)
     dqn_ref.dqn_td(q[: M * A], q[M * A :], x["q_tgt"], x["action"], x["reward"], x["done"],
-                   x["weight"], None, None, delta, dq, None, M, A, 0.9, 1, 1.0, -1, -1, -1,
-                   -1)  # fmt: skip
+                   x["weight"], None, None, delta, dq, np.array([0.9, 1.0, 1.0]), M, A, 0, 1, 2,
+                   -1, -1, -1, -1)  # gamma 0.9, cut on done, kappa 1  # fmt: skip
     ad = np.abs(delta)
     huber = np.where(ad <= 1, 0.5 * delta**2, ad - 0.5)
     return float((x["weight"] * huber).sum() / M), dq, aux[:M]

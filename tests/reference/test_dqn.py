@@ -19,7 +19,8 @@ def test_adam_matches_the_textbook_update_with_clipping() -> None:
         g = gen.normal(0, 5, size=6).astype(np.float32)
         dqn.dqn_grad_norm(g, stats, counters, None, 6, -1)
         target = np.zeros(6, np.float32)
-        dqn.dqn_adam(g, stats, counters, p, m, v, target, 6, 0.01, 0.9, 0.999, 1e-8, 2.0, 0.0, 1)
+        numbers = np.float32([0.01, 0.9, 0.999, 1e-8, 2.0, 0.0, 1])  # ADAM_NUMBERS' order
+        dqn.dqn_adam(g, stats, counters, numbers, p, m, v, target, 6, 0)
         assert target.tolist() == p.tolist()  # a hard sync every update, from the new p
         gc = g.astype(np.float64) * min(1.0, 2.0 / np.linalg.norm(g.astype(np.float64)))
         ref_m = 0.9 * ref_m + 0.1 * gc
@@ -43,14 +44,15 @@ def test_target_sync_hard_every_period_and_polyak() -> None:
 def test_act_is_greedy_without_epsilon_and_follows_the_schedule() -> None:
     gen = np.random.default_rng(1)
     q = gen.normal(size=50 * 3).astype(np.float32)
-    action, counters, isv = np.zeros(50, np.int32), np.zeros(4, np.uint64), np.zeros(2, np.float32)
-    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 0.0, 0.0, 10.0, 1)
+    action, counters = np.zeros(50, np.int32), np.zeros(4, np.uint64)
+    isv = np.float32([0.0, 0.0, 1.0, 0.1, 10.0])  # epsilon; the schedule 1 -> 0.1 at isv[2:5]
+    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, -1, 1)  # greedy
     assert action.tolist() == q.reshape(50, 3).argmax(1).tolist() and int(counters[1]) == 1
     assert dqn.epsilon(0, 1.0, 0.1, 10.0) == np.float32(1.0)
     assert dqn.epsilon(5, 1.0, 0.1, 10.0) == pytest.approx(0.55)
     assert dqn.epsilon(50, 1.0, 0.1, 10.0) == np.float32(0.1)
     counters[1] = 5
-    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 1.0, 0.1, 10.0, 1)
+    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 2, 1)
     assert isv[1] == pytest.approx(0.55)
     base = 2 * (5 * 50 + np.arange(50, dtype=np.uint64))
     u1 = rng_uniform(7, Stream.ACT, base)
@@ -64,14 +66,14 @@ def test_aux_head_step_by_hand() -> None:
     h = np.array([1.0, 0.0, 0.0, 2.0, 5.0, 5.0], np.float32)  # 3 rows, H = 2
     p_up = np.array([0.5, 0.25, 0.9], np.float32)
     fill, post = np.zeros(3, np.float32), np.array([1.0, -1.0, 0.0], np.float32)  # row 2: no move
-    w, isv = np.zeros(3, np.float32), np.zeros(1, np.float32)
-    dqn.dqn_aux_train(h, p_up, fill, post, w, None, None, isv, 3, 2, 0.5, 0)
+    w, isv = np.zeros(3, np.float32), np.float32([0.0, 0.5])  # l_aux, then the lr
+    dqn.dqn_aux_train(h, p_up, fill, post, w, None, None, isv, 3, 2, 1, 0)
     # labeled rows 0 (y=1, p-y=-0.5) and 1 (y=0, p-y=0.25): g = ([-0.5, 0.5], -0.25) / 2
     np.testing.assert_allclose(w, [0.125, -0.125, 0.0625])
     assert isv[0] == pytest.approx((-np.log(0.5) - np.log(0.75)) / 2)
     p, action, counters = np.zeros(3, np.float32), np.zeros(3, np.int32), np.zeros(4, np.uint64)
     q = np.array([0, 1, 0, 2, 0, 0, 0, 0, 3], np.float32)
-    dqn.dqn_act(q, h, w, action, counters, None, p, 3, 3, 2, 7, 0.0, 0.0, 10.0, -1)
+    dqn.dqn_act(q, h, w, action, counters, None, p, 3, 3, 2, 7, -1, -1)
     np.testing.assert_allclose(p, 1 / (1 + np.exp(-(h.reshape(3, 2) @ w[:2] + w[2]))), rtol=1e-6)
     assert action.tolist() == [1, 0, 2]  # the actions of the same call, greedy at epsilon 0
 
@@ -97,10 +99,10 @@ def td_batch(M: int, synthetic: np.ndarray | None, seed: int = 0) -> tuple[list,
     args = [f(M * 3), f(M * 3), f(M * 3), gen.integers(0, 3, M).astype(np.int32), f(M, 2.0),
             (gen.random(M) < 0.3).astype(np.float32), gen.uniform(0.1, 1, M).astype(np.float32),
             synthetic]  # fmt: skip
-    isv = np.full(4, -7.0, np.float32)
+    isv = np.float32([-7.0, -7.0, -7.0, -7.0, 0.99, 1.0, 1.0])  # then gamma, cut, kappa
     dqn.dqn_td(*args, None, np.zeros(M, np.float32), np.zeros(M * 3, np.float32), isv, M, 3,
-               0.99, 1, 1.0, 0, 1, 2, 3)  # fmt: skip
-    return args, isv
+               4, 5, 6, 0, 1, 2, 3)  # fmt: skip
+    return args, isv[:4]
 
 
 def test_l_q_by_source_is_each_sources_weighted_mean() -> None:

@@ -76,10 +76,10 @@ def td_loss(q_t: np.ndarray, inputs: dict, cut: int = 1) -> tuple[float, np.ndar
     """(the objective sum w huber / M whose gradient dq is, dq, delta). The kernel reports l_q
     as the weighted mean sum w huber / sum w: the same objective scaled by M / sum w."""
     M = len(inputs["action"])
-    delta, dq, isv = np.zeros(M), np.zeros(M * A), np.zeros(1)
+    delta, dq, isv = np.zeros(M), np.zeros(M * A), np.array([0.0, 0.9, float(cut), 1.0])
     dqn_ref.dqn_td(q_t, inputs["q_tp1"], inputs["q_tp1_target"], inputs["action"],
                    inputs["reward"], inputs["done"], inputs["weight"], None, None, delta, dq, isv,
-                   M, A, 0.9, cut, 1.0, 0, -1, -1, -1)  # fmt: skip
+                   M, A, 1, 2, 3, 0, -1, -1, -1)  # l_q; gamma 0.9, cut, kappa 1  # fmt: skip
     return float(isv[0]) * float(inputs["weight"].sum()) / M, dq, delta
 
 
@@ -95,18 +95,18 @@ def test_td_loss_gradient_matches_finite_differences(cut: int) -> None:
 
 def test_td_target_is_double_dqn_with_done_cut() -> None:
     # one sample: online argmax on s' is action 2, the target net's value there is 5
-    delta, dq, isv = np.zeros(1), np.zeros(3), np.zeros(1)
+    delta, dq, isv = np.zeros(1), np.zeros(3), np.array([0.0, 0.9, 1.0, 1.0])  # as above
     args = (np.array([0.0, 1.0, 0.0]), np.array([0.0, 1.0, 3.0]), np.array([9.0, 9.0, 5.0]),
             np.array([1], np.int32), np.array([0.5]), np.array([0.0]), np.array([1.0]))  # fmt: skip
-    dqn_ref.dqn_td(*args, None, None, delta, dq, isv, 1, 3, 0.9, 1, 1.0, 0, -1, -1, -1)
+    dqn_ref.dqn_td(*args, None, None, delta, dq, isv, 1, 3, 1, 2, 3, 0, -1, -1, -1)
     assert delta[0] == pytest.approx(0.5 + 0.9 * 5.0 - 1.0)  # y = 5.0, delta = 4.0
     assert isv[0] == pytest.approx(4.0 - 0.5)  # Huber, linear branch
     assert dq.tolist() == [0.0, -1.0, 0.0]
     done = (*args[:5], np.array([1.0]), args[6])
-    dqn_ref.dqn_td(*done, None, None, delta, dq, isv, 1, 3, 0.9, 1, 1.0, 0, -1, -1, -1)
+    dqn_ref.dqn_td(*done, None, None, delta, dq, isv, 1, 3, 1, 2, 3, 0, -1, -1, -1)
     assert delta[0] == pytest.approx(0.5 - 1.0)  # no bootstrap past a close
     # an n-step row bootstraps with its own discount (0.5 = gamma^k) instead of gamma
-    dqn_ref.dqn_td(*args, None, np.array([0.5]), delta, dq, isv, 1, 3, 0.9, 1, 1.0, 0, -1, -1, -1)
+    dqn_ref.dqn_td(*args, None, np.array([0.5]), delta, dq, isv, 1, 3, 1, 2, 3, 0, -1, -1, -1)
     assert delta[0] == pytest.approx(0.5 + 0.5 * 5.0 - 1.0)
 
 

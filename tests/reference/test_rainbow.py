@@ -116,6 +116,11 @@ def test_noisy_mu_and_sigma_gradients_match_finite_differences(dueling: bool, at
 V_MIN, V_MAX, Z = -2.0, 2.0, 5  # atoms -2, -1, 0, 1, 2
 
 
+def numbers(gamma: float) -> np.ndarray:
+    """The ISV the C51 kernels read: gamma, cut_on_done (1), then the support."""
+    return np.float32([gamma, 1.0, V_MIN, V_MAX])
+
+
 def projected(reward: float, scale: float, p: list[float]) -> np.ndarray:
     return c51_ref.project(np.array([p], np.float32), np.array([reward], np.float32),
                            np.array([scale], np.float32), Z, V_MIN, V_MAX)[0]  # fmt: skip
@@ -161,15 +166,15 @@ def test_c51_project_uses_the_online_greedy_action_and_the_rows_own_discount() -
     done = np.array([0.0, 1.0, 0.0], np.float32)
     discount = np.array([0.5, 0.5, 1.0], np.float32)  # gamma^k of each row (n-step)
     m = np.zeros(M * Z, np.float32)
-    c51_ref.c51_project(online.ravel(), target.ravel(), reward, done, discount, m, M, A, Z, 0.9,
-                        1, V_MIN, V_MAX)  # fmt: skip
+    c51_ref.c51_project(online.ravel(), target.ravel(), reward, done, discount,
+                        numbers(0.9), m, M, A, Z, 0, 1, 2)  # fmt: skip
     m = m.reshape(M, Z)
     np.testing.assert_allclose(m[0], [0, 1, 0, 0, 0], atol=1e-6)  # 0 + 0.5 * (-2) = -1
     np.testing.assert_allclose(m[1], [0, 0, 1, 0, 0], atol=1e-6)  # done: r = 0
     np.testing.assert_allclose(m[2], [0, 1, 0, 0, 0], atol=1e-6)  # 1 + 1 * (-2) = -1
     no_discount = np.zeros(M * Z, np.float32)
-    c51_ref.c51_project(online.ravel(), target.ravel(), reward, done, None, no_discount, M, A, Z,
-                        0.5, 1, V_MIN, V_MAX)  # fmt: skip
+    c51_ref.c51_project(online.ravel(), target.ravel(), reward, done, None, numbers(0.5),
+                        no_discount, M, A, Z, 0, 1, 2)  # fmt: skip
     np.testing.assert_allclose(no_discount.reshape(M, Z)[0], m[0], atol=1e-6)  # gamma = 0.5
 
 
@@ -177,7 +182,7 @@ def test_expected_q_of_uniform_and_peaked_logits() -> None:
     logits = np.zeros((2, Z, A), np.float32)
     logits[1, 3, 1] = 100.0  # row 1, action 1: all mass on atom 1.0
     q = np.zeros(2 * A, np.float32)
-    c51_ref.c51_q(logits.ravel(), q, 2, A, Z, V_MIN, V_MAX)
+    c51_ref.c51_q(logits.ravel(), numbers(0.0), q, 2, A, Z, 2)
     np.testing.assert_allclose(q.reshape(2, A), [[0, 0, 0], [0, 1, 0]], atol=1e-6)
 
 

@@ -56,13 +56,20 @@ SLOT_NAMES = {  # Slots' field -> the ISV slot it is
     "batch_synthetic_frac": vocab.SLOT_BATCH_SYNTHETIC,
     "w_alpha_long": vocab.SLOT_W_ALPHA_LONG,
     "w_alpha_short": vocab.SLOT_W_ALPHA_SHORT,
+    "gamma": vocab.SLOT_GAMMA,
+    "huber_kappa": vocab.SLOT_HUBER_KAPPA,
+    "cut_on_done": vocab.SLOT_CUT_ON_DONE,
+    "adam": vocab.SLOT_ADAM,
+    "epsilon_schedule": vocab.SLOT_EPSILON_SCHEDULE,
+    "aux_lr": vocab.SLOT_AUX_LR,
+    "c51_support": vocab.SLOT_C51_SUPPORT,
 }
 
 
 @dataclass(frozen=True)
 class Slots:
     """The ISV slots the learner's kernels write (ABSENT where the layout has none, or with no
-    ISV at all)."""
+    ISV at all) and those of the numbers they read (the learner part's: alpha_rl.parts)."""
 
     loss_q: int
     loss_aux: int
@@ -73,6 +80,13 @@ class Slots:
     batch_synthetic_frac: int
     w_alpha_long: int
     w_alpha_short: int
+    gamma: int
+    huber_kappa: int
+    cut_on_done: int
+    adam: int
+    epsilon_schedule: int
+    aux_lr: int
+    c51_support: int
 
     @classmethod
     def of(cls, isv: DeviceIsv | None) -> Slots:
@@ -80,6 +94,10 @@ class Slots:
         if isv is None:
             return cls(**{f.name: ABSENT for f in fields(cls)})
         return cls(**{f.name: isv.layout.index_or_absent(SLOT_NAMES[f.name]) for f in fields(cls)})
+
+    def td(self) -> dict[str, int]:
+        """The number arguments of dqn_td: gamma, cut_on_done and Huber's kappa."""
+        return dict(gamma_idx=self.gamma, cut_idx=self.cut_on_done, kappa_idx=self.huber_kappa)
 
     def loss(self) -> dict[str, int]:
         """The slot arguments of the loss kernels (dqn_td, c51_loss): l_q, l_q over the real

@@ -13,6 +13,7 @@ from alpha_rl import settings
 from alpha_rl.errors import ConfigError
 from alpha_rl.kernels import c51
 
+EXACT_IN_F32 = 2**24  # whole numbers up to this are exact in the ISV's float32
 WHERE = "conf/agent/"  # the files an error about an agent.* key points to
 # agent.precision: "fp32" (every product in float32 on the CUDA cores, each sum in k order) or
 # "tf32" (the network's forward and input-gradient products on the tensor cores with TF32
@@ -131,7 +132,11 @@ class AgentConfig:
                 lambda v: 0 <= v <= 1,
                 "in [0, 1] (0: a hard sync every target_period updates)",
             ),
-            target_period=agent.whole("target_period", 1, "learner updates"),
+            target_period=settings.integer(
+                agent.agent, "agent.target_period", lambda v: 1 <= v <= EXACT_IN_F32,
+                f"in [1, {EXACT_IN_F32}] (learner updates; the kernels read it from the float32 "
+                "ISV, whole up to 2^24)", WHERE,
+            ),
             eps_start=start,
             eps_end=num(
                 "epsilon.end", lambda v: 0 <= v <= start, f"in [0, agent.epsilon.start={start:g}]"

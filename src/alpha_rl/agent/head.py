@@ -51,9 +51,11 @@ class QHead:
         """Elements of `q_buffer(rows)`: none."""
         return 0
 
-    def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> None:
+    def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int, isv: DeviceArray,
+                 slots: Slots) -> None:  # fmt: skip
         self.cfg, self.dueling, self.batch = cfg, cfg.dueling, batch
         self.td = runtime.bind(dqn.TD)
+        self.numbers = slots.td()
 
     @property
     def name(self) -> str:
@@ -78,12 +80,11 @@ class QHead:
         """The batch's l_q (and its real and synthetic parts) into `isv`, the TD errors into
         b.delta and dl/dQ into b.dq, from the online Q of x_t and x_tp1 and the target's of
         x_tp1 ([M * A] each)."""
-        c = self.cfg
         self.td(
             q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=b.action, reward=b.reward,
             done=b.done, weight=weights, synthetic=b.synthetic, discount=b.discount,
-            delta=b.delta, dq=b.dq, isv=isv, M=self.batch, A=ACTIONS, gamma=c.gamma,
-            cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, **slots.loss(), stream=stream,
+            delta=b.delta, dq=b.dq, isv=isv, M=self.batch, A=ACTIONS, **self.numbers,
+            **slots.loss(), stream=stream,
         )  # fmt: skip
 
 
@@ -110,9 +111,13 @@ class C51Head:
         """Elements of `q_buffer(rows)`: float32 [rows, A]."""
         return rows * ACTIONS
 
-    def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> None:
+    def __init__(self, cfg: AgentConfig, runtime: KernelRuntime, batch: int, isv: DeviceArray,
+                 slots: Slots) -> None:  # fmt: skip
         be = runtime.backend
         self.cfg, self.dueling, self.atoms, self.batch = cfg, cfg.dueling, cfg.atoms, batch
+        self.isv, self.support = isv, slots.c51_support
+        self.target = dict(gamma_idx=slots.gamma, cut_idx=slots.cut_on_done,
+                           support_idx=slots.c51_support)  # fmt: skip
         self.backend = be
         self.c51_q = runtime.bind(c51.Q)
         self.project = runtime.bind(c51.PROJECT)
@@ -136,8 +141,8 @@ class C51Head:
         """Q [rows, A] of a forward's logits `out`: each action's expected return, written
         into `q` [rows * A]."""
         c = self.cfg
-        self.c51_q(logits=out, q=q, M=rows, A=ACTIONS, Z=c.atoms, v_min=c.v_min,
-                   v_max=c.v_max, stream=stream)  # fmt: skip
+        self.c51_q(logits=out, isv=self.isv, q=q, M=rows, A=ACTIONS, Z=c.atoms,
+                   support_idx=self.support, stream=stream)  # fmt: skip
         return q
 
     def loss(self, q_t: DeviceArray, q_tp1: DeviceArray, q_tgt: DeviceArray, b: Batch,
@@ -149,8 +154,8 @@ class C51Head:
         c, M = self.cfg, self.batch
         self.project(
             logits_tp1=q_tp1, logits_target=q_tgt, reward=b.reward, done=b.done,
-            discount=b.discount, m=self.m, M=M, A=ACTIONS, Z=c.atoms, gamma=c.gamma,
-            cut_on_done=int(c.cut_on_done), v_min=c.v_min, v_max=c.v_max, stream=stream,
+            discount=b.discount, isv=self.isv, m=self.m, M=M, A=ACTIONS, Z=c.atoms,
+            **self.target, stream=stream,
         )  # fmt: skip
         self.cross_entropy(
             logits_t=q_t, action=b.action, m=self.m, weight=weights, synthetic=b.synthetic,
@@ -175,7 +180,8 @@ def head_class(cfg: AgentConfig) -> type[Head]:
     return chosen[0] if chosen else next(h for h in HEADS if h.key is None)
 
 
-def make_head(cfg: AgentConfig, runtime: KernelRuntime, batch: int) -> Head:
+def make_head(cfg: AgentConfig, runtime: KernelRuntime, batch: int, isv: DeviceArray,
+              slots: Slots) -> Head:  # fmt: skip
     """The head `cfg` asks for (`head_class`; plain or dueling: agent.dueling), for batches of
-    `batch`."""
-    return head_class(cfg)(cfg, runtime, batch)
+    `batch`, its numbers (gamma, kappa, C51's support) read from `isv` at `slots`."""
+    return head_class(cfg)(cfg, runtime, batch, isv, slots)

@@ -21,7 +21,7 @@ from alpha_rl.agent.config import AgentConfig, AlphaConfig, check_alpha
 from alpha_rl.agent.head import Head, make_head
 from alpha_rl.agent.layout import ACTIONS, F32, I32, init_params, layer_views
 from alpha_rl.agent.network import Kernel, MlpOps, QNetwork
-from alpha_rl.agent.noise import Noise, Noiseless, NoisyLayers
+from alpha_rl.agent.noise import Noise, exploration_of
 from alpha_rl.agent.state import LearnerState
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError
@@ -70,7 +70,7 @@ class Learner:
         num_envs: int,
         batch: int,
         runtime: KernelRuntime,
-        isv: DeviceIsv | None,
+        isv: DeviceIsv,
         seed: int,
         alpha: AlphaConfig | None = None,
     ) -> None:
@@ -79,9 +79,10 @@ class Learner:
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         be = runtime.backend
-        self.head: Head = make_head(cfg, runtime, batch)
+        self.slots = Slots.of(isv)  # where its numbers are, and where it writes
+        self.head: Head = make_head(cfg, runtime, batch, isv.array, self.slots)
         self.layout = self.head.layout(obs_dim, cfg.hidden)
-        exploration = NoisyLayers if cfg.noisy else Noiseless  # the class: chosen once
+        exploration = exploration_of(cfg)
         theta = exploration.initial(init_params(self.layout, seed), self.layout, cfg)
         self.params = n = theta.size  # what Adam updates: P, or mu and sigma (2P)
         self.state = st = LearnerState.initial(be, theta, obs_dim)
@@ -100,7 +101,6 @@ class Learner:
         self.kernels = LearnerKernels.bind(runtime)
         self.bias: Bias = make_bias(alpha, cfg, runtime, st.aux_w, obs_dim, batch)
         self._allocate(be, num_envs, batch)
-        self.slots = Slots.of(isv)
 
     def _allocate(self, be: Backend, num_envs: int, batch: int) -> None:
         """The acting buffers over `num_envs` rows and the update's over `batch` rows."""
@@ -125,8 +125,8 @@ class Learner:
         """w_α's state with α on (checkpoint part `alpha`); None with α off."""
         return self.bias.state
 
-    def _isv(self) -> DeviceArray | None:
-        return self.isv.array if self.isv is not None else None
+    def _isv(self) -> DeviceArray:
+        return self.isv.array
 
     def expected_q(self, out: DeviceArray, q: DeviceArray | None, rows: int,
                    stream: Any = None) -> DeviceArray:  # fmt: skip
@@ -149,17 +149,15 @@ class Learner:
     def act(self, h: DeviceArray, stream: Any = None) -> DeviceArray:
         """Actions [B] int32 for h [B * H], epsilon-greedy (noisy: greedy on this call's noisy
         weights); also the aux head's p_up [B]."""
-        c, B, st = self.cfg, self.num_envs, self.state
+        B, st = self.num_envs, self.state
         self.noise.before_act(stream)
         out = self.net.forward(self.views["act"], h, self.env_bufs, stream)
         q = self.head.expected_q(out, self.q_env, B, stream)
         self.bias.apply(h, q, B, stream=stream)
-        eps_start, eps_end = self.noise.epsilon
         self.kernels.act(
             q=q, h=h, aux_w=st.aux_w, action=self.actions, counters=st.counters, isv=self._isv(),
             p_up=self.p_up, B=B, A=ACTIONS, H=self.obs_dim, seed=self.seed,
-            eps_start=eps_start, eps_end=eps_end, decay=c.eps_decay_steps,
-            eps_idx=self.slots.epsilon, stream=stream,
+            schedule_idx=self.slots.epsilon_schedule, eps_idx=self.slots.epsilon, stream=stream,
         )  # fmt: skip
         return self.actions
 
@@ -205,15 +203,14 @@ class Learner:
     def _adam(self, stream: Any) -> None:
         """The gradient's norm (into the ISV and Adam's clipping), then Adam's step on theta and
         the target's update (Polyak, or a copy every target_period steps)."""
-        c, st = self.cfg, self.state
+        st = self.state
         self.kernels.grad_norm(grad=self.grad, stats=st.stats, counters=st.counters,
                                isv=self._isv(), P=self.params, norm_idx=self.slots.grad_norm,
                                stream=stream)  # fmt: skip
         self.kernels.adam(
-            grad=self.grad, stats=st.stats, counters=st.counters, param=st.theta,
-            m=st.adam_m, v=st.adam_v, target=st.target, P=self.params, lr=c.lr,
-            beta1=c.adam_betas[0], beta2=c.adam_betas[1], eps=c.adam_eps, clip=c.grad_clip,
-            tau=c.target_tau, period=c.target_period, stream=stream,
+            grad=self.grad, stats=st.stats, counters=st.counters, isv=self._isv(),
+            param=st.theta, m=st.adam_m, v=st.adam_v, target=st.target, P=self.params,
+            adam_idx=self.slots.adam, stream=stream,
         )  # fmt: skip
 
     # --- the aux head ---
@@ -225,7 +222,8 @@ class Learner:
         self.kernels.aux_train(
             h=h, p_up=self.p_up, fill_mid=fill_mid, post_mid=post_mid, w=self.state.aux_w,
             partial=self.aux_partial, counters=self.state.counters, isv=self._isv(),
-            B=self.num_envs, H=self.obs_dim, lr=self.cfg.aux_lr, loss_idx=self.slots.loss_aux,
+            B=self.num_envs, H=self.obs_dim, lr_idx=self.slots.aux_lr,
+            loss_idx=self.slots.loss_aux,
             stream=stream,
         )  # fmt: skip
 

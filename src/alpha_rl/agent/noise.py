@@ -26,7 +26,12 @@ class Noiseless:
 
     def __init__(self, cfg: AgentConfig, layout: NetLayout, runtime: KernelRuntime,
                  state: LearnerState, seed: int) -> None:  # fmt: skip
-        self.epsilon = (cfg.eps_start, cfg.eps_end)  # acting's epsilon, first and last
+        """Nothing of its own."""
+
+    @staticmethod
+    def epsilon(cfg: AgentConfig) -> tuple[float, float]:
+        """Acting's epsilon, first and last: the schedule's (the ISV's epsilon_schedule)."""
+        return cfg.eps_start, cfg.eps_end
 
     @staticmethod
     def initial(theta: np.ndarray, layout: NetLayout, cfg: AgentConfig) -> np.ndarray:
@@ -53,7 +58,10 @@ class NoisyLayers:
     afresh (from the counters' step) for each act call and each update; Adam trains mu and sigma
     (theta is [2P]: mu, then sigma); acting is greedy on the noisy weights (epsilon 0)."""
 
-    epsilon = (0.0, 0.0)  # acting's epsilon, first and last: none, the noise explores
+    @staticmethod
+    def epsilon(cfg: AgentConfig) -> tuple[float, float]:
+        """Acting's epsilon, first and last: none, the noise explores."""
+        return 0.0, 0.0
 
     def __init__(self, cfg: AgentConfig, layout: NetLayout, runtime: KernelRuntime,
                  state: LearnerState, seed: int) -> None:  # fmt: skip
@@ -107,3 +115,8 @@ class NoisyLayers:
 
 
 Noise = Noiseless | NoisyLayers
+
+
+def exploration_of(cfg: AgentConfig) -> type[Noiseless] | type[NoisyLayers]:
+    """The exploration piece agent.noisy picks: the class, chosen once."""
+    return NoisyLayers if cfg.noisy else Noiseless

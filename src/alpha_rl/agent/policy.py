@@ -11,6 +11,7 @@ import numpy as np
 from alpha_rl.agent.layout import ACTIONS, F32, I32
 from alpha_rl.agent.learner import Learner
 from alpha_rl.backend.base import Backend, DeviceArray
+from alpha_rl.isv import ABSENT
 from alpha_rl.kernels import dqn
 
 
@@ -49,6 +50,6 @@ class GreedyPolicy:
         lr.alpha_bias(h, q, B, stream=stream)
         lr.kernels.act(q=q, h=h, aux_w=lr.state.aux_w, action=self.actions,
                        counters=self.counters, isv=None, p_up=self.p_up, B=B, A=ACTIONS,
-                       H=lr.obs_dim, seed=lr.seed, eps_start=0.0, eps_end=0.0, decay=1.0,
-                       eps_idx=-1, stream=stream)  # fmt: skip
+                       H=lr.obs_dim, seed=lr.seed, schedule_idx=ABSENT, eps_idx=ABSENT,  # greedy
+                       stream=stream)  # fmt: skip
         return self.actions

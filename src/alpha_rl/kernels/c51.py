@@ -15,14 +15,15 @@ BLOCK, MAX_ATOMS, PROJECT_BLOCK = (
 Q = STEM.kernel(
     "c51_q",
     In("logits", F32, "M*Z*A"),
+    In("isv", F32, "support_idx+2"),
     Out("q", F32, "M*A"),
     Scalar("M", I32),
     Scalar("A", I32),
     Scalar("Z", I32),
-    Scalar("v_min", F32),
-    Scalar("v_max", F32),
+    Scalar("support_idx", I32),
     launch=Launch(block=256, blocks=lambda v: -(-int(v["M"]) * int(v["A"]) // 256)),
-    doc="Q(i, a) = sum_j softmax_j(logits[i, :, a]) z_j, the expected value of each action",
+    doc="Q(i, a) = sum_j softmax_j(logits[i, :, a]) z_j, the expected value of each action "
+    "(the support's v_min, v_max at isv[support_idx + k])",
 )
 
 PROJECT = STEM.kernel(
@@ -32,14 +33,14 @@ PROJECT = STEM.kernel(
     In("reward", F32, "M"),
     In("done", F32, "M"),
     In("discount", F32, "M", nullable=True),
+    In("isv", F32),
     Out("m", F32, "M*Z"),
     Scalar("M", I32),
     Scalar("A", I32),
     Scalar("Z", I32),
-    Scalar("gamma", F32),
-    Scalar("cut_on_done", I32),
-    Scalar("v_min", F32),
-    Scalar("v_max", F32),
+    Scalar("gamma_idx", I32),
+    Scalar("cut_idx", I32),
+    Scalar("support_idx", I32),
     launch=Launch(block=PROJECT_BLOCK, over="M", per_block=PROJECT_BLOCK // 32),
     doc="the distributional Bellman target of the online net's greedy action, projected onto "
     "the atoms",

@@ -13,6 +13,8 @@ ADAM_STEP, ACT_STEP, ACT_DONE, AUX_DONE = (
     DQN[f"DQN_{k}"] for k in ("ADAM_STEP", "ACT_STEP", "ACT_DONE", "AUX_DONE")
 )
 COUNTERS = DQN["DQN_COUNTERS"]
+# dqn_adam's numbers, in their order at isv[adam_idx] (the learner part's `adam` slot)
+ADAM_NUMBERS = ("lr", "beta1", "beta2", "eps", "clip", "tau", "period")
 
 GATHER = STEM.kernel(
     "dqn_gather",
@@ -50,12 +52,12 @@ TD = STEM.kernel(
     In("discount", F32, "M", nullable=True),
     Out("delta", F32, "M"),
     Out("dq", F32, "M*A"),
-    Out("isv", F32, nullable=True),
+    Out("isv", F32),
     Scalar("M", I32),
     Scalar("A", I32),
-    Scalar("gamma", F32),
-    Scalar("cut_on_done", I32),
-    Scalar("kappa", F32),
+    Scalar("gamma_idx", I32),
+    Scalar("cut_idx", I32),
+    Scalar("kappa_idx", I32),
     Scalar("loss_idx", I32),
     Scalar("real_idx", I32),
     Scalar("synthetic_idx", I32),
@@ -82,16 +84,17 @@ ADAM = STEM.kernel(
     In("grad", F32, "P"),
     In("stats", F32, "1"),
     In("counters", U64, "DQN_COUNTERS"),
+    In("isv", F32, "adam_idx+7"),
     Out("param", F32, "P"),
     Out("m", F32, "P"),
     Out("v", F32, "P"),
     Out("target", F32, "P"),
     Scalar("P", I32),
-    *(Scalar(name, F32) for name in ("lr", "beta1", "beta2", "eps", "clip", "tau")),
-    Scalar("period", I32),
+    Scalar("adam_idx", I32),
     launch=Grid1D(over="P", block=256),
     doc="bias-corrected Adam with optional global-norm clipping, then the target network's "
-    "Polyak (tau > 0) or hard (every `period` updates) sync",
+    "Polyak (tau > 0) or hard (every `period` updates) sync; its numbers from "
+    "isv[adam_idx + k] in ADAM_NUMBERS' order",
 )
 
 ACT = STEM.kernel(
@@ -107,10 +110,11 @@ ACT = STEM.kernel(
     Scalar("A", I32),
     Scalar("H", I32),
     Scalar("seed", U64),
-    *(Scalar(name, F32) for name in ("eps_start", "eps_end", "decay")),
+    Scalar("schedule_idx", I32),
     Scalar("eps_idx", I32),
     launch=Grid1D(over="B", block=256),
-    doc="epsilon-greedy actions with the schedule's epsilon on the device; with p_up, the aux "
+    doc="epsilon-greedy actions with the schedule's epsilon on the device (start, end and "
+    "decay steps at isv[schedule_idx + k]; schedule_idx < 0: greedy); with p_up, the aux "
     "head's p_up = sigmoid(aux_w . h + b) too",
 )
 
@@ -123,10 +127,10 @@ AUX_TRAIN = STEM.kernel(
     Out("w", F32, "H+1"),
     Out("partial", F32, "(B+DQN_AUX_ROWS-1)//DQN_AUX_ROWS*(H+3)"),
     Out("counters", U64, "DQN_COUNTERS"),
-    Out("isv", F32, nullable=True),
+    Out("isv", F32),
     Scalar("B", I32),
     Scalar("H", I32),
-    Scalar("lr", F32),
+    Scalar("lr_idx", I32),
     Scalar("loss_idx", I32),
     launch=Launch(block=BLOCK, over="B", per_block=AUX_ROWS),
     doc="one SGD step of the aux head on the sign of the next mid move; l_aux",

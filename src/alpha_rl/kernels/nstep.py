@@ -18,6 +18,7 @@ ACCUMULATE = STEM.kernel(
     In("reward", F32, "B"),
     In("done", F32, "B"),
     In("episode", I32, "B"),
+    In("isv", F32, "gamma_idx+1"),
     Out("ring_h", F32, "n*B*H"),
     Out("ring_action", I32, "n*B"),
     Out("ring_reward", F32, "n*B"),
@@ -34,7 +35,7 @@ ACCUMULATE = STEM.kernel(
     Scalar("B", I32),
     Scalar("H", I32),
     Scalar("n", I32),
-    Scalar("gamma", F32),
+    Scalar("gamma_idx", I32),
     launch=Launch(block=BLOCK, over="B", per_block=BLOCK // 32),
     doc="per env a ring of its last n steps; emits the n-step transitions that end this step "
     "(all held ones at a trade close or a new episode), cut returns and gamma^k discounts",

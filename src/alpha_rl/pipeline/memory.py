@@ -186,10 +186,10 @@ def her_bytes(cfg: HerConfig | None, num_envs: int, obs_dim: int) -> int:
     return sum(n * np.dtype(dt).itemsize for n, dt in sizes)
 
 
-def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
+def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int, isv_size: int) -> int:
     """The evaluation's environments, greedy policy and observation, its per-step records, trade
-    windows and start cursors, the probe's environment and observations, and ProbeLoss's inputs
-    and buffers (pipeline/evaluate.py, probe.py)."""
+    windows and start cursors, the probe's environment and observations, and ProbeLoss's inputs,
+    buffers and copy of the ISV (pipeline/evaluate.py, probe.py)."""
     ev, agent, stride = plan.eval, plan.agent, plan.reward.stride
     E, n, H = ev.num_envs, ev.probe.size, obs_dim
     q = head_class(agent).q_elements  # elements of the head's Q buffer for `rows` rows
@@ -197,7 +197,8 @@ def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int) -> int:
     policy += E * H * F32
     probe_env = env_bytes(plan.env, ev.probe.envs, stride) + 2 * ev.probe.envs * H * F32
     loss = 2 * n * H * F32 + n * (I32 + 3 * F32) + net_buffers(layout, 2 * n)
-    loss += net_buffers(layout, n) + (q(2 * n) + q(n)) * F32 + n * F32 + n * ACTIONS * F32 + F32
+    loss += net_buffers(layout, n) + (q(2 * n) + q(n)) * F32 + n * F32 + n * ACTIONS * F32
+    loss += isv_size * F32
     windows = -(-ev.steps // ev.sharpe_window)
     records = ev.steps * E * (I32 + 3 * F32) + windows * E * len(STATS) * F32 + E * I32
     return env_bytes(plan.env, E, stride) + policy + probe_env + loss + records
@@ -215,7 +216,7 @@ def estimate(plan: Plan, isv_size: int) -> Estimate:
         "n-step rings": nstep_bytes(B, H, agent.n_step),
         "HER": her_bytes(plan.her, B, H),
         "environments": env_bytes(env, B, plan.reward.stride) + 2 * B * H * F32 + isv_size * F32,
-        "evaluation": evaluation_bytes(plan, layout, H),
+        "evaluation": evaluation_bytes(plan, layout, H, isv_size),
     }
     return Estimate(arrays, peaks(plan, layout, H))
 

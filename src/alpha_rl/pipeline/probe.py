@@ -28,6 +28,7 @@ import numpy as np
 
 from alpha_rl.agent import ACTIONS, Learner
 from alpha_rl.env import Environment
+from alpha_rl.isv import ABSENT
 from alpha_rl.kernels import dqn
 from alpha_rl.market.book import Book
 from alpha_rl.pipeline.config import Plan
@@ -112,13 +113,15 @@ class ProbeLoss:
         self.online, self.target = learner.net.buffers(2 * n), learner.net.buffers(n)
         self.q_online, self.q_target = learner.q_buffer(2 * n), learner.q_buffer(n)
         self.delta, self.dq = be.zeros(n, F32), be.zeros(n * ACTIONS, F32)
-        self.out = be.zeros(1, F32)  # dqn_td's l_q slot
+        # dqn_td's ISV: a copy of the run's (its numbers: gamma, kappa, cut_on_done), whose
+        # loss_q slot takes the probe's l_q, so the run's own l_q is untouched
+        self.isv = be.zeros(learner.isv.array.size, F32)
         self.td = learner.runtime.bind(dqn.TD)
 
     def run(self, stream: Any = None) -> dict[str, float]:
         """One evaluation of the current online and target nets on the probe, queued on `stream`
         (the run's) and read after it."""
-        lr, n, H, c = self.learner, self.size, self.learner.obs_dim, self.learner.cfg
+        lr, n, H, slots = self.learner, self.size, self.learner.obs_dim, self.learner.slots
         out = lr.net.forward(lr.views["theta"], self.x, self.online, stream)
         q = lr.expected_q(out, self.q_online, 2 * n, stream)
         lr.alpha_bias(self.x, q, 2 * n, stream=stream)
@@ -126,15 +129,16 @@ class ProbeLoss:
         out = lr.net.forward(lr.views["target"], self.x[n * H :], self.target, stream)
         q_tgt = lr.expected_q(out, self.q_target, n, stream)
         lr.alpha_bias(self.x[n * H :], q_tgt, n, target=True, stream=stream)
+        lr.backend.copy(self.isv, lr.isv.array, stream)
         self.td(q_t=q_t, q_tp1=q_tp1, q_tp1_target=q_tgt, action=self.action,
                 reward=self.reward, done=self.done, weight=self.weight, synthetic=None,
                 discount=None,  # the probe's transitions are one step: gamma, whatever n_step
-                delta=self.delta, dq=self.dq, isv=self.out, M=n, A=ACTIONS, gamma=c.gamma,
-                cut_on_done=int(c.cut_on_done), kappa=c.huber_kappa, loss_idx=0, real_idx=-1,
-                synthetic_idx=-1, frac_idx=-1, stream=stream)  # fmt: skip
+                delta=self.delta, dq=self.dq, isv=self.isv, M=n, A=ACTIONS, **slots.td(),
+                loss_idx=slots.loss_q, real_idx=ABSENT, synthetic_idx=ABSENT, frac_idx=ABSENT,
+                stream=stream)  # fmt: skip
         be = lr.backend
         q_host = be.download(q_t, stream).reshape(n, ACTIONS).astype(np.float64)
         return {
-            PROBE: float(be.download(self.out, stream)[0]),
+            PROBE: float(be.download(self.isv, stream)[slots.loss_q]),
             "eval/q_probe_mean": float(mean(q_host.max(axis=1))),
         }

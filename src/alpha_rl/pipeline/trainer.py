@@ -61,7 +61,7 @@ class Trainer:
         B, H = self.env.num_envs, self.env.obs_dim
         n_step = plan.agent.n_step
         self.replay = Replay(plan.replay, H, rt, seed, plan.max_push, isv, discounts=n_step > 1)
-        self.transitions = (NStep(n_step, plan.agent.gamma, self.env, rt) if n_step > 1
+        self.transitions = (NStep(n_step, self.env, rt, isv) if n_step > 1
                             else OneStep(self.env))  # fmt: skip
         self.learner = Learner(plan.agent, H, B, plan.replay.batch_size, rt, isv, seed,
                                plan.alpha)  # fmt: skip

@@ -49,9 +49,10 @@ def expected_q(logits: np.ndarray, M: int, Z: int, A: int, v_min: float, v_max: 
     return sz / s
 
 
-def c51_q(logits, q, M, A, Z, v_min, v_max) -> None:
+def c51_q(logits, isv, q, M, A, Z, support_idx) -> None:
     """q = Q(i, a) of the logits [M, Z, A]."""
     M, A, Z = int(M), int(A), int(Z)
+    v_min, v_max = isv[support_idx], isv[support_idx + 1]
     q[: M * A] = expected_q(logits, M, Z, A, v_min, v_max).ravel()
 
 
@@ -72,11 +73,13 @@ def project(p: np.ndarray, reward, scale, Z: int, v_min: float, v_max: float) ->
     return m
 
 
-def c51_project(logits_tp1, logits_target, reward, done, discount, m, M, A, Z, gamma,
-                cut_on_done, v_min, v_max) -> None:  # fmt: skip
+def c51_project(logits_tp1, logits_target, reward, done, discount, isv, m, M, A, Z, gamma_idx,
+                cut_idx, support_idx) -> None:  # fmt: skip
     """m = the projected double-DQN target distribution of each row."""
     M, A, Z = int(M), int(A), int(Z)
     dt = logits_target.dtype
+    gamma, cut_on_done = isv[gamma_idx], bool(isv[cut_idx] != 0)
+    v_min, v_max = isv[support_idx], isv[support_idx + 1]
     best = np.argmax(expected_q(logits_tp1, M, Z, A, v_min, v_max), axis=1)
     p = softmax(logits_target, M, Z, A)[np.arange(M), :, best]
     g = np.full(M, gamma, dt) if discount is None else discount[:M]

@@ -34,7 +34,7 @@ def dqn_gather(idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, s_d
 
 
 def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, discount, delta,
-           dq, isv, M, A, gamma, cut_on_done, kappa, loss_idx, real_idx, synthetic_idx,
+           dq, isv, M, A, gamma_idx, cut_idx, kappa_idx, loss_idx, real_idx, synthetic_idx,
            frac_idx) -> None:  # fmt: skip
     """delta_i = r + g_i (1 - cut*done) Q_target(s', argmax Q(s')) - Q(s, a), g_i = discount[i]
     (None: gamma);
@@ -43,6 +43,7 @@ def dqn_td(q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic, di
     are none; synthetic None: every row real) and the synthetic share of the rows."""
     M, A = int(M), int(A)
     dt = q_t.dtype
+    gamma, kappa, cut_on_done = isv[gamma_idx], isv[kappa_idx], bool(isv[cut_idx] != 0)
     qt = q_t[: M * A].reshape(M, A)
     best = np.argmax(q_tp1[: M * A].reshape(M, A), axis=1)
     cont = (1 - done[:M]) if cut_on_done else np.ones(M, dt)
@@ -94,11 +95,13 @@ def dqn_grad_norm(grad, stats, counters, isv, P, norm_idx) -> None:
     counters[ADAM_STEP] += np.uint64(1)
 
 
-def dqn_adam(grad, stats, counters, param, m, v, target, P, lr, beta1, beta2, eps, clip, tau,
-             period) -> None:  # fmt: skip
+def dqn_adam(grad, stats, counters, isv, param, m, v, target, P, adam_idx) -> None:
     """One bias-corrected Adam step on param[:P] (step t = counters[0], already advanced), then
-    the target network's sync from the new parameters (target_sync)."""
-    P = int(P)
+    the target network's sync from the new parameters (target_sync); the numbers lr, beta1,
+    beta2, eps, clip, tau, period at isv[adam_idx + k]."""
+    P, a = int(P), int(adam_idx)
+    lr, beta1, beta2, eps, clip, tau = (F32(x) for x in isv[a : a + 6])
+    period = int(isv[a + 6])
     norm = F32(stats[0])
     scale = F32(clip) / norm if clip > 0 and norm > clip else F32(1)
     g = grad[:P] * scale
@@ -133,13 +136,14 @@ def epsilon(step: int, eps_start: float, eps_end: float, decay: float) -> np.flo
     return F32(eps_end) + (F32(eps_start) - F32(eps_end)) * frac
 
 
-def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, eps_start, eps_end, decay,
+def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, schedule_idx,
             eps_idx) -> None:  # fmt: skip
-    """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1];
+    """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1],
+    epsilon's start, end and decay steps at isv[schedule_idx + k] (schedule_idx < 0: greedy);
     with p_up, the aux head's prediction (aux_predict) too."""
     B, A = int(B), int(A)
     s = int(counters[ACT_STEP])
-    eps = epsilon(s, eps_start, eps_end, decay)
+    eps = epsilon(s, *isv[schedule_idx : schedule_idx + 3]) if schedule_idx >= 0 else F32(0)
     base = np.uint64(2) * (np.uint64(s * B) + np.arange(B, dtype=np.uint64))
     u1 = rng_uniform(int(seed), Stream.ACT, base)
     u2 = rng_uniform(int(seed), Stream.ACT, base + np.uint64(1))
@@ -161,7 +165,7 @@ def aux_predict(h, w, p_up, B, H) -> None:
     p_up[:B] = (1.0 / (1.0 + exp(-z))).astype(F32)
 
 
-def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, lr,
+def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, lr_idx,
                   loss_idx) -> None:  # fmt: skip
     """One SGD step of the aux head on rows whose mid moved; l_aux = their mean BCE."""
     B, H = int(B), int(H)
@@ -177,6 +181,6 @@ def dqn_aux_train(h, p_up, fill_mid, post_mid, w, partial, counters, isv, B, H, 
     g = g / np.count_nonzero(labeled)
     pc = np.clip(p, 1e-7, 1 - 1e-7)
     loss = -mean(y * log(pc) + (1 - y) * log(1 - pc))
-    w[: H + 1] = (w[: H + 1].astype(np.float64) - float(lr) * g).astype(F32)
-    if isv is not None and loss_idx >= 0:
+    w[: H + 1] = (w[: H + 1].astype(np.float64) - float(isv[lr_idx]) * g).astype(F32)
+    if loss_idx >= 0:
         isv[loss_idx] = loss

@@ -15,12 +15,12 @@ F32 = np.float32
 BLOCK = CONSTANTS["nstep"]["NSTEP_BLOCK"]
 
 
-def nstep_accumulate(h_t, h_tp1, eff_action, reward, done, episode, ring_h, ring_action,
+def nstep_accumulate(h_t, h_tp1, eff_action, reward, done, episode, isv, ring_h, ring_action,
                      ring_reward, pos, count, episode_seen, flags, out_h_t, out_h_tp1,
                      out_action, out_reward, out_done, out_discount,
-                     B, H, n, gamma) -> None:  # fmt: skip
+                     B, H, n, gamma_idx) -> None:  # fmt: skip
     """Write step t into each env's ring and emit the transitions that end now, in place."""
-    B, H, n, gamma = int(B), int(H), int(n), F32(gamma)
+    B, H, n, gamma = int(B), int(H), int(n), F32(isv[gamma_idx])
     rh = ring_h.reshape(n, B, H)
     oh_t, oh_tp1 = out_h_t.reshape(B * n, H), out_h_tp1.reshape(B * n, H)
     ht, htp1 = h_t.reshape(-1, H), h_tp1.reshape(-1, H)
