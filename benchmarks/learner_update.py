@@ -36,7 +36,14 @@ def ours(batch: int, hidden: int) -> tuple[float, float | None]:
     from alpha_rl.backend.cuda import CudaBackend
 
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=[f"agent.hidden=[{hidden},{hidden}]", "reward.scale=1.0"])
+        cfg = compose(
+            "train",
+            overrides=[
+                f"agent.hidden=[{hidden},{hidden}]",
+                "reward.scale=1.0",
+                "replay.beta_anneal_updates=100000",
+            ],
+        )  # as below
     with CudaBackend() as be:
         isv = DeviceIsv(layout_from_config(cfg), be)
         runtime = KernelRuntime(be, {"RC_STRIDE": 7})

@@ -21,7 +21,9 @@ from cudagraph import Graph, graphs_available, time_events
 
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
+from alpha_rl.isv import numbers_isv
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.parts import replay_numbers
 from alpha_rl.reference.per import HEAD
 from alpha_rl.replay import Replay, ReplayConfig
 
@@ -31,7 +33,8 @@ H, PUSH, BATCH, ALPHA = 32, 4096, 512, 0.6
 def make(backend: Backend, log2: int) -> tuple[Replay, tuple, object]:
     """A full replay, one push's worth of inputs and a TD-error vector, on `backend`."""
     cfg = ReplayConfig(log2, ALPHA, 0.4, 100_000, 1e-6, BATCH)
-    rp = Replay(cfg, H, KernelRuntime(backend, {}), seed=0, max_push=PUSH)
+    isv = numbers_isv(replay_numbers(cfg), backend)  # the replay's numbers
+    rp = Replay(cfg, H, KernelRuntime(backend, {}), seed=0, max_push=PUSH, isv=isv)
     gen = np.random.default_rng(0)
     backend.write(rp.arrays["leaves"], gen.random(cfg.capacity).astype(np.float32))
     state = np.zeros(8, np.uint64)

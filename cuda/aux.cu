@@ -58,9 +58,12 @@ extern "C" __global__ void __launch_bounds__(AUX_BLOCK)
 aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
                  const unsigned long long* __restrict__ counters, float* __restrict__ w,
                  float* __restrict__ m, float* __restrict__ v, float* __restrict__ target,
-                 float* __restrict__ isv, int M, float lr, float beta1, float beta2, float eps,
-                 float bound, float tau, int period, int long_idx, int short_idx) {
+                 float* __restrict__ isv, int M, int adam_idx, int long_idx, int short_idx) {
     __shared__ float partial[ACTIONS][AUX_BLOCK];
+    // α's numbers, in ALPHA_NUMBERS' order (kernels/aux.py)
+    const float lr = isv[adam_idx], beta1 = isv[adam_idx + 1], beta2 = isv[adam_idx + 2];
+    const float eps = isv[adam_idx + 3], bound = isv[adam_idx + 4], tau = isv[adam_idx + 5];
+    const int period = static_cast<int>(isv[adam_idx + 6]);
     float acc[ACTIONS] = {};
     for (int i = threadIdx.x; i < M; i += AUX_BLOCK) {
 #pragma unroll
@@ -81,8 +84,11 @@ aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
 
 extern "C" __global__ void aux_controller(float* __restrict__ isv, int aux_ema_idx, int abs_idx,
                                           int weight_idx, int core, int w_idx, int share_idx,
-                                          float gain, float target, float w_max) {
+                                          int numbers_idx) {
     if (global_index_1d() != 0) return;
+    // β's numbers, in CONTROLLER_NUMBERS' order (kernels/aux.py)
+    const float gain = isv[numbers_idx], target = isv[numbers_idx + 1];
+    const float w_max = isv[numbers_idx + 2];
     const float w = isv[w_idx];
     const float aux = MUL(w, fabsf(isv[aux_ema_idx]));
     float total = aux;

@@ -76,11 +76,13 @@ extern "C" __global__ void experience_env_step(
     int* __restrict__ closed_dir, int* __restrict__ eff_action, float* __restrict__ fill_mid,
     float* __restrict__ post_mid, float* __restrict__ stat_trades,
     float* __restrict__ stat_realised, float* __restrict__ stat_available,
-    float* __restrict__ stat_duration, int n, int T, int L, float lot, float lot_mult, float fee,
+    float* __restrict__ stat_duration, int n, int T, int L, int costs_idx,
     int w_idx, int scale_idx, int kappa_idx, int lambda_idx, int rho_idx, int w_aux_idx,
     int beta_scale_idx, unsigned long long seed, int n_starts) {
     const int b = global_index_1d();
     if (b >= n) return;
+    // the env part's numbers (ENV_COSTS): lot, lot x multiplier, fee per lot
+    const float lot = isv[costs_idx], lot_mult = isv[costs_idx + 1], fee = isv[costs_idx + 2];
 
     const int t = cursor[b];
     const int d = pos[b];

@@ -180,9 +180,11 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     float* __restrict__ f_entry, long long* __restrict__ f_exit_step, int* __restrict__ f_dir,
     float* __restrict__ f_actual, int* __restrict__ f_env, int* __restrict__ f_episode,
     float* __restrict__ f_h, unsigned long long* __restrict__ counters,
-    float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, float alpha,
-    float gamma, float lot_mult, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
+    float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, int alpha_idx,
+    int gamma_idx, int lot_mult_idx, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
     int push_backward, int record_forward) {
+    // the other parts' numbers: the replay's alpha, the learner's gamma, the env's lot x multiplier
+    const float alpha = isv[alpha_idx], gamma = isv[gamma_idx], lot_mult = isv[lot_mult_idx];
     const int ticket = per_push_ticket(rstate);
     const int row = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
     const bool was_closed = row < B && closed[row] != 0;
@@ -238,9 +240,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     uint8_t* __restrict__ s_synthetic, float* __restrict__ leaves, float* __restrict__ s_discount,
     unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
     unsigned long long* __restrict__ counters, float* __restrict__ isv, int W, int R, int H,
-    unsigned long long mask, float alpha, float gamma, float lot_mult, int threshold_idx, int boost_idx,
-    int scale_idx, int lookahead_idx, int count_idx) {
+    unsigned long long mask, int alpha_idx, int gamma_idx, int lot_mult_idx, int threshold_idx,
+    int boost_idx, int scale_idx, int lookahead_idx, int count_idx) {
     __shared__ unsigned long long s_waiting;
+    const float alpha = isv[alpha_idx], gamma = isv[gamma_idx], lot_mult = isv[lot_mult_idx];
     const int ticket = per_push_ticket(rstate);
     const int i = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
     // every block reads the tail before the last one moves it (it waits for all of them)

@@ -69,14 +69,16 @@ per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
          const float* __restrict__ h_tp1, const int* __restrict__ action,
          const float* __restrict__ reward, const float* __restrict__ done,
          const float* __restrict__ priority, const float* __restrict__ discount,
-         const float* __restrict__ max_leaf, float* __restrict__ s_h_t,
+         const float* __restrict__ max_leaf, const float* __restrict__ isv,
+         float* __restrict__ s_h_t,
          float* __restrict__ s_h_tp1, int* __restrict__ s_action, float* __restrict__ s_reward,
          float* __restrict__ s_done, uint8_t* __restrict__ s_synthetic,
          float* __restrict__ leaves, float* __restrict__ s_discount,
          int* __restrict__ slot_out, unsigned long long* __restrict__ state,
          unsigned long long* __restrict__ lookback, int n, int H, unsigned long long mask,
-         float alpha, int synthetic) {
+         int alpha_idx, int synthetic) {
     __shared__ long long s_slot[PER_PUSH_BLOCK];
+    const float alpha = isv[alpha_idx];
     const int ticket = per_push_ticket(state);
     const int first_row = ticket * PER_PUSH_BLOCK;
     const int row = first_row + static_cast<int>(threadIdx.x);
@@ -188,8 +190,9 @@ extern "C" __global__ void __launch_bounds__(PER_SAMPLE_BLOCK)
 per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
            const int* __restrict__ layout, int* __restrict__ indices, float* __restrict__ weights,
            float* __restrict__ probs, unsigned long long* __restrict__ state, float* __restrict__ isv,
-           int M, int N, unsigned long long seed, float beta0, float anneal, int beta_idx) {
+           int M, int N, unsigned long long seed, int schedule_idx, int beta_idx) {
     __shared__ float s_min[PER_SAMPLE_BLOCK];
+    const float beta0 = isv[schedule_idx], anneal = isv[schedule_idx + 1];
     const int lane = threadIdx.x & 31;
     const int i = blockIdx.x * (PER_SAMPLE_BLOCK / 32) + (threadIdx.x >> 5);
     volatile unsigned long long* vstate = state;
@@ -251,8 +254,10 @@ per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
 
 extern "C" __global__ void __launch_bounds__(PER_UPDATE_BLOCK)
 per_update(const int* __restrict__ indices, const float* __restrict__ delta,
-           float* __restrict__ leaves, float* __restrict__ max_leaf, int M, float alpha, float eps) {
+           const float* __restrict__ isv, float* __restrict__ leaves, float* __restrict__ max_leaf,
+           int M, int alpha_idx, int eps_idx) {
     __shared__ __align__(16) int s_idx[PER_MAX_BATCH + 4];
+    const float alpha = isv[alpha_idx], eps = isv[eps_idx];
     if (M > PER_MAX_BATCH) return;
     for (int k = threadIdx.x; k < M + 4; k += PER_UPDATE_BLOCK) s_idx[k] = k < M ? indices[k] : -2;
     __syncthreads();

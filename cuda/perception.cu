@@ -84,9 +84,12 @@ extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_obse
     const int* __restrict__ pos,
     const int* __restrict__ trade_len, const float* __restrict__ entry_px,
     const float* __restrict__ peak_mid, const int* __restrict__ horizons,
-    const float* __restrict__ proj_w, const float* __restrict__ proj_b, float* __restrict__ h,
-    int n, int T, int L, int K, int H, float tick, float inv_pnl_scale, float inv_time_scale) {
+    const float* __restrict__ proj_w, const float* __restrict__ proj_b,
+    const float* __restrict__ isv, float* __restrict__ h, int n, int T, int L, int K, int H,
+    float tick, int scales_idx) {
     __shared__ float xs[PERCEPTION_ENVS][PERCEPTION_MAX_FEATURES];
+    // the env part's perception numbers: 1 / pnl_scale_ticks, 1 / time_scale_steps
+    const float inv_pnl_scale = isv[scales_idx], inv_time_scale = isv[scales_idx + 1];
     const int first = blockIdx.x * PERCEPTION_ENVS;
     const int envs = min(PERCEPTION_ENVS, n - first);
     const int F = K + PERCEPTION_EXTRA_FEATURES;

@@ -22,7 +22,11 @@ BANDIT = ["agent.hidden=[16,16]", "agent.lr=0.01", "agent.gamma=0.9", "agent.tar
 
 def bandit_learner(backend: Backend, overrides: list[str], seed: int = 0,
                    alpha: AlphaConfig | None = None):  # fmt: skip
-    cfg, choices = compose_fixed(overrides)
+    numbers = ["replay.beta_anneal_updates=1000"]  # the ISV's numbers as the parts below
+    if alpha is not None:
+        numbers += ["alpha='on'", f"alpha.lr={alpha.lr}", f"alpha.bound={alpha.bound}",
+                    f"alpha.init={alpha.init}"]  # fmt: skip
+    cfg, choices = compose_fixed([*overrides, *numbers])
     isv = DeviceIsv(layout_from_config(cfg, choices), backend)
     runtime = KernelRuntime(backend, {"RC_STRIDE": 7})
     learner = Learner(AgentConfig.from_cfg(cfg.agent), CONTEXTS, B, M, runtime, isv, seed, alpha)

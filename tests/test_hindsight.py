@@ -117,6 +117,7 @@ def run_forward(
     ring_state[0] = head
     isv = np.zeros(8, np.float32)
     isv[[0, 1, 2, 3]] = [1.5, 1.0, 0.5, 5.0]  # threshold, boost, scale, lookahead
+    isv[[5, 6, 7]] = [0.6, 0.9, 10.0]  # the replay's alpha, the learner's gamma, lot_mult
     dev = {k: up(v) for k, v in ring.items()}
     store = {"s_h_t": up(np.zeros(64, np.float32)), "s_h_tp1": up(np.zeros(64, np.float32)),
              "s_action": up(np.full(32, -1, np.int32)), "s_reward": up(np.zeros(32, np.float32)),
@@ -130,8 +131,8 @@ def run_forward(
                                "f_h", "f_dir")},
         episode=up(np.zeros(len(mids), np.int32)), post_mid=up(mids),
         max_leaf=up(np.array([1.0], np.float32)), ring_state=up(ring_state), **store,
-        W=W, R=8, H=2, mask=31, alpha=0.6, gamma=0.9, lot_mult=10.0, threshold_idx=0, boost_idx=1,
-        scale_idx=2, lookahead_idx=3, count_idx=4,
+        W=W, R=8, H=2, mask=31, alpha_idx=5, gamma_idx=6, lot_mult_idx=7, threshold_idx=0,
+        boost_idx=1, scale_idx=2, lookahead_idx=3, count_idx=4,
     )  # fmt: skip
     return {k: backend.download(v) for k, v in {**dev, **store}.items()}
 

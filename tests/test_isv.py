@@ -153,8 +153,12 @@ def test_the_reader_check_sees_a_slot_name(tmp_path: Path) -> None:
 
 
 def test_index_beyond_size_is_refused() -> None:
-    cfg, choices = compose_fixed(["isv.size=572"])  # epsilon sits at 572, grad_norm at 573
-    with pytest.raises(IsvLayoutError, match=r"'epsilon'.*occupies 572..572, beyond isv.size=572"):
+    cfg, choices = compose_fixed(["isv.size=612"])  # env_costs sits at 610..612, the last slot
+    with pytest.raises(
+        IsvLayoutError,
+        match=r"'env_costs'.*conf/env/default.yaml.*occupies "
+        r"610..612, beyond isv.size=612",
+    ):
         layout_from_config(cfg, choices)
 
 

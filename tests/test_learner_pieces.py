@@ -61,7 +61,7 @@ def test_noisy_layers_or_none_and_their_parameters(noisy: bool) -> None:
     P = learner.layout.size
     assert type(learner.noise) is (NoisyLayers if noisy else Noiseless)
     assert learner.params == learner.state.theta.size == (2 * P if noisy else P)
-    schedule = learner.backend.download(learner.isv.array)[learner.slots.epsilon_schedule:][:2]
+    schedule = learner.backend.download(learner.isv.array)[learner.slots.epsilon_schedule :][:2]
     want = (0.0, 0.0) if noisy else (1.0, 0.05)  # acting's epsilon, first and last
     np.testing.assert_array_equal(schedule, np.float32(want))
     act, theta = learner.views["act"][0][0], learner.views["theta"][0][0]

@@ -102,8 +102,9 @@ def check_break_ledger(backend: Backend, n: int) -> None:
     Every row the replay holds after the five steps, in push order, by hand: (h_t, next state,
     action, return, done, discount)."""
     book = wave_book(T=30, breaks=(15,))
-    env, _, _, runtime, isv = build(backend, book, ["env.num_envs=2", "her='off'",
-                                                     "agent.gamma=0.9"])
+    env, _, _, runtime, isv = build(
+        backend, book, ["env.num_envs=2", "her='off'", "agent.gamma=0.9"]
+    )
     replay = Replay(ReplayConfig(10, 0.6, 0.4, 1000, 1e-6, 32), env.obs_dim, runtime, 0, 2 * n,
                     isv, discounts=n > 1)  # fmt: skip
     push = NStep(n, env, runtime, isv) if n > 1 else OneStep(env)

@@ -13,9 +13,9 @@ from scipy import stats
 from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, ReplayError
-from alpha_rl.isv import DeviceIsv
+from alpha_rl.isv import DeviceIsv, numbers_isv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.parts import layout_from_config
+from alpha_rl.parts import layout_from_config, replay_numbers
 from alpha_rl.reference.per import tree_layout
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.helpers import compose_fixed, compose_train
@@ -36,6 +36,8 @@ def make_replay(
     """A replay of N = 2^log2 on `backend` (beta annealed over 10 updates)."""
     cfg = ReplayConfig(log2, alpha, beta0, 10, 1e-6, batch)
     runtime = KernelRuntime(backend, {})
+    if isv is None:  # the replay's numbers alone
+        isv = numbers_isv(replay_numbers(cfg), backend)
     return Replay(cfg, H, runtime, seed, max_push or (1 << log2), isv)
 
 
@@ -144,7 +146,9 @@ def test_sampling_frequencies_follow_priority_to_the_alpha() -> None:
 
 def test_weights_and_beta_annealing() -> None:
     be = NumpyBackend()
-    cfg, choices = compose_fixed()
+    cfg, choices = compose_fixed(
+        ["replay.alpha=1.0", "replay.beta0=0.4", "replay.beta_anneal_updates=10"]
+    )  # as make_replay's
     isv = DeviceIsv(layout_from_config(cfg, choices), be)
     rp = make_replay(be, 4, batch=16, alpha=1.0, beta0=0.4, isv=isv)
     rp.push(*rows(be, 0, 16))

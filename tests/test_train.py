@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_a_run_prints_the_isv_table_and_where_its_results_are(tmp_path: Path,
     assert proc.returncode == 0, out
     cfg, choices = compose_fixed()
     assert f"ISV layout: {len(layout_from_config(cfg, choices).slots)} slots" in out
-    assert "549    1  her_threshold" in out
+    assert re.search(r"^549 +1  her_threshold +param  1\.5 ", out, re.MULTILINE), out
     assert "backend: numpy (backend=numpy)" in out
     assert "run FINISHED after 40 steps" in out
     monkeypatch.chdir(tmp_path)  # the run's directory: the UI line as it reads there

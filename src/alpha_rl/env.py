@@ -196,6 +196,8 @@ class SlotIndices:
     abs_ema: int
     mag_ratio: int
     aux_align_ema: int
+    costs: int  # lot, lot x multiplier, fee per lot (the env part's own numbers)
+    perception: int  # 1 / pnl_scale_ticks, 1 / time_scale_steps
 
     @classmethod
     def from_layout(cls, layout: IsvLayout, rc_stride: int) -> SlotIndices:
@@ -214,6 +216,8 @@ class SlotIndices:
             at(vocab.SLOT_REWARD_ABS_EMA),
             at(vocab.SLOT_REWARD_MAG_RATIO),
             stride7(vocab.SLOT_REWARD_AUX_ALIGN_EMA),
+            layout.index(vocab.SLOT_ENV_COSTS),
+            layout.index(vocab.SLOT_PERCEPTION_SCALES),
         )
 
 
@@ -308,20 +312,19 @@ class Environment:
             session_first=book.session_first,
             **{k: a[k] for k in ("cursor", "pos", "trade_len", "entry_px", "peak_mid")},
             horizons=self.horizons, proj_w=self.proj_w, proj_b=self.proj_b, h=h,
-            n=self.num_envs, T=book.T, L=book.L, K=len(p.horizons), H=p.dim, tick=book.tick,
-            inv_pnl_scale=1.0 / p.pnl_scale_ticks, inv_time_scale=1.0 / p.time_scale_steps,
-            stream=stream,
+            isv=self.isv.array, n=self.num_envs, T=book.T, L=book.L, K=len(p.horizons), H=p.dim,
+            tick=book.tick, scales_idx=self.slots.perception, stream=stream,
         )  # fmt: skip
 
     def step(self, action: DeviceArray, aux_prob: DeviceArray | None = None, stream: Any = None):
         """Apply action [B] int32 (and the aux head's p_up [B], or None); outputs in `arrays`."""
-        a, book, s, c = self.arrays, self.device_book, self.slots, self.cfg
+        a, book, s = self.arrays, self.device_book, self.slots
         self._step(
             bid_px=book.bid_px, ask_px=book.ask_px, session_last=book.session_last,
             starts=self.device_starts, action=action, aux_prob=aux_prob, isv=self.isv.array,
             **{k: a[k] for k in (*STATE_I32, *STATE_F32, *OUT_F32, *OUT_U8, *OUT_I32, *STATS)},
-            rc=a["rc"], n=self.num_envs, T=book.T, L=book.L, lot=c.lot,
-            lot_mult=c.lot * c.multiplier, fee=c.fee_per_lot, w_idx=s.weights, scale_idx=s.scale,
+            rc=a["rc"], n=self.num_envs, T=book.T, L=book.L, costs_idx=s.costs,
+            w_idx=s.weights, scale_idx=s.scale,
             kappa_idx=s.kappa, lambda_idx=s.lam, rho_idx=s.rho, w_aux_idx=s.w_aux,
             beta_scale_idx=s.beta_scale, seed=self.seed, n_starts=self.starts.size,
             stream=stream,

@@ -27,6 +27,7 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.her_variant import HerVariant, from_config
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her, per
+from alpha_rl.kernels.experience import ENV_COSTS
 from alpha_rl.kernels.runtime import KernelRuntime, arguments
 from alpha_rl.replay import Replay
 
@@ -145,12 +146,11 @@ class Hindsight:
         replay: Replay,
         runtime: KernelRuntime,
         isv: DeviceIsv,
-        gamma: float,
     ) -> None:
-        """`gamma`: the learner's discount, that of the synthetic (one-step) transitions where
-        the replay stores one per transition (n-step returns)."""
+        """The kernels read the numbers of the parts HER works with from `isv`: the replay's
+        alpha, the learner's gamma (the synthetic one-step transitions' discount where the
+        replay stores one per transition) and the env's lot x multiplier."""
         self.cfg, self.env, self.replay, self.runtime, self.isv = cfg, env, replay, runtime, isv
-        self.gamma = gamma
         B, H, R = env.num_envs, env.obs_dim, cfg.closed_ring
         if cfg.forward and R < B:
             raise ConfigError(
@@ -171,7 +171,9 @@ class Hindsight:
             "lookahead": at(vocab.SLOT_HER_FORWARD_LOOKAHEAD),
             **{f"{d}_count": at(slot) for d, (slot, _) in STEP_COUNTS.items()},
         }
-        self.lot_mult = env.cfg.lot * env.cfg.multiplier
+        lot_mult = env.slots.costs + ENV_COSTS.index("lot_mult")
+        self.numbers = {"alpha_idx": replay.alpha_idx, "lot_mult_idx": lot_mult,
+                        "gamma_idx": isv.layout.index(vocab.SLOT_GAMMA)}  # fmt: skip
         bind = runtime.bind
         self._track, self._inject = bind(her.TRACK), bind(her.INJECT)
         self._forward = bind(her.FORWARD) if cfg.forward else None
@@ -198,10 +200,8 @@ class Hindsight:
     def _scalars(self, decl) -> dict[str, Any]:
         """The scalar arguments of one HER kernel by name, the same for the device and oracle."""
         sl, env, rp, R = self.slots, self.env, self.replay.cfg, self.cfg.closed_ring
-        common = {"mask": rp.capacity - 1, "alpha": rp.alpha, "gamma": self.gamma,
-                  "lot_mult": self.lot_mult,
-                  "threshold_idx": sl["threshold"], "boost_idx": sl["boost"],
-                  "scale_idx": sl["scale"]}  # fmt: skip
+        common = {"mask": rp.capacity - 1, **self.numbers, "threshold_idx": sl["threshold"],
+                  "boost_idx": sl["boost"], "scale_idx": sl["scale"]}  # fmt: skip
         B, H, S = env.num_envs, env.obs_dim, env.rc_stride
         return {
             her.TRACK.name: {"B": B},
@@ -269,4 +269,4 @@ def hindsight_for(
     her_cfg = HerConfig.from_cfg(cfg)
     if her_cfg is None:
         return None
-    return Hindsight(her_cfg, env, replay, runtime, isv, float(cfg.agent.gamma))
+    return Hindsight(her_cfg, env, replay, runtime, isv)

@@ -270,3 +270,15 @@ class DeviceIsv:
         """One slot's current values, read from the device."""
         slot = self.layout.slot(name)
         return self.read()[slot.index : slot.stop]
+
+
+def numbers_isv(values: Mapping[str, tuple[float, ...]], backend: Backend) -> DeviceIsv:
+    """A DeviceIsv holding only the named slots' `values` (a part's numbers: alpha_rl.parts'
+    learner_numbers, replay_numbers), one after another from index 0: what a part's objects
+    read when they are built apart from a run (a benchmark of one part, its tests)."""
+    slots, index = [], 0
+    for name, init in values.items():
+        slots.append(Slot(name, "numbers", index, len(init), tuple(map(float, init)), name,
+                          "param", "numbers_isv"))  # fmt: skip
+        index += len(init)
+    return DeviceIsv(IsvLayout(index, tuple(slots)), backend)

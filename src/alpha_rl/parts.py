@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from alpha_rl import vocabulary as vocab
 from alpha_rl.agent.config import AgentConfig
 from alpha_rl.agent.noise import exploration_of
+from alpha_rl.env import EnvConfig
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.her_variant import DIRECTIONS
 from alpha_rl.hindsight import STEP_COUNTS, HerConfig
@@ -35,8 +36,11 @@ from alpha_rl.pipeline.config import (
     RewardConfig,
     alpha_config,
     beta_config,
+    learner_updates,
     reward_config,
+    run_config,
 )
+from alpha_rl.replay import ReplayConfig
 
 Values = dict[str, tuple[float, ...]]  # slot -> its initial values
 Fill = tuple[Values, list[tuple[str, str]]]  # and (slot, why) of each slot its kernels need
@@ -87,11 +91,12 @@ def _beta(cfg: DictConfig) -> Fill:
             f"{RC_AUX_ALIGN}, which the {stride}-component layout does not have; "
             "use reward=stride7 or beta=sentinel"
         )
-    need = []
-    if b.controller == "share":
-        why = "beta.controller=share (beta=active_controller has the slot)"
-        need.append((vocab.SLOT_AUX_SHARE, why))
-    return {vocab.SLOT_AUX_ALIGN_SCALE: (b.scale,)}, need
+    values, need = {vocab.SLOT_AUX_ALIGN_SCALE: (b.scale,)}, []
+    if b.controller == "share":  # its numbers in CONTROLLER_NUMBERS' order
+        why = "beta.controller=share (beta=active_controller has the slots)"
+        values[vocab.SLOT_BETA_CONTROLLER] = (b.gain, b.target_share, b.w_max)
+        need += [(vocab.SLOT_AUX_SHARE, why), (vocab.SLOT_BETA_CONTROLLER, why)]
+    return values, need
 
 
 def _her(cfg: DictConfig) -> Fill:
@@ -110,8 +115,32 @@ def _her(cfg: DictConfig) -> Fill:
     return values, need
 
 
+def replay_numbers(r: ReplayConfig) -> Values:
+    """The replay's numbers its kernels (and HER's) read from the ISV, from its checked config
+    (beta's anneal resolved)."""
+    return {
+        vocab.SLOT_PER_ALPHA: (r.alpha,),
+        vocab.SLOT_PER_EPS: (r.eps,),
+        vocab.SLOT_PER_BETA_SCHEDULE: (r.beta0, float(r.beta_anneal_updates)),
+    }
+
+
 def _replay(cfg: DictConfig) -> Fill:
-    return {}, [(vocab.SLOT_PER_BETA, "the replay's importance weights")]
+    updates = learner_updates(run_config(cfg), AgentConfig.from_cfg(cfg.agent))
+    values = replay_numbers(ReplayConfig.from_cfg(cfg.replay, updates))
+    need = [(vocab.SLOT_PER_BETA, "the replay's importance weights")]
+    return values, need + [(slot, "the replay's kernels") for slot in values]
+
+
+def _env(cfg: DictConfig) -> Fill:
+    e = EnvConfig.from_cfg(cfg.env)
+    p = e.perception
+    values = {
+        vocab.SLOT_ENV_COSTS: (e.lot, e.lot * e.multiplier, e.fee_per_lot),
+        vocab.SLOT_PERCEPTION_SCALES: (1.0 / p.pnl_scale_ticks, 1.0 / p.time_scale_steps),
+    }
+    return values, [(vocab.SLOT_ENV_COSTS, "the env step"),
+                    (vocab.SLOT_PERCEPTION_SCALES, "the observation")]  # fmt: skip
 
 
 def learner_numbers(a: AgentConfig) -> Values:
@@ -123,8 +152,14 @@ def learner_numbers(a: AgentConfig) -> Values:
         vocab.SLOT_GAMMA: (a.gamma,),
         vocab.SLOT_HUBER_KAPPA: (a.huber_kappa,),
         vocab.SLOT_CUT_ON_DONE: (float(a.cut_on_done),),
-        vocab.SLOT_ADAM: (a.lr, *a.adam_betas, a.adam_eps, a.grad_clip, a.target_tau,
-                          float(a.target_period)),
+        vocab.SLOT_ADAM: (
+            a.lr,
+            *a.adam_betas,
+            a.adam_eps,
+            a.grad_clip,
+            a.target_tau,
+            float(a.target_period),
+        ),
         vocab.SLOT_EPSILON_SCHEDULE: (start, end, a.eps_decay_steps),
         vocab.SLOT_AUX_LR: (a.aux_lr,),
         vocab.SLOT_C51_SUPPORT: (a.v_min, a.v_max),
@@ -139,9 +174,14 @@ def _learner(cfg: DictConfig) -> Fill:
 
 
 def _alpha(cfg: DictConfig) -> Fill:
-    if alpha_config(cfg) is None:
+    alpha = alpha_config(cfg)
+    if alpha is None:
         return {}, []
-    return {}, [(s, "alpha='on'") for s in (vocab.SLOT_W_ALPHA_LONG, vocab.SLOT_W_ALPHA_SHORT)]
+    a = AgentConfig.from_cfg(cfg.agent)  # w_α's Adam, in ALPHA_NUMBERS' order
+    values = {vocab.SLOT_ALPHA_ADAM: (alpha.lr, *a.adam_betas, a.adam_eps, alpha.bound,
+                                      a.target_tau, float(a.target_period))}  # fmt: skip
+    slots = (vocab.SLOT_W_ALPHA_LONG, vocab.SLOT_W_ALPHA_SHORT, vocab.SLOT_ALPHA_ADAM)
+    return values, [(s, "alpha='on'") for s in slots]
 
 
 PARTS: tuple[Part, ...] = (
@@ -158,7 +198,14 @@ PARTS: tuple[Part, ...] = (
         },
         _reward,
     ),
-    Part("beta", {vocab.SLOT_AUX_ALIGN_SCALE: "beta.scale"}, _beta),
+    Part(
+        "beta",
+        {
+            vocab.SLOT_AUX_ALIGN_SCALE: "beta.scale",
+            vocab.SLOT_BETA_CONTROLLER: "beta.gain, beta.target_share and beta.w_max",
+        },
+        _beta,
+    ),
     Part(
         "HER",
         {
@@ -168,7 +215,24 @@ PARTS: tuple[Part, ...] = (
         },
         _her,
     ),
-    Part("replay", {}, _replay),
+    Part(
+        "environment",
+        {
+            vocab.SLOT_ENV_COSTS: "env.lot, env.multiplier and env.fee_per_lot",
+            vocab.SLOT_PERCEPTION_SCALES: "env.perception.pnl_scale_ticks and "
+            "env.perception.time_scale_steps",
+        },
+        _env,
+    ),
+    Part(
+        "replay",
+        {
+            vocab.SLOT_PER_ALPHA: "replay.alpha",
+            vocab.SLOT_PER_EPS: "replay.eps",
+            vocab.SLOT_PER_BETA_SCHEDULE: "replay.beta0 and replay.beta_anneal_updates",
+        },
+        _replay,
+    ),
     Part(
         "learner",
         {
@@ -183,7 +247,14 @@ PARTS: tuple[Part, ...] = (
         },
         _learner,
     ),
-    Part("alpha", {}, _alpha),
+    Part(
+        "alpha",
+        {
+            vocab.SLOT_ALPHA_ADAM: "alpha.lr and alpha.bound (with agent.adam_betas, "
+            "agent.adam_eps, agent.target_tau and agent.target_period)",
+        },
+        _alpha,
+    ),
 )
 
 

@@ -27,7 +27,7 @@ from alpha_rl import settings
 from alpha_rl import vocabulary as vocab
 from alpha_rl.backend.base import Backend, DeviceArray
 from alpha_rl.errors import ConfigError, ReplayError
-from alpha_rl.isv import ABSENT, DeviceIsv
+from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import per
 from alpha_rl.kernels.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
 from alpha_rl.kernels.runtime import KernelRuntime
@@ -106,10 +106,12 @@ class Replay:
         runtime: KernelRuntime,
         seed: int,
         max_push: int,
-        isv: DeviceIsv | None = None,
+        isv: DeviceIsv,
         discounts: bool = False,
     ) -> None:
-        """`discounts`: store each transition's bootstrap discount (n-step returns)."""
+        """`discounts`: store each transition's bootstrap discount (n-step returns); `isv`: the
+        run's, which holds the replay's numbers (alpha, eps, beta's schedule: alpha_rl.parts)
+        and takes beta."""
         self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
         self.isv = isv
         N, be = cfg.capacity, runtime.backend
@@ -149,9 +151,10 @@ class Replay:
             level_slice = slice(offset, offset + size)
             sums, maxima = self.arrays["tree"][level_slice], self.arrays["tree_max"][level_slice]
             self._levels.append((sums, maxima, size))
-        self.beta_idx = (
-            isv.layout.index_or_absent(vocab.SLOT_PER_BETA) if isv is not None else ABSENT
-        )
+        at = isv.layout.index
+        self.beta_idx = isv.layout.index_or_absent(vocab.SLOT_PER_BETA)
+        self.alpha_idx, self.eps_idx = at(vocab.SLOT_PER_ALPHA), at(vocab.SLOT_PER_EPS)
+        self.schedule_idx = at(vocab.SLOT_PER_BETA_SCHEDULE)
         bind = runtime.bind
         self._push, self._reduce = bind(per.PUSH), bind(per.TREE_REDUCE)
         self._sample, self._update = bind(per.SAMPLE), bind(per.UPDATE)
@@ -187,11 +190,13 @@ class Replay:
         a, c = self.arrays, self.cfg
         self._push(
             flags=flags, h_t=h_t, h_tp1=h_tp1, action=action, reward=reward, done=done,
-            priority=priority, discount=discount, max_leaf=self.max_leaf, slot_out=slot_out,
+            priority=priority, discount=discount, max_leaf=self.max_leaf, isv=self.isv.array,
+            slot_out=slot_out,
             s_discount=a.get("s_discount"),
             **{k: a[k] for k in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done",
                                  "s_synthetic", "leaves", "state", "lookback")},
-            n=n, H=self.obs_dim, mask=c.capacity - 1, alpha=c.alpha, synthetic=int(synthetic),
+            n=n, H=self.obs_dim, mask=c.capacity - 1, alpha_idx=self.alpha_idx,
+            synthetic=int(synthetic),
             stream=stream,
         )  # fmt: skip
         self._pushed = self._pushed or n > 0
@@ -211,21 +216,20 @@ class Replay:
             raise ReplayError("sample from an empty replay buffer: push transitions before the "
                               "first learner update (and rebuild the tree)")  # fmt: skip
         a, c = self.arrays, self.cfg
-        isv = self.isv.array if self.isv is not None else None
         self._sample(
             **{k: a[k] for k in ("leaves", "tree", "indices", "weights", "probs", "state")},
-            layout=self.tree_layout,
-            isv=isv, M=c.batch_size, N=c.capacity, seed=self.seed, beta0=c.beta0,
-            anneal=float(c.beta_anneal_updates), beta_idx=self.beta_idx,
+            layout=self.tree_layout, isv=self.isv.array, M=c.batch_size, N=c.capacity,
+            seed=self.seed, schedule_idx=self.schedule_idx, beta_idx=self.beta_idx,
             stream=stream,
         )  # fmt: skip
         return a["indices"], a["weights"]
 
     def update(self, indices: DeviceArray, delta: DeviceArray, stream: Any = None) -> None:
         """Priorities of the sampled slots from their TD errors: (|delta| + eps)^alpha."""
-        a, c = self.arrays, self.cfg
-        self._update(indices=indices, delta=delta, leaves=a["leaves"], max_leaf=self.max_leaf,
-                     M=int(indices.shape[0]), alpha=c.alpha, eps=c.eps, stream=stream)  # fmt: skip
+        self._update(indices=indices, delta=delta, isv=self.isv.array,
+                     leaves=self.arrays["leaves"], max_leaf=self.max_leaf,
+                     M=int(indices.shape[0]), alpha_idx=self.alpha_idx, eps_idx=self.eps_idx,
+                     stream=stream)  # fmt: skip
 
     def mark_filled(self, filled: bool) -> None:
         """Declare whether the storage holds transitions (after restoring it from a checkpoint)."""

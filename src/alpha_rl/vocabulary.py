@@ -90,3 +90,13 @@ SLOT_ADAM = "adam"  # lr, beta1, beta2, eps, clip, tau, period (ADAM_NUMBERS)
 SLOT_EPSILON_SCHEDULE = "epsilon_schedule"  # start, end, decay steps
 SLOT_AUX_LR = "aux_lr"
 SLOT_C51_SUPPORT = "c51_support"  # v_min, v_max
+# the replay's numbers (replay.*): its kernels' and HER's
+SLOT_PER_ALPHA = "per_alpha"
+SLOT_PER_EPS = "per_eps"
+SLOT_PER_BETA_SCHEDULE = "per_beta_schedule"  # beta0, the learner updates beta anneals over
+# the environment's (env.*): the env step's and HER's
+SLOT_ENV_COSTS = "env_costs"  # lot, lot x multiplier, fee per lot (ENV_COSTS)
+SLOT_PERCEPTION_SCALES = "perception_scales"  # 1 / pnl_scale_ticks, 1 / time_scale_steps
+# α's (alpha.* with the learner's Adam settings: ALPHA_NUMBERS) and β's controller's (beta.*)
+SLOT_ALPHA_ADAM = "alpha_adam"
+SLOT_BETA_CONTROLLER = "beta_controller"  # gain, target share, w_max (CONTROLLER_NUMBERS)

@@ -31,8 +31,9 @@ def test_aux_alpha_bias_and_update_match_reference(cuda_backend, M: int, H: int)
                   "counters": np.array([step, 0, 0, 0], np.uint64),
                   "w": np.array([0.0, 0.2, -0.1], F32), "m": gen.normal(0, 0.01, 3).astype(F32),
                   "v": gen.uniform(0, 0.01, 3).astype(F32), "target": np.zeros(3, F32),
-                  "isv": np.full(4, np.nan, F32)}  # fmt: skip
-        scalars = [M, 1e-2, 0.9, 0.999, 1e-8, 0.25, tau, 2, 1, 3]
+                  "isv": np.array([np.nan] * 4 + [1e-2, 0.9, 0.999, 1e-8, 0.25, tau, 2],
+                                  F32)}  # ALPHA_NUMBERS at isv[4:11]  # fmt: skip
+        scalars = [M, 4, 1, 3]
         got_u, want_u = device_and_oracle(cuda_backend, aux.ALPHA_UPDATE, ref.aux_alpha_update,
                                           update, scalars)  # fmt: skip
         for name in ("w", "m", "v", "target", "isv"):
@@ -61,7 +62,8 @@ def test_aux_controller_matches_reference_exactly(cuda_backend) -> None:
     gen = np.random.default_rng(7)
     for _ in range(20):
         isv = gen.uniform(-1, 2, 24).astype(F32)
-        scalars = [0, 2, 16, 6, 10, 11, 0.3, 0.1, 1.5]
+        isv[20:23] = [0.3, 0.1, 1.5]  # gain, target share, w_max
+        scalars = [0, 2, 16, 6, 10, 11, 20]
         got, want = device_and_oracle(cuda_backend, aux.CONTROLLER, ref.aux_controller,
                                       {"isv": isv}, scalars)  # fmt: skip
         np.testing.assert_array_equal(got["isv"], want["isv"])

@@ -97,11 +97,16 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["action"], want["action"])
     fill = gen.integers(0, 3, B).astype(np.float32)
-    train = {"h": h, "p_up": want["p_up"], "fill_mid": fill,
-             "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32), "w": w,
-             "partial": np.zeros(-(-B // dqn.AUX_ROWS) * (H + 3), np.float32),
-             "counters": np.zeros(4, np.uint64),
-             "isv": np.array([0.0, 0.0, 0.1], np.float32)}  # l_aux into isv[1], lr at isv[2]
+    train = {
+        "h": h,
+        "p_up": want["p_up"],
+        "fill_mid": fill,
+        "post_mid": fill + gen.integers(-1, 2, B).astype(np.float32),
+        "w": w,
+        "partial": np.zeros(-(-B // dqn.AUX_ROWS) * (H + 3), np.float32),
+        "counters": np.zeros(4, np.uint64),
+        "isv": np.array([0.0, 0.0, 0.1], np.float32),
+    }  # l_aux into isv[1], lr at isv[2]
     got, want = device_and_oracle(
         cuda_backend, dqn.AUX_TRAIN, ref.dqn_aux_train, train, [B, H, 2, 1]
     )

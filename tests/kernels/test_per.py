@@ -50,6 +50,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool,
         "priority": gen.uniform(0.1, 5, size=n).astype(np.float32) if given_priority else None,
         "discount": gen.uniform(0.9, 1, size=n).astype(np.float32) if discounts else None,
         "max_leaf": np.array([2.5], np.float32),
+        "isv": np.array([9.0, 0.6], np.float32),  # alpha at isv[1]
         "s_h_t": gen.normal(size=N * H).astype(np.float32),
         "s_h_tp1": gen.normal(size=N * H).astype(np.float32),
         "s_action": np.full(N, -9, np.int32),
@@ -63,7 +64,7 @@ def test_per_push_matches_reference(cuda_backend, n: int, given_priority: bool,
         "lookback": np.full(-(-n // 256), (40 << 32) | 123, np.uint64),  # stale words
     }
     host["lookback"][1::2] = ((41 | 0x80000000) << 32) | 77  # a block count of the last launch
-    scalars = [n, H, N - 1, 0.6, 1]
+    scalars = [n, H, N - 1, 1, 1]
     want = _oracle(ref.per_push, per.PUSH, host, scalars)
     got = _run(cuda_backend, per.PUSH, host, scalars)
     for name in ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic", "slot_out",
@@ -129,8 +130,8 @@ def test_per_sample_matches_reference(cuda_backend, M: int, log2: int, fill: flo
     host = {"leaves": leaves, "tree": tree, "layout": layout,
             "indices": np.full(M, -9, np.int32), "weights": np.full(M, np.nan, np.float32),
             "probs": np.full(M, np.nan, np.float32), "state": state,
-            "isv": np.zeros(8, np.float32)}  # fmt: skip
-    scalars = [M, N, 1234, 0.4, 100.0, 3]
+            "isv": np.array([0, 0, 0, 0, 0, 0.4, 100.0, 0], np.float32)}  # fmt: skip
+    scalars = [M, N, 1234, 5, 3]  # beta0 and the anneal at isv[5:7]; beta into isv[3]
     want = _oracle(ref.per_sample, per.SAMPLE, host, scalars)
     got = _run(cuda_backend, per.SAMPLE, host, scalars)
     bad = np.flatnonzero(got["indices"] != want["indices"])
@@ -151,9 +152,10 @@ def test_per_update_matches_reference(cuda_backend, M: int) -> None:
         "indices": idx,
         "delta": gen.normal(0, 3, size=M).astype(np.float32),
         "leaves": gen.random(N).astype(np.float32),
+        "isv": np.array([1e-6, 7.0, 0.6], np.float32),  # eps at isv[0], alpha at isv[2]
         "max_leaf": np.array([0.5], np.float32),
     }
-    scalars = [M, 0.6, 1e-6]
+    scalars = [M, 2, 0]
     want = _oracle(ref.per_update, per.UPDATE, host, scalars)
     got = _run(cuda_backend, per.UPDATE, host, scalars)
     touched = np.zeros(N, bool)

@@ -47,15 +47,16 @@ def test_perception_observe_matches_reference(cuda_backend, n: int, projection: 
     F = feature_count(len(HORIZONS))
     H = 32 if projection else F
     w, b = projection_weights(5, F, H) if projection else (None, None)
-    scalars = [n, T, L, len(HORIZONS), H, 0.01, 0.1, 0.01]
+    scalars = [n, T, L, len(HORIZONS), H, 0.01, 2]  # the tick; the scales at isv[2:4]
+    scales = np.array([7.0, 7.0, 0.1, 0.01], np.float32)
     want = np.full(n * H, np.nan, np.float32)
-    oracle(*host.values(), w, b, want, *scalars)
+    oracle(*host.values(), w, b, scales, want, *scalars)
 
     observe = KernelRuntime(cuda_backend, {}).bind(perception.OBSERVE)
     h = cuda_backend.upload(np.full(n * H, np.nan, np.float32))
     up = lambda x: None if x is None else cuda_backend.upload(x)  # noqa: E731
-    observe(**by_name(perception.OBSERVE, *(up(v) for v in host.values()), up(w), up(b), h,
-                      *scalars))  # fmt: skip
+    observe(**by_name(perception.OBSERVE, *(up(v) for v in host.values()), up(w), up(b),
+                      up(scales), h, *scalars))  # fmt: skip
     got = cuda_backend.download(h)
     assert not np.isnan(got).any(), "every element of h must be written"
     if projection:  # tanhf vs numpy's tanh: a few ulp

@@ -221,7 +221,7 @@ def small_disk(tmp_path: Path, size_kb: int, *overrides: str, store_on_it: bool 
 def test_a_full_disk_stops_the_run_failed_in_one_line_with_every_metric_sent(
     tmp_path: Path,
 ) -> None:
-    proc, run_dir, store = small_disk(tmp_path, 40, "steps=400", "checkpoint.every=0")
+    proc, run_dir, store = small_disk(tmp_path, 48, "steps=400", "checkpoint.every=0")
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output[-3000:]
     assert "Traceback" not in output and "Logging error" not in output

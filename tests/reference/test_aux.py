@@ -72,10 +72,10 @@ def adam(g_sign: float, w0: float, bound: float, lr: float = 0.1, step: int = 1,
     dq.reshape(4, A)[:, 0] = 5.0  # FLAT's gradient: unused
     w = np.array([0.0, w0, w0], np.float32)
     m, v, target = np.zeros(A, np.float32), np.zeros(A, np.float32), w.copy()
-    isv = np.full(4, np.nan, np.float32)
+    isv = np.array([np.nan] * 4 + [lr, 0.9, 0.999, 1e-8, bound, tau, 2], np.float32)
     ref.aux_alpha_update(dq, aux, np.array([step, 0, 0, 0], np.uint64), w, m, v, target, isv, 4,
-                         lr, 0.9, 0.999, 1e-8, bound, tau, 2, 1, 2)  # fmt: skip
-    return w, target, isv
+                         4, 1, 2)  # ALPHA_NUMBERS at isv[4:11]  # fmt: skip
+    return w, target, isv[:4]
 
 
 def test_adam_steps_against_the_gradient_keeps_flat_and_clamps() -> None:
@@ -99,9 +99,10 @@ WEIGHTS = [1.0, 1.0, -1.0, 1.0, 0.5, 1.0]  # w_c of c0..c5 (|w_c| weighs the mag
 
 
 def controller(aux_ema: float, abs_emas: list[float], w: float) -> tuple[float, float]:
-    isv = np.zeros(24, np.float32)
+    isv = np.zeros(26, np.float32)
     isv[0], isv[2:8], isv[10], isv[16:22] = aux_ema, abs_emas, w, WEIGHTS
-    ref.aux_controller(isv, 0, 2, 16, 6, 10, 11, 0.5, 0.1, 5.0)
+    isv[22:25] = [0.5, 0.1, 5.0]  # gain, target share, w_max
+    ref.aux_controller(isv, 0, 2, 16, 6, 10, 11, 22)
     return float(isv[11]), float(isv[10])
 
 

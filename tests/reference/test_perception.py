@@ -82,11 +82,12 @@ def test_observe_writes_features_or_their_projection() -> None:
     one = np.zeros(6, np.int32)
     x = features(bid, ask, bid_sz, ask_sz, one, *state, horizons, 1, 2, 0.5, 0.5, 0.25)
     h = np.zeros(9, np.float32)
-    perception_observe(bid, ask, bid_sz, ask_sz, one, *state, horizons, None, None, h,
-                       1, 6, 2, 2, 9, 0.5, 0.5, 0.25)  # fmt: skip
+    scales = np.array([9.0, 0.5, 0.25], np.float32)  # 1 / pnl scale, 1 / time scale at [1:3]
+    perception_observe(bid, ask, bid_sz, ask_sz, one, *state, horizons, None, None, scales, h,
+                       1, 6, 2, 2, 9, 0.5, 1)  # fmt: skip
     np.testing.assert_array_equal(h, x[0])
     w, b = projection_weights(1, 9, 5)
     h5 = np.zeros(5, np.float32)
-    perception_observe(bid, ask, bid_sz, ask_sz, one, *state, horizons, w, b, h5,
-                       1, 6, 2, 2, 5, 0.5, 0.5, 0.25)  # fmt: skip
+    perception_observe(bid, ask, bid_sz, ask_sz, one, *state, horizons, w, b, scales, h5,
+                       1, 6, 2, 2, 5, 0.5, 1)  # fmt: skip
     np.testing.assert_allclose(h5, np.tanh(w.reshape(5, 9).astype(np.float64) @ x[0]), rtol=1e-5)

@@ -89,13 +89,11 @@ class AlphaBias:
              slots: Slots, stream: Any = None) -> None:  # fmt: skip
         """w_α's own Adam step from the same dq as the network's (dQ'/dw_α = aux(x_t)); its
         long and short entries into the ISV."""
-        st, a, c, M = self.state, self.alpha, self.cfg, self.batch
+        st, M = self.state, self.batch
         self.update(
             dq=dq, aux=self.aux[:M], counters=counters, w=st.w, m=st.m, v=st.v,
-            target=st.target, isv=isv, M=M, lr=a.lr, beta1=c.adam_betas[0],
-            beta2=c.adam_betas[1], eps=c.adam_eps, bound=a.bound, tau=c.target_tau,
-            period=c.target_period, long_idx=slots.w_alpha_long,
-            short_idx=slots.w_alpha_short, stream=stream,
+            target=st.target, isv=isv, M=M, adam_idx=slots.alpha_adam,
+            long_idx=slots.w_alpha_long, short_idx=slots.w_alpha_short, stream=stream,
         )  # fmt: skip
 
 

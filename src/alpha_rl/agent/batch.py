@@ -63,6 +63,7 @@ SLOT_NAMES = {  # Slots' field -> the ISV slot it is
     "epsilon_schedule": vocab.SLOT_EPSILON_SCHEDULE,
     "aux_lr": vocab.SLOT_AUX_LR,
     "c51_support": vocab.SLOT_C51_SUPPORT,
+    "alpha_adam": vocab.SLOT_ALPHA_ADAM,
 }
 
 
@@ -87,6 +88,7 @@ class Slots:
     epsilon_schedule: int
     aux_lr: int
     c51_support: int
+    alpha_adam: int
 
     @classmethod
     def of(cls, isv: DeviceIsv | None) -> Slots:

@@ -133,9 +133,12 @@ class AgentConfig:
                 "in [0, 1] (0: a hard sync every target_period updates)",
             ),
             target_period=settings.integer(
-                agent.agent, "agent.target_period", lambda v: 1 <= v <= EXACT_IN_F32,
+                agent.agent,
+                "agent.target_period",
+                lambda v: 1 <= v <= EXACT_IN_F32,
                 f"in [1, {EXACT_IN_F32}] (learner updates; the kernels read it from the float32 "
-                "ISV, whole up to 2^24)", WHERE,
+                "ISV, whole up to 2^24)",
+                WHERE,
             ),
             eps_start=start,
             eps_end=num(

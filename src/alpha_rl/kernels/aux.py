@@ -10,6 +10,11 @@ STEM = Stem("aux")
 F32, I32, U64 = np.float32, np.int32, np.uint64
 BLOCK = CONSTANTS["aux"]["AUX_BLOCK"]
 ACTIONS, FLAT = ENV_ACTIONS["ACTIONS"], ENV_ACTIONS["ACTION_FLAT"]
+# aux_alpha_update's numbers at isv[adam_idx] (the α part's `alpha_adam` slot): its own lr and
+# bound, the learner's betas, eps, target tau and period
+ALPHA_NUMBERS = ("lr", "beta1", "beta2", "eps", "bound", "tau", "period")
+# aux_controller's at isv[numbers_idx] (the β part's `beta_controller` slot)
+CONTROLLER_NUMBERS = ("gain", "target_share", "w_max")
 
 ALPHA_BIAS = STEM.kernel(
     "aux_alpha_bias",
@@ -33,10 +38,9 @@ ALPHA_UPDATE = STEM.kernel(
     Out("m", F32, "ACTIONS"),
     Out("v", F32, "ACTIONS"),
     Out("target", F32, "ACTIONS"),
-    Out("isv", F32, nullable=True),
+    Out("isv", F32),
     Scalar("M", I32),
-    *(Scalar(name, F32) for name in ("lr", "beta1", "beta2", "eps", "bound", "tau")),
-    Scalar("period", I32),
+    Scalar("adam_idx", I32),
     Scalar("long_idx", I32),
     Scalar("short_idx", I32),
     launch=OneBlock(BLOCK),
@@ -52,9 +56,7 @@ CONTROLLER = STEM.kernel(
     Scalar("core", I32),
     Scalar("w_idx", I32),
     Scalar("share_idx", I32),
-    Scalar("gain", F32),
-    Scalar("target", F32),
-    Scalar("w_max", F32),
+    Scalar("numbers_idx", I32),
     launch=Launch(block=32, blocks=lambda v: 1),
     doc="the aux-align reward's share of the weighted reward's magnitude, and w_aux_align moved "
     "toward the target share",

@@ -11,6 +11,8 @@ F32, I32 = np.float32, np.int32
 # ticks of a session an episode needs beyond its history: its start t, t + 1 and the session's
 # last tick (start_ticks)
 MIN_EPISODE_TICKS = 3
+# the env part's numbers, in their order at isv[costs_idx] (its `env_costs` slot)
+ENV_COSTS = ("lot", "lot_mult", "fee")
 
 
 def start_ticks(session_last: np.ndarray, history: int) -> np.ndarray:
@@ -37,7 +39,7 @@ ENV_STEP = STEM.kernel(
     In("starts", I32, "n_starts"),
     In("action", I32, "n"),
     In("aux_prob", F32, "n", nullable=True),
-    In("isv", F32, nullable=True),
+    In("isv", F32),
     *(Out(name, I32, "n") for name in ("cursor", "pos", "trade_len", "episode")),
     *(Out(name, F32, "n") for name in ("entry_px", "entry_mid", "peak_mid")),
     Out("rc", F32, "n*RC_STRIDE"),
@@ -55,12 +57,10 @@ ENV_STEP = STEM.kernel(
     Scalar("n", I32),
     Scalar("T", I32),
     Scalar("L", I32),
-    Scalar("lot", F32),
-    Scalar("lot_mult", F32),
-    Scalar("fee", F32),
     *(
         Scalar(name, I32)
         for name in (
+            "costs_idx",
             "w_idx",
             "scale_idx",
             "kappa_idx",
@@ -73,5 +73,6 @@ ENV_STEP = STEM.kernel(
     Scalar("seed", np.uint64),
     Scalar("n_starts", I32),
     launch=Grid1D(over="n", block=256),
-    doc="one env step: fills at the touch, reward components, done, trade stats, restarts",
+    doc="one env step: fills at the touch, reward components, done, trade stats, restarts; "
+    "lot, lot x multiplier and the fee per lot at isv[costs_idx + k] (ENV_COSTS)",
 )

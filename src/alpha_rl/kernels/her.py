@@ -79,9 +79,9 @@ INJECT = STEM.kernel(
     Out("isv", F32),
     *(Scalar(name, I32) for name in ("B", "H", "S", "R")),
     Scalar("mask", U64),
-    Scalar("alpha", F32),
-    Scalar("gamma", F32),
-    Scalar("lot_mult", F32),
+    Scalar("alpha_idx", I32),
+    Scalar("gamma_idx", I32),
+    Scalar("lot_mult_idx", I32),
     *(
         Scalar(name, I32)
         for name in (
@@ -113,9 +113,9 @@ FORWARD = STEM.kernel(
     Scalar("R", I32),
     Scalar("H", I32),
     Scalar("mask", U64),
-    Scalar("alpha", F32),
-    Scalar("gamma", F32),
-    Scalar("lot_mult", F32),
+    Scalar("alpha_idx", I32),
+    Scalar("gamma_idx", I32),
+    Scalar("lot_mult_idx", I32),
     *(
         Scalar(name, I32)
         for name in ("threshold_idx", "boost_idx", "scale_idx", "lookahead_idx", "count_idx")

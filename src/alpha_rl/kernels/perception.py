@@ -45,13 +45,14 @@ OBSERVE = STEM.kernel(
     In("horizons", I32, "K"),
     In("proj_w", F32, "(K+PERCEPTION_EXTRA_FEATURES)*H", nullable=True),
     In("proj_b", F32, "H", nullable=True),
+    In("isv", F32, "scales_idx+2"),
     Out("h", F32, "n*H"),
     *(Scalar(name, I32) for name in ("n", "T", "L", "K", "H")),
-    Scalar("tick", F32),
-    Scalar("inv_pnl_scale", F32),
-    Scalar("inv_time_scale", F32),
+    Scalar("tick", F32),  # the book's: the data's, not a setting
+    Scalar("scales_idx", I32),
     launch=Launch(
         block=PERCEPTION["PERCEPTION_THREADS"], over="n", per_block=PERCEPTION["PERCEPTION_ENVS"]
     ),
-    doc="h [B, H]: price-level-free features of book and position, optionally tanh-projected",
+    doc="h [B, H]: price-level-free features of book and position, optionally tanh-projected "
+    "(1 / pnl_scale_ticks and 1 / time_scale_steps at isv[scales_idx + k])",
 )

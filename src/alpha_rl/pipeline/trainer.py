@@ -77,14 +77,10 @@ class Trainer:
                 core=RC_CORE,
                 w_idx=at(vocab.SLOT_W_AUX_ALIGN),
                 share_idx=at(vocab.SLOT_AUX_SHARE),
-                gain=plan.beta.gain,
-                target=plan.beta.target_share,
-                w_max=plan.beta.w_max,
+                numbers_idx=at(vocab.SLOT_BETA_CONTROLLER),
             )
         self.hindsight = (
-            Hindsight(plan.her, self.env, self.replay, rt, isv, plan.agent.gamma)
-            if plan.her is not None
-            else None
+            Hindsight(plan.her, self.env, self.replay, rt, isv) if plan.her is not None else None
         )
         her = plan.her
         if her is not None and her.forward and her.closed_ring < ring_for(B, her.lookahead):

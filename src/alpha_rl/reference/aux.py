@@ -43,11 +43,14 @@ def alpha_grad(dq, aux, M: int) -> np.ndarray:
     return total(dq[: M * ACTIONS].reshape(M, ACTIONS) * aux[:M, None], axis=0)
 
 
-def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta2, eps, bound,
-                     tau, period, long_idx, short_idx) -> None:  # fmt: skip
+def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, adam_idx, long_idx,
+                     short_idx) -> None:  # fmt: skip
     """Adam on w_α's directional entries (FLAT's stays), clamped to [-bound, bound], then the
-    target's sync; the two weights into the ISV."""
-    M = int(M)
+    target's sync; the two weights into the ISV (lr, beta1, beta2, eps, bound, tau, period at
+    isv[adam_idx + k])."""
+    M, a = int(M), int(adam_idx)
+    lr, beta1, beta2, eps, bound, tau = (F32(x) for x in isv[a : a + 6])
+    period = int(isv[a + 6])
     g = alpha_grad(dq, aux, M).astype(F32)
     d = np.array([LONG, SHORT])  # FLAT's entry is never updated
     md, vd = m[d], v[d]
@@ -58,14 +61,16 @@ def aux_alpha_update(dq, aux, counters, w, m, v, target, isv, M, lr, beta1, beta
     target_sync(w[d], counters, td, d.size, tau, period)
     target[d] = td
     for a, idx in ((LONG, long_idx), (SHORT, short_idx)):
-        if isv is not None and idx >= 0:
+        if idx >= 0:
             isv[idx] = w[a]
 
 
-def aux_controller(isv, aux_ema_idx, abs_idx, weight_idx, core, w_idx, share_idx, gain, target,
-                   w_max) -> None:  # fmt: skip
+def aux_controller(isv, aux_ema_idx, abs_idx, weight_idx, core, w_idx, share_idx,
+                   numbers_idx) -> None:  # fmt: skip
     """share = w |aux EMA| / (w |aux EMA| + sum_c |w_c| |c| EMA) over the `core` components, w =
-    isv[w_idx]; w <- clamp(w + gain (target - share), 0, w_max)."""
+    isv[w_idx]; w <- clamp(w + gain (target - share), 0, w_max) (gain, target, w_max at
+    isv[numbers_idx + k])."""
+    gain, target, w_max = isv[numbers_idx : numbers_idx + 3]
     w = F32(isv[w_idx])
     aux = F32(w * F32(abs(isv[aux_ema_idx])))
     total = aux

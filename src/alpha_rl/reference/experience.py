@@ -69,7 +69,7 @@ def experience_env_step(
     cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid,
     rc, reward_raw, reward, done, opened, closed, stored, prev_dir, closed_dir, eff_action,
     fill_mid, post_mid, stat_trades, stat_realised, stat_available, stat_duration,
-    n, T, L, lot, lot_mult, fee,
+    n, T, L, costs_idx,
     w_idx, scale_idx, kappa_idx, lambda_idx, rho_idx, w_aux_idx, beta_scale_idx,
     seed, n_starts,
     *, rc_stride,
@@ -78,7 +78,7 @@ def experience_env_step(
     n, L = int(n), int(L)
     if n <= 0:
         return
-    lot, lot_mult, fee = F32(lot), F32(lot_mult), F32(fee)
+    lot, lot_mult, fee = (F32(v) for v in isv[costs_idx : costs_idx + 3])  # ENV_COSTS
     t, d = cursor[:n].copy(), pos[:n].copy()
     last = t + 1 >= session_last[t]
     target = np.where(last, 0, action_direction(action[:n])).astype(np.int32)

@@ -81,11 +81,12 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
                max_leaf, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves,
                s_discount, rstate, rlookback, ring_state, ring_lookback, f_entry, f_exit_step,
                f_dir, f_actual, f_env, f_episode, f_h, counters, isv,
-               B, H, S, R, mask, alpha, gamma, lot_mult, threshold_idx, boost_idx, scale_idx,
-               count_idx, push_backward, record_forward) -> None:  # fmt: skip
+               B, H, S, R, mask, alpha_idx, gamma_idx, lot_mult_idx, threshold_idx, boost_idx,
+               scale_idx, count_idx, push_backward, record_forward) -> None:  # fmt: skip
     """Backward HER on this step's closes; with record_forward, the closes into the forward ring
     (see module docstring)."""
     B, H, S, R = int(B), int(H), int(S), int(R)
+    alpha, gamma, lot_mult = isv[alpha_idx], isv[gamma_idx], isv[lot_mult_idx]
     was_closed = closed[:B] != 0
     d = snap_dir[:B].astype(F32)
     peak_pnl = (d * (snap_peak[:B] - snap_entry[:B])) * F32(lot_mult)
@@ -129,11 +130,12 @@ def visit_order(tail: int, head: int, W: int, R: int) -> tuple[int, int, np.ndar
 def her_forward(f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode, post_mid,
                 max_leaf, ring_state, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done,
                 s_synthetic, leaves, s_discount, rstate, rlookback, counters, isv,
-                W, R, H, mask, alpha, gamma, lot_mult, threshold_idx, boost_idx, scale_idx,
-                lookahead_idx, count_idx) -> None:  # fmt: skip
+                W, R, H, mask, alpha_idx, gamma_idx, lot_mult_idx, threshold_idx, boost_idx,
+                scale_idx, lookahead_idx, count_idx) -> None:  # fmt: skip
     """Judge the ring's oldest live trades `lookahead` steps after their close (see module
     docstring)."""
     W, R, H = int(W), int(R), int(H)
+    alpha, gamma, lot_mult = isv[alpha_idx], isv[gamma_idx], isv[lot_mult_idx]
     lo, visited, claims = visit_order(int(counters[RING_TAIL]), int(ring_state[0]), W, R)
     slots = claims & (R - 1)
     d = np.where(np.arange(W) < visited, f_dir[slots], 0)

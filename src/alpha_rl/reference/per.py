@@ -76,12 +76,13 @@ def boosted_leaf(max_leaf: np.ndarray, boost: float, alpha: float) -> np.float32
 
 
 def per_push(
-    flags, h_t, h_tp1, action, reward, done, priority, discount, max_leaf,
+    flags, h_t, h_tp1, action, reward, done, priority, discount, max_leaf, isv,
     s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount, slot_out, state,
-    lookback, n, H, mask, alpha, synthetic,
+    lookback, n, H, mask, alpha_idx, synthetic,
 ) -> None:  # fmt: skip
-    """Push the flagged rows r < n at slots (head + flagged rows before r) & mask, in place."""
-    n, H = int(n), int(H)
+    """Push the flagged rows r < n at slots (head + flagged rows before r) & mask, in place
+    (alpha at isv[alpha_idx])."""
+    n, H, alpha = int(n), int(H), F32(isv[alpha_idx])
     if n <= 0:
         return
     flag = np.ones(n, bool) if flags is None else flags[:n] != 0
@@ -196,10 +197,12 @@ def _draw(leaves, tree, layout, frac, size, total) -> tuple[np.ndarray, np.ndarr
 
 def per_sample(
     leaves, tree, layout, indices, weights, probs, state, isv,
-    M, N, seed, beta0, anneal, beta_idx,
+    M, N, seed, schedule_idx, beta_idx,
 ) -> None:  # fmt: skip
-    """M stratified draws, u_i = (i + U_i) / M * total, with normalised IS weights (in place)."""
+    """M stratified draws, u_i = (i + U_i) / M * total, with normalised IS weights (in place;
+    beta0 and the updates beta anneals over at isv[schedule_idx + k])."""
     M, N = int(M), int(N)
+    beta0, anneal = isv[schedule_idx], isv[schedule_idx + 1]
     size = min(int(state[HEAD]), N)
     epoch = int(state[SAMPLE_EPOCH])
     total = F32(tree[int(layout[2 * int(layout[0]) - 1])])
@@ -221,15 +224,15 @@ def per_sample(
     else:
         w_max = power(F32(size) * p.min(), -beta)
         weights[:M] = power(F32(size) * p, -beta) / w_max
-    if isv is not None and beta_idx >= 0:
+    if beta_idx >= 0:
         isv[beta_idx] = beta
     state[SAMPLE_EPOCH] = np.uint64(epoch + 1)
 
 
-def per_update(indices, delta, leaves, max_leaf, M, alpha, eps) -> None:
-    """leaves[i] = (|delta| + eps)^alpha; a repeated index keeps its last occurrence's value;
-    max_leaf is raised to the largest new value."""
-    M = int(M)
+def per_update(indices, delta, isv, leaves, max_leaf, M, alpha_idx, eps_idx) -> None:
+    """leaves[i] = (|delta| + eps)^alpha (alpha, eps at isv[alpha_idx], isv[eps_idx]); a repeated
+    index keeps its last occurrence's value; max_leaf is raised to the largest new value."""
+    M, alpha, eps = int(M), isv[alpha_idx], isv[eps_idx]
     idx = indices[:M]
     last = np.zeros(M, bool)
     _, first_reversed = np.unique(idx[::-1], return_index=True)

@@ -82,11 +82,13 @@ def features(
 
 def perception_observe(
     bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len, entry_px, peak_mid,
-    horizons, proj_w, proj_b, h,
-    n, T, L, K, H, tick, inv_pnl_scale, inv_time_scale,
+    horizons, proj_w, proj_b, isv, h,
+    n, T, L, K, H, tick, scales_idx,
 ) -> None:  # fmt: skip
-    """h[b*H + j] for b < n: the features, or their frozen tanh projection."""
+    """h[b*H + j] for b < n: the features, or their frozen tanh projection (1 / pnl_scale_ticks
+    and 1 / time_scale_steps at isv[scales_idx + k])."""
     n, L, H = int(n), int(L), int(H)
+    inv_pnl_scale, inv_time_scale = isv[scales_idx], isv[scales_idx + 1]
     if n <= 0:
         return
     x = features(bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len,
