@@ -34,7 +34,7 @@ def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> It
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
-    from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.config import plan_run, with_market
     from alpha_rl.pipeline.scale import market_and_config
     from alpha_rl.pipeline.trainer import Trainer
     from alpha_rl.session import open_session
@@ -44,7 +44,8 @@ def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> It
         cfg = compose("train", overrides=chosen, return_hydra_config=True)
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, dict(cfg.hydra.runtime.choices)) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, dict(cfg.hydra.runtime.choices), plan) as session:
         trainer = Trainer(session, market.train, plan)
         trainer.use_graph = False
         for _ in range(warm):

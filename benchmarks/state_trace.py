@@ -25,7 +25,7 @@ def trace(steps: int) -> dict:
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
-    from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.config import plan_run, with_market
     from alpha_rl.pipeline.scale import market_and_config
     from alpha_rl.pipeline.trainer import Trainer
     from alpha_rl.session import open_session
@@ -37,7 +37,8 @@ def trace(steps: int) -> dict:
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     sides = ("bid_px", "ask_px", "bid_sz", "ask_sz")
     out: dict = {"market": {k: digest(getattr(market.train, k)) for k in sides}}
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         trainer = Trainer(session, market.train, plan)
         be = trainer.backend
         out["init"] = {k: digest(be.download(v)) for k, v in trainer.state_arrays(True).items()}

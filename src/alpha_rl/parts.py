@@ -11,36 +11,32 @@ declared only under a name the code reads: the SLOT_* names of alpha_rl.vocabula
 which every reader (env, hindsight, replay, the learner's batch, the trainer's log point) takes
 its index (tests/test_isv.py holds each name to a reader); any other is refused.
 
-`layout_from_config(cfg, choices)` is the validated layout of a composed config (reward.scale
-already resolved from the market: `alpha_rl.pipeline.scale`).
+Every number takes one route: the run's plan (`alpha_rl.pipeline.config.Plan`, each part's
+config parsed and checked once, reward.scale resolved from the market, β's anneal kept on a
+resume) -> its part's fill -> the ISV. `layout_from_plan(cfg, choices, plan)` is the validated
+layout: the slots' places from the composed config, their values from the plan.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from alpha_rl import vocabulary as vocab
 from alpha_rl.agent.config import AgentConfig
 from alpha_rl.agent.noise import exploration_of
-from alpha_rl.env import EnvConfig
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.her_variant import DIRECTIONS
-from alpha_rl.hindsight import STEP_COUNTS, HerConfig
+from alpha_rl.hindsight import STEP_COUNTS
 from alpha_rl.isv import IsvLayout, Owned, build_layout
 from alpha_rl.kernels.reward import RC_AUX_ALIGN, has_aux_align
-from alpha_rl.pipeline.config import (
-    BetaConfig,
-    RewardConfig,
-    alpha_config,
-    beta_config,
-    learner_updates,
-    reward_config,
-    run_config,
-)
 from alpha_rl.replay import ReplayConfig
+
+if TYPE_CHECKING:
+    from alpha_rl.pipeline.config import Plan
 
 Values = dict[str, tuple[float, ...]]  # slot -> its initial values
 Fill = tuple[Values, list[tuple[str, str]]]  # and (slot, why) of each slot its kernels need
@@ -49,16 +45,16 @@ Fill = tuple[Values, list[tuple[str, str]]]  # and (slot, why) of each slot its 
 @dataclass(frozen=True)
 class Part:
     """One owner of ISV slots: its name, the slots whose initial values it computes (with the
-    setting each comes from), and `fill(cfg)`: those values from its checked config, plus the
-    slots its kernels need, for the config `cfg` (an empty fill when the part is off)."""
+    setting each comes from), and `fill(plan)`: those values from its checked config in the
+    run's plan, plus the slots its kernels need (an empty fill when the part is off)."""
 
     name: str
     owns: Mapping[str, str]  # slot -> the setting its initial value comes from
-    fill: Callable[[DictConfig], Fill]
+    fill: Callable[[Plan], Fill]
 
 
-def _reward(cfg: DictConfig) -> Fill:
-    r: RewardConfig = reward_config(cfg)
+def _reward(plan: Plan) -> Fill:
+    r = plan.reward
     if r.scale is None:
         raise IsvLayoutError(
             "reward.scale=auto is resolved from the market's training ticks once the market is "
@@ -82,9 +78,8 @@ def _reward(cfg: DictConfig) -> Fill:
     return values, need
 
 
-def _beta(cfg: DictConfig) -> Fill:
-    b: BetaConfig = beta_config(cfg)
-    stride = reward_config(cfg).stride
+def _beta(plan: Plan) -> Fill:
+    b, stride = plan.beta, plan.reward.stride
     if b.mode == "active" and not has_aux_align(stride):
         raise IsvLayoutError(
             "beta=active needs reward=stride7: the β aux-align reward is component "
@@ -99,8 +94,8 @@ def _beta(cfg: DictConfig) -> Fill:
     return values, need
 
 
-def _her(cfg: DictConfig) -> Fill:
-    her = HerConfig.from_cfg(cfg)
+def _her(plan: Plan) -> Fill:
+    her = plan.her
     if her is None:
         return {}, []
     values = {
@@ -125,15 +120,14 @@ def replay_numbers(r: ReplayConfig) -> Values:
     }
 
 
-def _replay(cfg: DictConfig) -> Fill:
-    updates = learner_updates(run_config(cfg), AgentConfig.from_cfg(cfg.agent))
-    values = replay_numbers(ReplayConfig.from_cfg(cfg.replay, updates))
+def _replay(plan: Plan) -> Fill:
+    values = replay_numbers(plan.replay)
     need = [(vocab.SLOT_PER_BETA, "the replay's importance weights")]
     return values, need + [(slot, "the replay's kernels") for slot in values]
 
 
-def _env(cfg: DictConfig) -> Fill:
-    e = EnvConfig.from_cfg(cfg.env)
+def _env(plan: Plan) -> Fill:
+    e = plan.env
     p = e.perception
     values = {
         vocab.SLOT_ENV_COSTS: (e.lot, e.lot * e.multiplier, e.fee_per_lot),
@@ -166,18 +160,18 @@ def learner_numbers(a: AgentConfig) -> Values:
     }
 
 
-def _learner(cfg: DictConfig) -> Fill:
-    values = learner_numbers(AgentConfig.from_cfg(cfg.agent))
+def _learner(plan: Plan) -> Fill:
+    values = learner_numbers(plan.agent)
     slots = (vocab.SLOT_LOSS_Q, vocab.SLOT_LOSS_AUX, vocab.SLOT_EPSILON, vocab.SLOT_GRAD_NORM,
              *values)  # fmt: skip
     return values, [(slot, "the learner") for slot in slots]
 
 
-def _alpha(cfg: DictConfig) -> Fill:
-    alpha = alpha_config(cfg)
+def _alpha(plan: Plan) -> Fill:
+    alpha, a = plan.alpha, plan.agent
     if alpha is None:
         return {}, []
-    a = AgentConfig.from_cfg(cfg.agent)  # w_α's Adam, in ALPHA_NUMBERS' order
+    # w_α's Adam, in ALPHA_NUMBERS' order
     values = {vocab.SLOT_ALPHA_ADAM: (alpha.lr, *a.adam_betas, a.adam_eps, alpha.bound,
                                       a.target_tau, float(a.target_period))}  # fmt: skip
     slots = (vocab.SLOT_W_ALPHA_LONG, vocab.SLOT_W_ALPHA_SHORT, vocab.SLOT_ALPHA_ADAM)
@@ -276,21 +270,21 @@ def recorded_init(key: str) -> bool:
     )
 
 
-def owned_slots(cfg: DictConfig) -> tuple[dict[str, Owned], list[tuple[str, str]]]:
+def owned_slots(plan: Plan) -> tuple[dict[str, Owned], list[tuple[str, str]]]:
     """Every owned slot (with its part, setting and, where the part is on, its initial values)
     and every (slot, why) the enabled parts' kernels need."""
     owned, need = {}, []
     for part in PARTS:
-        values, needed = part.fill(cfg)
+        values, needed = part.fill(plan)
         for slot, setting in part.owns.items():
             owned[slot] = Owned(part.name, setting, values.get(slot))
         need += needed
     return owned, need
 
 
-def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
+def layout_from_plan(cfg: DictConfig, choices: Mapping[str, str] | None, plan: Plan) -> IsvLayout:
     """The validated ISV layout of the composed config `cfg`: the slots the config groups declare,
-    each owned slot's initial values from its part's checked config. `choices` (Hydra's
-    runtime.choices) names the files in errors."""
-    owned, need = owned_slots(cfg)
+    each owned slot's initial values from its part's checked config in `plan` (the run's).
+    `choices` (Hydra's runtime.choices) names the files in errors."""
+    owned, need = owned_slots(plan)
     return build_layout(cfg, dict(choices or {}), owned, need, READ)

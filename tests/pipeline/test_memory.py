@@ -13,7 +13,7 @@ from alpha_rl.agent import NetLayout, init_params
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline import memory
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
@@ -49,7 +49,8 @@ def test_the_estimate_is_what_a_run_allocates(monkeypatch: pytest.MonkeyPatch,
     cfg, choices = compose_train([*TINY, *overrides])
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         trainer = Trainer(session, market.train, plan)
         Evaluator(session, market.heldout, plan, trainer.learner)
     history = max(plan.env.perception.horizons)
@@ -102,7 +103,8 @@ def test_a_run_s_host_peak_on_numpy_stays_below_its_estimate(overrides: list[str
     cfg, choices = compose_train([*TINY, "agent.learn_start=3", *overrides])
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
         portable.release()  # the products' scratch is made again inside the steps measured

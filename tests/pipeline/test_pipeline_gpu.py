@@ -188,7 +188,7 @@ def test_jobs_in_one_process_leave_no_cuda_context(tmp_path: Path, built_cubins:
 OBSERVE = """
 import sys
 import numpy as np
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_session
@@ -196,7 +196,8 @@ from tests.helpers import compose_train
 cfg, choices = compose_train(sys.argv[1:])
 plan = plan_run(cfg)
 market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-with open_session(cfg, choices) as session:
+plan = with_market(plan, cfg)  # reward.scale from the market
+with open_session(cfg, choices, plan) as session:
     trainer = Trainer(session, market.train, plan)
     be = trainer.backend
     fresh = be.zeros(trainer.h_t.size, np.float32)

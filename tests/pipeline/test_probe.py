@@ -8,7 +8,7 @@ import pytest
 
 from alpha_rl.agent import ACTIONS
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.probe import FIELDS, ProbeLoss, collect_probe, probe_actions
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
@@ -24,7 +24,8 @@ def probe_of(overrides: list[str]):
     cfg, choices = compose_train([*TINY, *overrides])
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         return collect_probe(session, market.heldout, plan)
 
 
@@ -54,7 +55,8 @@ def test_probe_loss_is_the_unweighted_double_dqn_huber_loss_of_the_runs_nets() -
     cfg, choices = compose_train(TINY)
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         trainer = Trainer(session, market.train, plan)
         for _ in range(30):
             trainer.step()

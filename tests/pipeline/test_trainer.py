@@ -11,7 +11,7 @@ from alpha_rl.agent import aux_calls
 from alpha_rl.errors import ReplayError
 from alpha_rl.kernels.per import HEAD
 from alpha_rl.nstep import OneStep
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.evaluate import Evaluator, direction, ledger_metrics, sharpe
 from alpha_rl.pipeline.ledger import UNITS, matched_random, settle
 from alpha_rl.pipeline.scale import market_and_config
@@ -30,7 +30,8 @@ def trainer_for(overrides: list[str], base: tuple[str, ...] = TINY):
     cfg, choices = compose_train([*base, *overrides])
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
-    with open_session(cfg, choices) as session:
+    plan = with_market(plan, cfg)  # reward.scale from the market
+    with open_session(cfg, choices, plan) as session:
         yield Trainer(session, market.train, plan), market
 
 

@@ -8,8 +8,9 @@ before the market is built or the GPU is touched.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +22,12 @@ from alpha_rl.backend.select import CHOICES as BACKENDS
 from alpha_rl.env import EnvConfig
 from alpha_rl.errors import ConfigError
 from alpha_rl.hindsight import HerConfig
+from alpha_rl.isv import IsvLayout
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.folds import Validation, WalkForward, validation_config
+from alpha_rl.parts import layout_from_plan
 from alpha_rl.pipeline.keys import check_added_keys, task_groups, task_overrides
 from alpha_rl.pipeline.memory import check_memory
 from alpha_rl.pipeline.objective import Objective
@@ -337,6 +340,18 @@ def plan_run(cfg: DictConfig) -> Plan:
     check_plan(plan)
     check_memory(plan, settings.integer(cfg, "isv.size", lambda v: v >= 1, ">= 1", "conf/isv/"))
     return plan
+
+
+def with_market(plan: Plan, scaled: DictConfig) -> Plan:
+    """`plan` with what the run resolves from its market (reward.scale=auto) taken from
+    `scaled`, the config market_and_config returned: the plan a session's ISV is filled from."""
+    return dataclasses.replace(plan, reward=reward_config(scaled))
+
+
+def layout_from_config(cfg: DictConfig, choices: Mapping[str, str] | None = None) -> IsvLayout:
+    """The validated ISV layout of a composed config whose reward.scale is a number: its slots'
+    places from the config groups, their values from its plan (`plan_run`)."""
+    return layout_from_plan(cfg, choices, plan_run(cfg))
 
 
 def check_plan(plan: Plan) -> None:

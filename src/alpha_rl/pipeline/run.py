@@ -31,7 +31,7 @@ from alpha_rl.commands import script_command
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
 from alpha_rl.market import Market
 from alpha_rl.pipeline import checkpoint, owner, tearsheet
-from alpha_rl.pipeline.config import Plan, learner_updates, plan_run
+from alpha_rl.pipeline.config import Plan, learner_updates, plan_run, with_market
 from alpha_rl.pipeline.curves import plot_run
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.identity import (
@@ -143,7 +143,7 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
             for i, (cfg, job) in enumerate(jobs):
                 run = _job_steps(cfg, job, stop, workers, markets)
                 try:
-                    asks[i] = next(run)  # its config, ready for a session
+                    asks[i] = next(run)  # its config, choices and plan: ready for a session
                     live[i] = run
                 except Exception as exc:
                     results[i] = exc
@@ -193,7 +193,7 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
 def _job_steps(cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | None = None,
                markets: Markets | None = None,
                ) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
-    """One job as a generator: it yields its scaled config and choices once (send it its
+    """One job as a generator: it yields its scaled config, choices and plan once (send it its
     session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
     for the evaluations' ledgers (pipeline/workers.py); `markets`: the markets its runs
     share."""
@@ -231,6 +231,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     else:
         refuse_a_used_dir(run_dir)
     market, scaled = market_and_config(cfg, plan.run.seed, plan.validation, markets)
+    plan = with_market(plan, scaled)  # what the ISV is filled from: one route for every number
     digest = market_digest(market.train, market.heldout)
     identity = read_identity(run_dir) if meta is not None else None
     if identity is None:
@@ -238,7 +239,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
             log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
                      IDENTITY_FILE)  # fmt: skip
         identity = write_identity(run_dir, plan.run.seed, digest)
-    session = yield scaled, job.choices
+    session = yield scaled, job.choices, plan
     if session is None:
         raise RuntimeError("a job's steps are sent the session of its config first")
     log.info("%s", session.isv.layout.table())
