@@ -35,6 +35,7 @@ def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> It
 
     from alpha_rl import paths
     from alpha_rl.pipeline.config import plan_run, with_market
+    from alpha_rl.pipeline.parts import layout_from_plan
     from alpha_rl.pipeline.scale import market_and_config
     from alpha_rl.pipeline.trainer import Trainer
     from alpha_rl.session import open_session
@@ -45,7 +46,7 @@ def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> It
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, dict(cfg.hydra.runtime.choices), plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, dict(cfg.hydra.runtime.choices), plan)) as session:
         trainer = Trainer(session, market.train, plan)
         trainer.use_graph = False
         for _ in range(warm):

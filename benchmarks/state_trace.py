@@ -26,6 +26,7 @@ def trace(steps: int) -> dict:
 
     from alpha_rl import paths
     from alpha_rl.pipeline.config import plan_run, with_market
+    from alpha_rl.pipeline.parts import layout_from_plan
     from alpha_rl.pipeline.scale import market_and_config
     from alpha_rl.pipeline.trainer import Trainer
     from alpha_rl.session import open_session
@@ -38,7 +39,7 @@ def trace(steps: int) -> dict:
     sides = ("bid_px", "ask_px", "bid_sz", "ask_sz")
     out: dict = {"market": {k: digest(getattr(market.train, k)) for k in sides}}
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         trainer = Trainer(session, market.train, plan)
         be = trainer.backend
         out["init"] = {k: digest(be.download(v)) for k, v in trainer.state_arrays(True).items()}

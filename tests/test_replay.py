@@ -15,8 +15,8 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, ReplayError
 from alpha_rl.isv import DeviceIsv, numbers_isv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.parts import replay_numbers
 from alpha_rl.pipeline.config import layout_from_config
+from alpha_rl.pipeline.parts import replay_numbers
 from alpha_rl.reference.per import tree_layout
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.helpers import compose_fixed, compose_train

@@ -110,8 +110,8 @@ class Replay:
         discounts: bool = False,
     ) -> None:
         """`discounts`: store each transition's bootstrap discount (n-step returns); `isv`: the
-        run's, which holds the replay's numbers (alpha, eps, beta's schedule: alpha_rl.parts)
-        and takes beta."""
+        run's, which holds the replay's numbers (alpha, eps, beta's schedule: filled by
+        alpha_rl.pipeline.parts) and takes beta."""
         self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
         self.isv = isv
         N, be = cfg.capacity, runtime.backend

@@ -7,11 +7,11 @@ backend and its CUDA context are released when the session closes, whatever happ
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -20,15 +20,11 @@ from alpha_rl.backend.base import RunBackend
 from alpha_rl.backend.select import open_backend
 from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
-from alpha_rl.isv import DeviceIsv
+from alpha_rl.isv import DeviceIsv, IsvLayout
 from alpha_rl.kernels.registry import build_axes
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.parts import layout_from_plan
 
-if TYPE_CHECKING:
-    from alpha_rl.pipeline.config import Plan
-
-Job = tuple[DictConfig, "Mapping[str, str] | None", "Plan"]  # a config, its choices, its plan
+Job = tuple[DictConfig, IsvLayout]  # a config, and its validated ISV layout (the parts' values)
 
 
 @dataclass
@@ -73,24 +69,24 @@ def cubin_dir(cfg: DictConfig) -> Path:
 
 
 @contextmanager
-def open_session(cfg: DictConfig, choices: Mapping[str, str] | None,
-                 plan: Plan) -> Iterator[Session]:  # fmt: skip
-    """Validate `cfg`, open its backend and its kernel runtime, and upload the ISV its `plan`
-    fills (the parts bind the kernels they launch)."""
-    with open_sessions([(cfg, choices, plan)]) as (session,):
+def open_session(cfg: DictConfig, layout: IsvLayout) -> Iterator[Session]:
+    """Validate `cfg`, open its backend and its kernel runtime, and upload the ISV of `layout`
+    (pipeline.parts.layout_from_plan: the values its parts fill from the run's plan); the parts
+    bind the kernels they launch."""
+    with open_sessions([(cfg, layout)]) as (session,):
         yield session
 
 
 @contextmanager
 def open_sessions(jobs: Sequence[Job]) -> Iterator[list[Session]]:
-    """One session per (cfg, choices, plan) of `jobs`, all on one backend (one CUDA context): each
+    """One session per (cfg, layout) of `jobs`, all on one backend (one CUDA context): each
     with its own ISV and kernel runtime, so the runs share nothing on the device but the
     context, and each can run on its own stream beside the others. Every job is validated
     before the backend opens; the jobs must name the same `backend.name` and `backend.device`."""
     if not jobs:
         raise ValueError("open_sessions needs at least one job")
     first = jobs[0][0]
-    for i, (cfg, _, _) in enumerate(jobs[1:], 1):
+    for i, (cfg, _) in enumerate(jobs[1:], 1):
         for key in ("name", "device"):
             if cfg.backend.get(key) != first.backend.get(key):
                 raise ConfigError(
@@ -98,9 +94,8 @@ def open_sessions(jobs: Sequence[Job]) -> Iterator[list[Session]]:
                     f"{first.backend.get(key)!r}; jobs that share a process share one backend "
                     "(run them in separate processes, or give them the same backend)"
                 )
-    layouts = [layout_from_plan(cfg, choices, plan) for cfg, choices, plan in jobs]
-    defines = [build_defines(cfg) for cfg, _, _ in jobs]
-    cubins = [cubin_dir(cfg) for cfg, _, _ in jobs]
+    defines = [build_defines(cfg) for cfg, _ in jobs]
+    cubins = [cubin_dir(cfg) for cfg, _ in jobs]
 
     def problems(arch: str) -> list[str]:
         found = (p for d, c in zip(defines, cubins, strict=True) for p in stale_cubins(c, d, arch))
@@ -111,7 +106,7 @@ def open_sessions(jobs: Sequence[Job]) -> Iterator[list[Session]]:
     )
     try:
         sessions = []
-        for (cfg, _, _), layout, d, c in zip(jobs, layouts, defines, cubins, strict=True):
+        for (cfg, layout), d, c in zip(jobs, defines, cubins, strict=True):
             own = RunBackend(backend, backend.new_stream())
             runtime = KernelRuntime(own, d, cubin_dir=c)
             sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own)))

@@ -52,7 +52,7 @@ def baseline_key(policy: str, figure: str) -> str:
 HELD_OUT = (PNL, SHARPE, CAPTURE)  # the held-out figures of an evaluation
 DECIDING = (L_Q, PROBE, PNL, SHARPE, CAPTURE)  # the runs view's columns, the kill check's inputs
 
-# --- ISV slot names (conf/*/ declare their places; alpha_rl.parts says who sets them) ---
+# --- ISV slot names (conf/*/ declare their places; alpha_rl.pipeline.parts says who sets them) ---
 SLOT_REWARD_WEIGHT = "reward_weight"  # w_c of the core components
 SLOT_REWARD_SCALE = "reward_scale"
 SLOT_OPP_COST_KAPPA = "opp_cost_kappa"
@@ -81,8 +81,8 @@ SLOT_LOSS_Q_SYNTHETIC = "loss_q_synthetic"
 SLOT_BATCH_SYNTHETIC = "batch_synthetic_frac"
 SLOT_W_ALPHA_LONG = "w_alpha_long"
 SLOT_W_ALPHA_SHORT = "w_alpha_short"
-# the learner's numbers (alpha_rl.parts fills them from agent.*; its kernels, n-step's and HER's
-# read them from the ISV, so runs that differ only in them share kernels and shapes)
+# the learner's numbers (alpha_rl.pipeline.parts fills them from agent.*; its kernels, n-step's
+# and HER's read them from the ISV, so runs that differ only in them share kernels and shapes)
 SLOT_GAMMA = "gamma"
 SLOT_HUBER_KAPPA = "huber_kappa"
 SLOT_CUT_ON_DONE = "cut_on_done"  # 1: no bootstrapping past a trade close, 0: bootstrap

@@ -8,7 +8,8 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.config import BackendConfig, BetaConfig, plan_run
+from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.plan import BackendConfig, BetaConfig
 from alpha_rl.pipeline.scale import market_and_config
 from tests.helpers import compose_train
 

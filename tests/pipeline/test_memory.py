@@ -15,6 +15,7 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline import memory
 from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.evaluate import Evaluator
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.dqn import dqn_adam
@@ -50,7 +51,7 @@ def test_the_estimate_is_what_a_run_allocates(monkeypatch: pytest.MonkeyPatch,
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         trainer = Trainer(session, market.train, plan)
         Evaluator(session, market.heldout, plan, trainer.learner)
     history = max(plan.env.perception.horizons)
@@ -104,7 +105,7 @@ def test_a_run_s_host_peak_on_numpy_stays_below_its_estimate(overrides: list[str
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         trainer = Trainer(session, market.train, plan)
         evaluator = Evaluator(session, market.heldout, plan, trainer.learner)
         portable.release()  # the products' scratch is made again inside the steps measured

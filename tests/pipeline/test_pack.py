@@ -18,7 +18,7 @@ from alpha_rl.backend.base import RunBackend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.market import load_market
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.config import layout_from_config, plan_run
 from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
 from alpha_rl.pipeline.scale import Markets
@@ -64,9 +64,9 @@ def test_each_agent_of_a_pack_is_its_run_alone_bit_for_bit() -> None:
 
 
 def test_jobs_on_different_backends_are_refused_naming_the_key() -> None:
-    jobs = [(*c, plan_run(c[0])) for c in (compose_train([*TINY, "reward.scale=1.0"]),
-                                             compose_train(["backend=auto", "debug=tiny",
-                                                            "reward.scale=1.0"]))]  # fmt: skip
+    jobs = [(c[0], layout_from_config(*c)) for c in (
+        compose_train([*TINY, "reward.scale=1.0"]),
+        compose_train(["backend=auto", "debug=tiny", "reward.scale=1.0"]))]  # fmt: skip
     refused = r"backend\.name: job 1 has 'auto' and job 0 'numpy'"
     with pytest.raises(ConfigError, match=refused), open_sessions(jobs):
         pass
@@ -131,7 +131,7 @@ def test_each_session_of_a_pack_has_its_own_stream_and_reads_after_it(monkeypatc
     shared = Streams()
     monkeypatch.setattr("alpha_rl.session.open_backend", lambda *a, **k: (shared, "test"))
     tiny = compose_train([*TINY, "reward.scale=1.0"])
-    tiny = (*tiny, plan_run(tiny[0]))
+    tiny = (tiny[0], layout_from_config(*tiny))
     with open_sessions([tiny, tiny]) as sessions:
         assert sessions[0].stream is not sessions[1].stream
         for session in sessions:

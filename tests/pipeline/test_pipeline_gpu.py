@@ -189,6 +189,7 @@ OBSERVE = """
 import sys
 import numpy as np
 from alpha_rl.pipeline.config import plan_run, with_market
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_session
@@ -197,7 +198,7 @@ cfg, choices = compose_train(sys.argv[1:])
 plan = plan_run(cfg)
 market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
 plan = with_market(plan, cfg)  # reward.scale from the market
-with open_session(cfg, choices, plan) as session:
+with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
     trainer = Trainer(session, market.train, plan)
     be = trainer.backend
     fresh = be.zeros(trainer.h_t.size, np.float32)

@@ -9,6 +9,7 @@ import pytest
 from alpha_rl.agent import ACTIONS
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.config import plan_run, with_market
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.probe import FIELDS, ProbeLoss, collect_probe, probe_actions
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
@@ -25,7 +26,7 @@ def probe_of(overrides: list[str]):
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         return collect_probe(session, market.heldout, plan)
 
 
@@ -56,7 +57,7 @@ def test_probe_loss_is_the_unweighted_double_dqn_huber_loss_of_the_runs_nets() -
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         trainer = Trainer(session, market.train, plan)
         for _ in range(30):
             trainer.step()

@@ -14,6 +14,7 @@ from alpha_rl.nstep import OneStep
 from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.evaluate import Evaluator, direction, ledger_metrics, sharpe
 from alpha_rl.pipeline.ledger import UNITS, matched_random, settle
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
@@ -31,7 +32,7 @@ def trainer_for(overrides: list[str], base: tuple[str, ...] = TINY):
     plan = plan_run(cfg)
     market, cfg = market_and_config(cfg, plan.run.seed, plan.validation)
     plan = with_market(plan, cfg)  # reward.scale from the market
-    with open_session(cfg, choices, plan) as session:
+    with open_session(cfg, layout_from_plan(cfg, choices, plan)) as session:
         yield Trainer(session, market.train, plan), market
 
 

@@ -27,7 +27,6 @@ from alpha_rl.agent import GreedyPolicy, Learner, called_right
 from alpha_rl.backend.graph import Graph
 from alpha_rl.env import STATS, Environment, TradeStats
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.config import Plan
 from alpha_rl.pipeline.ledger import (
     RANDOM_WALKS,
     Costs,
@@ -37,6 +36,7 @@ from alpha_rl.pipeline.ledger import (
     random_baseline,
     tick_path,
 )
+from alpha_rl.pipeline.plan import Plan
 from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
 from alpha_rl.pipeline.workers import outcome, submitted
 from alpha_rl.portable import mean, std

@@ -14,8 +14,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
-from alpha_rl.parts import recorded_init
 from alpha_rl.pipeline.ledger import UNITS
+from alpha_rl.pipeline.parts import recorded_init
 from alpha_rl.session import Session, cubin_dir
 from alpha_rl.tracking.secrets import mask
 

@@ -43,7 +43,7 @@ from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.replay import ReplayConfig
 
 if TYPE_CHECKING:
-    from alpha_rl.pipeline.config import Plan
+    from alpha_rl.pipeline.plan import Plan
 
 GIB = 2**30
 F32, I32, U8, U64 = 4, 4, 1, 8  # bytes per element

@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from omegaconf import DictConfig
 
 from alpha_rl.pipeline.config import plan_run, with_market
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.session import open_sessions
@@ -47,7 +48,7 @@ def open_pack(jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]]) -> It
         plan = plan_run(cfg)
         market, cfg = market_and_config(cfg, plan.run.seed, plan.validation, markets)
         planned.append((cfg, choices, with_market(plan, cfg), market.train))
-    jobs = [(cfg, choices, plan) for cfg, choices, plan, _ in planned]
+    jobs = [(cfg, layout_from_plan(cfg, choices, plan)) for cfg, choices, plan, _ in planned]
     with open_sessions(jobs) as sessions, ExitStack() as closing:
         trainers = []
         for session, (_, _, plan, book) in zip(sessions, planned, strict=True):

@@ -58,6 +58,7 @@ from alpha_rl.pipeline.labels import (
     tags,
 )
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
+from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.progress import Progress
 from alpha_rl.pipeline.saver import Saver, resume_dir
 from alpha_rl.pipeline.scale import Markets, market_and_config
@@ -143,7 +144,7 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
             for i, (cfg, job) in enumerate(jobs):
                 run = _job_steps(cfg, job, stop, workers, markets)
                 try:
-                    asks[i] = next(run)  # its config, choices and plan: ready for a session
+                    asks[i] = next(run)  # its config and ISV layout: ready for a session
                     live[i] = run
                 except Exception as exc:
                     results[i] = exc
@@ -193,7 +194,7 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
 def _job_steps(cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | None = None,
                markets: Markets | None = None,
                ) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
-    """One job as a generator: it yields its scaled config, choices and plan once (send it its
+    """One job as a generator: it yields its scaled config and ISV layout once (send it its
     session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
     for the evaluations' ledgers (pipeline/workers.py); `markets`: the markets its runs
     share."""
@@ -239,7 +240,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
             log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
                      IDENTITY_FILE)  # fmt: skip
         identity = write_identity(run_dir, plan.run.seed, digest)
-    session = yield scaled, job.choices, plan
+    session = yield scaled, layout_from_plan(scaled, job.choices, plan)
     if session is None:
         raise RuntimeError("a job's steps are sent the session of its config first")
     log.info("%s", session.isv.layout.table())

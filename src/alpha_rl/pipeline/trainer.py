@@ -35,7 +35,7 @@ from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep, OneStep
-from alpha_rl.pipeline.config import Plan
+from alpha_rl.pipeline.plan import Plan
 from alpha_rl.portable import mean
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
