@@ -18,10 +18,12 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
+from alpha_rl.pipeline.job import Job, Outcome
 from alpha_rl.pipeline.keys import check_command_line, command_line_overrides
 from alpha_rl.pipeline.options import check_chosen_options
 from alpha_rl.pipeline.owner import RunDirError
-from alpha_rl.pipeline.run import Job, Outcome, run_job, run_jobs, search_tags
+from alpha_rl.pipeline.record import search_tags
+from alpha_rl.pipeline.run import run_job, run_jobs
 from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.links import open_line

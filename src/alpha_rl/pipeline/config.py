@@ -9,10 +9,12 @@ before the market is built or the GPU is touched.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import settings
@@ -42,6 +44,8 @@ from alpha_rl.pipeline.plan import (
 )
 from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
 from alpha_rl.replay import ReplayConfig
+
+log = logging.getLogger("alpha_rl")
 
 
 def run_config(cfg: DictConfig) -> RunConfig:
@@ -258,3 +262,27 @@ def check_plan(plan: Plan) -> None:
             f"transitions, fewer than one step pushes ({plan.max_push}: env.num_envs x "
             "agent.n_step); raise replay.capacity_log2"
         )
+
+
+def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
+    """A resumed run keeps the β anneal its first start resolved (from that start's `steps`):
+    a run extended with more steps holds β at 1 after its first end, never steps it back."""
+    if cfg.replay.beta_anneal_updates is not None:
+        return plan
+    saved = yaml.safe_load(saved_yaml) or {}
+    first = dataclasses.replace(plan.run, steps=int(saved.get("steps", plan.run.steps)))
+    replay = ReplayConfig.from_cfg(cfg.replay, learner_updates(first, plan.agent))
+    if replay != plan.replay:
+        log.info("resume: PER's beta keeps the anneal over %d updates of the run's first %d "
+                 "steps (beta stays 1 after it); set replay.beta_anneal_updates to choose",
+                 replay.beta_anneal_updates, first.steps)  # fmt: skip
+    return dataclasses.replace(plan, replay=replay)
+
+
+def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
+    """Say over how many updates PER's β reaches 1, and where that number came from."""
+    rp, source = plan.replay, "replay.beta_anneal_updates"
+    if cfg.replay.beta_anneal_updates is None:
+        source = f"the run's own {plan.learner_updates} learner updates"
+    log.info("PER importance sampling: beta %.2f -> 1 over %d updates (%s)", rp.beta0,
+             rp.beta_anneal_updates, source)  # fmt: skip

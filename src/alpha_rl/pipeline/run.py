@@ -18,21 +18,16 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from omegaconf import DictConfig, open_dict
 
-from alpha_rl.commands import script_command
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
-from alpha_rl.market import Market
-from alpha_rl.pipeline import checkpoint, owner, tearsheet
-from alpha_rl.pipeline.config import Plan, learner_updates, plan_run, with_market
-from alpha_rl.pipeline.curves import plot_run
+from alpha_rl.pipeline import checkpoint, owner
+from alpha_rl.pipeline.config import keep_beta_anneal, log_beta_anneal, plan_run, with_market
 from alpha_rl.pipeline.evaluate import Evaluator
 from alpha_rl.pipeline.identity import (
     IDENTITY_FILE,
@@ -46,28 +41,25 @@ from alpha_rl.pipeline.identity import (
     set_identity_run,
     write_identity,
 )
+from alpha_rl.pipeline.job import Job, Outcome
 from alpha_rl.pipeline.labels import (
-    ORACLE_AUDIT,
     check_resumable,
     config_yaml,
     curves_title,
-    flatten,
     money_units,
-    resolved,
     run_name,
-    tags,
 )
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.parts import layout_from_plan
+from alpha_rl.pipeline.plan import Plan
 from alpha_rl.pipeline.progress import Progress
+from alpha_rl.pipeline.record import describe_run, say_outcome, search_tags, write_plots
 from alpha_rl.pipeline.saver import Saver, resume_dir
 from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.stop import StopSignals, under_submitit
 from alpha_rl.pipeline.summary import Summary
-from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
 from alpha_rl.pipeline.trainer import Trainer
-from alpha_rl.pipeline.workers import Workers, open_workers, outcome, submitted
-from alpha_rl.replay import ReplayConfig
+from alpha_rl.pipeline.workers import Workers, open_workers
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
@@ -76,42 +68,9 @@ from alpha_rl.tracking.system import SystemMetrics
 from alpha_rl.tracking.tracker import DIAG_FILE
 
 if TYPE_CHECKING:
-    from alpha_rl.launch import GpuSlot
+    pass
 
 log = logging.getLogger("alpha_rl")
-
-
-@dataclass(frozen=True)
-class Job:
-    """Where a job runs: its output directory, and the sweep directory of a multirun."""
-
-    output_dir: Path
-    choices: Mapping[str, str]
-    sweep_dir: Path | None = None
-    gpu: GpuSlot | None = None  # the GPU a local_gpus sweep gave this job
-    overrides: tuple[str, ...] = ()  # the job's command-line overrides (for its resume command)
-
-    def resume_command(self, run_dir: Path) -> str:
-        """The command that continues this job's run from its newest checkpoint, as the user
-        runs it (alpha_rl.commands)."""
-        kept = [o for o in self.overrides if not o.startswith(("resume=", "+resume="))]
-        return script_command("alpha-rl-train", [*kept, f"resume={run_dir}"])
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a finished job reports."""
-
-    status: str
-    run_dir: Path
-    run_id: str | None
-    steps: int
-    reason: str | None = None
-    summary: tuple[str, ...] = ()  # the last held-out evaluation and the l_q trend
-    stopped_by: int | None = None  # the signal that stopped it (SIGTERM, SIGINT), if one did
-    resume_command: str | None = None  # set when a checkpoint lets the run continue
-    objective: float = math.nan  # what it returns to a search (NaN: it did not finish)
-    experiment_id: str | None = None  # the MLflow experiment of run_id
 
 
 def run_job(cfg: DictConfig, job: Job) -> Outcome:
@@ -289,50 +248,6 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     return outcome
 
 
-def keep_beta_anneal(plan: Plan, cfg: DictConfig, saved_yaml: str) -> Plan:
-    """A resumed run keeps the β anneal its first start resolved (from that start's `steps`):
-    a run extended with more steps holds β at 1 after its first end, never steps it back."""
-    if cfg.replay.beta_anneal_updates is not None:
-        return plan
-    saved = yaml.safe_load(saved_yaml) or {}
-    first = dataclasses.replace(plan.run, steps=int(saved.get("steps", plan.run.steps)))
-    replay = ReplayConfig.from_cfg(cfg.replay, learner_updates(first, plan.agent))
-    if replay != plan.replay:
-        log.info("resume: PER's beta keeps the anneal over %d updates of the run's first %d "
-                 "steps (beta stays 1 after it); set replay.beta_anneal_updates to choose",
-                 replay.beta_anneal_updates, first.steps)  # fmt: skip
-    return dataclasses.replace(plan, replay=replay)
-
-
-def log_beta_anneal(cfg: DictConfig, plan: Plan) -> None:
-    """Say over how many updates PER's β reaches 1, and where that number came from."""
-    rp, source = plan.replay, "replay.beta_anneal_updates"
-    if cfg.replay.beta_anneal_updates is None:
-        source = f"the run's own {plan.learner_updates} learner updates"
-    log.info("PER importance sampling: beta %.2f -> 1 over %d updates (%s)", rp.beta0,
-             rp.beta_anneal_updates, source)  # fmt: skip
-
-
-def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan,
-                 market: Market, probe_digest: str) -> None:  # fmt: skip
-    """Params (the config's, the resolved values, the fold's ranges and the money units), tags
-    and the config and ISV artifacts of a new run."""
-    if session.backend.name == "numpy":
-        audit = ORACLE_AUDIT
-    else:
-        audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
-    units = money_units(session.cfg) | {"reward.scale_resolved": float(session.cfg.reward.scale)}
-    tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params() | market.params() | units)
-    labels = tags(session, job.choices, audit)
-    labels["probe_digest"] = probe_digest
-    labels["fold"] = "single" if market.fold.index is None else str(market.fold.index)
-    if job.gpu is not None:
-        labels["gpu_slot"] = job.gpu.tag
-    tracker.set_tags(labels)
-    tracker.log_text(config_yaml(cfg), "config.yaml")
-    tracker.log_text(session.isv.layout.table(), "isv_table.txt")
-
-
 def _step(
     trainer: Trainer, t: int, audited: bool, judges: Executor | None
 ) -> Generator[Future, None, tuple[dict[str, float], dict[str, Any]]]:
@@ -442,15 +357,10 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 pass
         system.stop()
         tracker.finish(status, reason)
-        _say_outcome(run_dir, status, trainer.t, reason)
+        say_outcome(run_dir, status, trainer.t, reason)
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
                    stop.signum, objective=objective,
                    experiment_id=tracker.experiment_id)  # fmt: skip
-
-
-def search_tags(cfg: DictConfig) -> dict[str, str]:
-    """The tags that name a search trial's study and number (cfg.search)."""
-    return {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
 
 
 def _requeue(stop: StopSignals, tracker: Tracker, reason: str | None) -> tuple[str, str]:
@@ -470,46 +380,3 @@ def _requeue(stop: StopSignals, tracker: Tracker, reason: str | None) -> tuple[s
 def requeued_job(output_dir: Path) -> bool:
     """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
     return under_submitit() and bool(checkpoint.saved(output_dir))
-
-
-def _say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
-    """<run dir>/outcome.json, which the sweep's last lines count (a failed write: a warning)."""
-    try:
-        write_outcome(run_dir, status, steps, reason)
-    except OSError as exc:
-        log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
-
-
-def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: Summary,
-                inline: bool = False) -> Generator[Future, None, None]:  # fmt: skip
-    """<run dir>/curves.png, and tearsheet.html and .png of the start's last evaluation (with
-    `eval.tearsheet`), as the run's artifacts. A pack draws them in its worker processes,
-    yielding meanwhile (`inline`: here, as a lone run does); a failed plot is a warning, never
-    the run's error."""
-    title = summary.title or str(run_dir)
-    plots: list[tuple[str, Callable[..., Any], tuple]] = [
-        ("curves", plot_run, (run_dir, run_dir / "curves.png", title, summary.currency,
-                              (summary.eval_envs, summary.eval_steps))),
-    ]  # fmt: skip
-    reading = evaluator.last
-    if reading is not None and evaluator.cfg.tearsheet:
-        plots.append(("tear sheet", tearsheet.write_tearsheet,
-                      (run_dir, reading.agent, reading.baselines, evaluator.book,
-                       evaluator.costs, title)))  # fmt: skip
-    workers = None if inline else evaluator.workers
-    drawn = [(what, fn, args, submitted(workers, fn, *args)) for what, fn, args in plots]
-    for what, fn, args, future in drawn:
-        while not future.done():
-            yield future
-        try:
-            paths = outcome(future, fn, *args)
-        except Exception as exc:
-            log.warning("could not write the %s of %s: %s", what, run_dir, exc)
-            continue
-        if what == "curves":
-            summary.curves = paths
-            paths = [paths]
-        for path in paths:
-            tracker.log_artifact(path)
-        if what == "tear sheet":
-            log.info("tear sheet: %s", ", ".join(map(str, paths)))

@@ -1,0 +1,102 @@
+"""What a run records of itself besides its metrics: its params, tags and artifacts at the
+start, its plots (curves, tear sheet) and its outcome file at the end."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from alpha_rl.market import Market
+from alpha_rl.pipeline import tearsheet
+from alpha_rl.pipeline.curves import plot_run
+from alpha_rl.pipeline.evaluate import Evaluator
+from alpha_rl.pipeline.job import Job
+from alpha_rl.pipeline.labels import (
+    ORACLE_AUDIT,
+    config_yaml,
+    flatten,
+    money_units,
+    resolved,
+    tags,
+)
+from alpha_rl.pipeline.plan import Plan
+from alpha_rl.pipeline.summary import Summary
+from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
+from alpha_rl.pipeline.workers import outcome, submitted
+from alpha_rl.session import Session
+from alpha_rl.tracking import Tracker
+
+log = logging.getLogger("alpha_rl")
+
+
+def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, plan: Plan,
+                 market: Market, probe_digest: str) -> None:  # fmt: skip
+    """Params (the config's, the resolved values, the fold's ranges and the money units), tags
+    and the config and ISV artifacts of a new run."""
+    if session.backend.name == "numpy":
+        audit = ORACLE_AUDIT
+    else:
+        audit = f"every {plan.run.audit_every} steps" if plan.run.audit_every else "off"
+    units = money_units(session.cfg) | {"reward.scale_resolved": float(session.cfg.reward.scale)}
+    tracker.log_params(flatten(resolved(cfg)) | plan.resolved_params() | market.params() | units)
+    labels = tags(session, job.choices, audit)
+    labels["probe_digest"] = probe_digest
+    labels["fold"] = "single" if market.fold.index is None else str(market.fold.index)
+    if job.gpu is not None:
+        labels["gpu_slot"] = job.gpu.tag
+    tracker.set_tags(labels)
+    tracker.log_text(config_yaml(cfg), "config.yaml")
+    tracker.log_text(session.isv.layout.table(), "isv_table.txt")
+
+
+def search_tags(cfg: DictConfig) -> dict[str, str]:
+    """The tags that name a search trial's study and number (cfg.search)."""
+    return {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
+
+
+def say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
+    """<run dir>/outcome.json, which the sweep's last lines count (a failed write: a warning)."""
+    try:
+        write_outcome(run_dir, status, steps, reason)
+    except OSError as exc:
+        log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
+
+
+def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: Summary,
+                inline: bool = False) -> Generator[Future, None, None]:  # fmt: skip
+    """<run dir>/curves.png, and tearsheet.html and .png of the start's last evaluation (with
+    `eval.tearsheet`), as the run's artifacts. A pack draws them in its worker processes,
+    yielding meanwhile (`inline`: here, as a lone run does); a failed plot is a warning, never
+    the run's error."""
+    title = summary.title or str(run_dir)
+    plots: list[tuple[str, Callable[..., Any], tuple]] = [
+        ("curves", plot_run, (run_dir, run_dir / "curves.png", title, summary.currency,
+                              (summary.eval_envs, summary.eval_steps))),
+    ]  # fmt: skip
+    reading = evaluator.last
+    if reading is not None and evaluator.cfg.tearsheet:
+        plots.append(("tear sheet", tearsheet.write_tearsheet,
+                      (run_dir, reading.agent, reading.baselines, evaluator.book,
+                       evaluator.costs, title)))  # fmt: skip
+    workers = None if inline else evaluator.workers
+    drawn = [(what, fn, args, submitted(workers, fn, *args)) for what, fn, args in plots]
+    for what, fn, args, future in drawn:
+        while not future.done():
+            yield future
+        try:
+            paths = outcome(future, fn, *args)
+        except Exception as exc:
+            log.warning("could not write the %s of %s: %s", what, run_dir, exc)
+            continue
+        if what == "curves":
+            summary.curves = paths
+            paths = [paths]
+        for path in paths:
+            tracker.log_artifact(path)
+        if what == "tear sheet":
+            log.info("tear sheet: %s", ", ".join(map(str, paths)))
