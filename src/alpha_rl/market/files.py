@@ -15,16 +15,13 @@ from __future__ import annotations
 import errno
 import importlib.util
 import logging
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market.book import Book
@@ -36,6 +33,14 @@ from alpha_rl.market.checks import (
     numbers,
     show,
     tick_warning,
+)
+from alpha_rl.market.formats import (
+    FAMILIES,
+    LEVEL_COLUMN,
+    PRICE,
+    TIMESTAMP,
+    file_format,
+    read_frame,
 )
 from alpha_rl.market.times import (
     Gap,
@@ -53,61 +58,7 @@ from alpha_rl.market.times import (
 
 log = logging.getLogger(__name__)
 
-FAMILIES = ("bid_px", "ask_px", "bid_sz", "ask_sz")
-TIMESTAMP = "timestamp"
-PRICE = "price"  # one price per row (closes, mids): quoted at market.spread around it
 PACKAGE = "package:"  # market.path=package:<name>/<file in it>: a file an installed package ships
-_LEVEL_COLUMN = re.compile(r"^(bid_px|ask_px|bid_sz|ask_sz)_(0|[1-9][0-9]*)$")
-
-
-def _read_csv(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
-    header = pd.read_csv(file, header=None, nrows=1, dtype=str, skip_blank_lines=False)
-    _unique(file, [str(n) for n in header.iloc[0]], "the header (line 1)", used)
-    dtype = None if text_column is None else {text_column: str}
-    options = {"skip_blank_lines": False, "low_memory": False, "dtype": dtype}
-    frame = pd.read_csv(file, **options)
-    filled = np.flatnonzero(frame.notna().any(axis=1).to_numpy())
-    end = int(filled[-1]) + 1 if filled.size else 0
-    if end == len(frame):
-        return frame
-    # blank lines (or lines of separators alone) end the file: read again without them, so that
-    # a column is typed as its values are (their NaN would make integer stamps float64)
-    log.info("%s: %d blank line(s) at the end ignored", file, len(frame) - end)
-    return pd.read_csv(file, nrows=end, **options)
-
-
-def _read_parquet(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
-    _unique(file, pq.read_schema(file).names, "the Parquet schema", lambda _: True)
-    return pd.read_parquet(file, engine="pyarrow")
-
-
-@dataclass(frozen=True)
-class FileFormat:
-    """A quotes file format: its name, the file endings it is chosen by, how its table is read
-    (`read(file, text_column, used)`: `text_column` read as text, not numbers; a repeated column
-    name refused, in CSV only where `used`), and whether its rows are lines of text (a problem
-    is then reported with its line of the file too)."""
-
-    name: str
-    suffixes: tuple[str, ...]
-    read: Callable[[Path, str | None, Callable[[str], bool]], pd.DataFrame]
-    lines: bool
-
-
-FORMATS = (
-    FileFormat("CSV", (".csv", ".csv.gz"), _read_csv, lines=True),  # .gz: pandas unzips it
-    FileFormat("Parquet", (".parquet", ".pq"), _read_parquet, lines=False),
-)
-
-
-def file_format(file: Path) -> FileFormat:
-    """The format of `file`, by its ending; MarketDataError lists the formats read."""
-    suffix = file.suffix.lower()
-    for fmt in FORMATS:
-        if any(file.name.lower().endswith(ending) for ending in fmt.suffixes):
-            return fmt
-    known = " or ".join(f"{f.name} ({', '.join(f.suffixes)})" for f in FORMATS)
-    raise MarketDataError(f"{file}: unknown file extension {suffix!r}; market=file reads {known}")
 
 
 def package_file(path: str) -> Path:
@@ -157,7 +108,8 @@ def read_quotes_file(
     session_gap: str | float | None = None,
     spread: float | None = None,
 ) -> Book:
-    """The Book [T, L] of a quotes file (FORMATS); MarketDataError names file, row, column."""
+    """The Book [T, L] of a quotes file (market/formats.py: FORMATS); MarketDataError names file,
+    row and column."""
     file = resolve_path(path)
     renames = dict(columns or {})
     try:
@@ -225,7 +177,7 @@ def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str], *,
 def check_columns(columns: Mapping[str, str]) -> None:
     """Refuse a market.columns with a target not ours or two file columns onto one of ours."""
     unknown = {s: t for s, t in columns.items()
-               if t not in (TIMESTAMP, PRICE) and not _LEVEL_COLUMN.match(t)}  # fmt: skip
+               if t not in (TIMESTAMP, PRICE) and not LEVEL_COLUMN.match(t)}  # fmt: skip
     if unknown:
         raise key_error(
             "columns",
@@ -256,41 +208,6 @@ def check_default_size(size: float | None) -> None:
         )
 
 
-def _read_frame(file: Path, text_column: str | None, used: Callable[[str], bool]) -> pd.DataFrame:
-    """The file's table; a CSV's `text_column` (if any) is read as text, not as numbers. A
-    column name the header has twice is refused: any in Parquet, a `used` one in CSV."""
-    fmt = file_format(file)
-    try:
-        exists, is_file = file.exists(), file.is_file()
-    except OSError as exc:  # a directory on the way that cannot be searched, ...
-        what = f"{file}: cannot be opened ({exc.strerror}); check market.path"
-        raise MarketDataError(what) from exc
-    if not exists:
-        raise MarketDataError(
-            f"market data file not found: {file} (market.path resolves relative paths "
-            f"against the working directory, {Path.cwd()})"
-        )
-    if not is_file:
-        raise MarketDataError(f"{file} is not a file; market.path must name a quotes file")
-    try:
-        return fmt.read(file, text_column, used)
-    except (OSError, ValueError) as exc:  # parser, encoding, Arrow and permission errors
-        what = str(exc).replace("\n", "; ")
-        raise MarketDataError(f"{file}: cannot be read as {fmt.name}: {what}") from exc
-
-
-def _unique(file: Path, names: list[str], where: str, used: Callable[[str], bool]) -> None:
-    """Refuse a `used` column name that `names` holds twice (pandas would keep one of them)."""
-    doubled = [n for n, k in Counter(names).items() if k > 1 and used(n)]
-    if doubled:
-        at = [str(i + 1) for i, n in enumerate(names) if n == doubled[0]]
-        times = "twice" if len(at) == 2 else f"{len(at)} times"
-        raise MarketDataError(
-            f"{file}: {where} has column {doubled[0]!r} {times} (columns {', '.join(at[:-1])} "
-            f"and {at[-1]}); only one would be read: drop or rename the others"
-        )
-
-
 def _table(
     file: Path,
     renames: dict[str, str],
@@ -301,8 +218,8 @@ def _table(
     """The file's table with market.columns applied, a price column quoted at market.spread,
     and absent sizes filled (default_size)."""
     source = next((s for s, t in renames.items() if t == TIMESTAMP), TIMESTAMP)
-    used = lambda n: n in (TIMESTAMP, PRICE) or n in renames or bool(_LEVEL_COLUMN.match(n))  # noqa: E731
-    frame = _read_frame(file, source if fmt is not None else None, used)
+    used = lambda n: n in (TIMESTAMP, PRICE) or n in renames or bool(LEVEL_COLUMN.match(n))  # noqa: E731
+    frame = read_frame(file, source if fmt is not None else None, used)
     frame = _quoted(file, _rename(file, frame, renames), spread, renames)
     return _fill_sizes(file, frame, size)
 
@@ -313,7 +230,7 @@ def _quoted(file: Path, frame: pd.DataFrame, spread: float | None,
     and ask_px_0 = price + spread / 2 (the price left as read: its checks are the book's)."""
     found = [str(c) for c in frame.columns]
     if spread is None:
-        if PRICE in found and not any(_LEVEL_COLUMN.match(c) for c in found):
+        if PRICE in found and not any(LEVEL_COLUMN.match(c) for c in found):
             raise MarketDataError(
                 f"{file}: has a {PRICE} column but no bid/ask columns; a file of one price per "
                 "row needs the spread it is traded at: set market.spread (in market.currency)"
@@ -373,7 +290,7 @@ def _fill_sizes(file: Path, frame: pd.DataFrame, size: float | None) -> pd.DataF
     if size is None:
         return frame
     found = {str(c) for c in frame.columns}
-    matches = [m for m in map(_LEVEL_COLUMN.match, found) if m and m[1] in ("bid_px", "ask_px")]
+    matches = [m for m in map(LEVEL_COLUMN.match, found) if m and m[1] in ("bid_px", "ask_px")]
     priced = sorted({int(m[2]) for m in matches})
     absent = [
         f"{f}_{lv}" for lv in priced for f in ("bid_sz", "ask_sz") if f"{f}_{lv}" not in found
@@ -389,7 +306,7 @@ def _count_levels(file: Path, found: list[str]) -> int:
     """L: levels 0..L-1 each present in all four column families, or MarketDataError."""
     levels: dict[str, set[int]] = {family: set() for family in FAMILIES}
     for name in found:
-        match = _LEVEL_COLUMN.match(name)
+        match = LEVEL_COLUMN.match(name)
         if match:
             levels[match[1]].add(int(match[2]))
     missing = [f"{family}_0" for family in FAMILIES if 0 not in levels[family]]
@@ -410,7 +327,7 @@ def _count_levels(file: Path, found: list[str]) -> int:
                 f"{file}: missing column(s) {', '.join(absent)} {why}; every level needs all "
                 "four of bid_px, ask_px, bid_sz, ask_sz, levels numbered 0, 1, 2, ... without gaps"
             )
-    extra = [n for n in found if n != TIMESTAMP and not _LEVEL_COLUMN.match(n)]
+    extra = [n for n in found if n != TIMESTAMP and not LEVEL_COLUMN.match(n)]
     if extra:
         log.info("%s: ignoring columns %s", file, ", ".join(extra))
     return count
