@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from alpha_rl.killcheck import speed
-from alpha_rl.killcheck.speed import EXACT, FIRST, NEVER, Reach, reach, turnbull, turnbull_median
+from alpha_rl.killcheck import turnbull as npmle
+from alpha_rl.killcheck.speed import EXACT, FIRST, NEVER, Reach, reach, turnbull_median
+from alpha_rl.killcheck.turnbull import GAP, turnbull
 from alpha_rl.tracking import RunRecord
 
 INF = math.inf
@@ -54,7 +55,7 @@ def reaches_of(*spans: tuple[float, float, int]) -> list[Reach]:
 
 def test_turnbull_of_times_seen_on_one_grid_is_the_empirical_distribution() -> None:
     fit = turnbull(*intervals((0, 250, 1), (1000, 2000, 3), (2000, 3000, 2), (12000, INF, 4)))
-    assert fit.converged and fit.gap <= speed.GAP
+    assert fit.converged and fit.gap <= GAP
     assert fit.low.tolist() == [0, 1000, 2000, 12000]
     assert fit.high.tolist() == [250, 2000, 3000, INF]
     assert fit.mass == pytest.approx([0.1, 0.3, 0.2, 0.4], abs=1e-12)
@@ -79,7 +80,7 @@ def test_turnbull_converges_where_self_consistency_stalls() -> None:
     lows = np.array([2000, 3000, 500, 5000, 4000, 9000, 9000, 5000, 1000, 250], np.float64)
     highs = np.array([3000, 4000, 2000, 6000, 5000, 10000, INF, 8000, 3000, 1000], np.float64)
     fit = turnbull(lows, highs)
-    assert fit.converged and fit.gap <= speed.GAP
+    assert fit.converged and fit.gap <= GAP
     assert fit.low.tolist() == [500, 1000, 2000, 3000, 4000, 5000, 9000]
     assert fit.mass == pytest.approx([0.2, 0, 0.2, 0.1, 0.1, 0.2, 0.2], abs=1e-9)
     member = (lows[:, None] <= fit.low) & (fit.high <= highs[:, None])
@@ -92,10 +93,10 @@ def test_turnbull_converges_where_self_consistency_stalls() -> None:
 
 
 def test_a_fit_that_does_not_converge_says_so(monkeypatch) -> None:
-    monkeypatch.setattr(speed, "MAX_ROUNDS", 0)
+    monkeypatch.setattr(npmle, "MAX_ROUNDS", 0)
     # the right-censored runs below: one Newton round short of the maximum
     median = turnbull_median(reaches_of(*KAPLAN_MEIER), 0.95)
-    assert not median.converged and median.gap > speed.GAP
+    assert not median.converged and median.gap > GAP
     assert median.evidence()["converged"] is False
     assert "the fit did not converge" in median.text()
 

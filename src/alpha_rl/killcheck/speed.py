@@ -35,27 +35,23 @@ slower when the reverse, else undecided; a two-sided sign test over the decided 
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
 from alpha_rl.killcheck.aggregate import t_estimate
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import INFO, NOT_EVALUATED, Judgement
 from alpha_rl.killcheck.fmt import fmt_interval
 from alpha_rl.killcheck.pairs import Pair
+from alpha_rl.killcheck.turnbull import TIE, middle, turnbull
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import CAPTURE, TRAIN_CAPTURE
 
 EXACT, FIRST, NEVER = "exact", "at the first evaluation", "never"
 CAPTURE_KEYS = (CAPTURE, TRAIN_CAPTURE)
-GAP = 1e-9  # the Turnbull fit stops when its log-likelihood is within this of the maximum
-MAX_ROUNDS = 200  # Newton rounds before a fit is reported as not converged (< 20 for 10-80 runs)
-HEAVY = 1e6  # weight of the row that holds the Newton target's masses to a sum of 1
-TIE = 1e-9  # a cumulative mass this close to 1/2 is 1/2 (the fit's precision)
 
 
 def capture_key(runs: list[RunRecord]) -> str | None:
@@ -119,83 +115,6 @@ def _target(base: RunRecord, key: str, end: int, crit: Criteria) -> float:
     return float(finite[0] + crit.capture_target_frac * (plateau - finite[0]))
 
 
-@dataclass(frozen=True)
-class Turnbull:
-    """Turnbull's NPMLE of interval-censored times: mass[j] in the innermost interval (low[j],
-    high[j]] (float64 [m] each, in order; high inf: past the last evaluation); `gap` bounds the
-    log-likelihood's distance to its maximum."""
-
-    low: np.ndarray
-    high: np.ndarray
-    mass: np.ndarray
-    converged: bool
-    gap: float
-    rounds: int
-
-
-def innermost(lows: np.ndarray, highs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Turnbull's innermost intervals (a, b] of the intervals (lows, highs] (float64 [n] each): a
-    left end followed, among all ends in order, by a right end (at a tie the right end comes
-    first: (x, s] and (s, y] do not meet). float64 [m] each, in order."""
-    ends = sorted({(h, 0) for h in highs.tolist()} | {(lo, 1) for lo in lows.tolist()})
-    pairs = [(a, b) for (a, left), (b, right) in itertools.pairwise(ends) if left and not right]
-    return np.array([a for a, _ in pairs], np.float64), np.array([b for _, b in pairs], np.float64)
-
-
-def turnbull(lows: np.ndarray, highs: np.ndarray) -> Turnbull:
-    """The NPMLE of times in (lows, highs] (float64 [n] each): the masses on the innermost
-    intervals that maximise sum_i log (A p)_i, A[i, j] = 1 when interval j lies in run i's, to a
-    log-likelihood within GAP of the maximum (by concavity it is within n (max_j d_j - 1),
-    d = A^T (1 / A p) / n, which is 1 where the maximum puts mass and at most 1 elsewhere)."""
-    low, high = innermost(lows, highs)
-    member = ((lows[:, None] <= low) & (high <= highs[:, None])).astype(np.float64)
-    n = lows.size
-    mass = np.full(low.size, 1.0 / low.size)
-    for rounds in range(MAX_ROUNDS + 1):
-        like = member @ mass
-        grad = member.T @ (1.0 / like) / n
-        gap = float(n * (grad.max() - 1.0))
-        if gap <= GAP or rounds == MAX_ROUNDS:
-            break
-        mass = _newton_round(member, mass, like, grad)
-    return Turnbull(low, high, mass, gap <= GAP, max(gap, 0.0), rounds)
-
-
-def _newton_round(member: np.ndarray, mass: np.ndarray, like: np.ndarray,
-                  grad: np.ndarray) -> np.ndarray:  # fmt: skip
-    """One round of the constrained Newton method: the non-negative least-squares maximiser of the
-    log-likelihood's quadratic approximation at `mass` (its sum held to 1 by a heavy row), a
-    backtracking line search towards it, then an EM step (self-consistency: the sum stays 1 and
-    the likelihood never falls, so the fit converges even where the search gives nothing)."""
-    n, m = member.shape
-    loglik = float(np.log(like).sum())
-    rows = np.vstack([member / like[:, None], np.full(m, HEAVY)])
-    try:
-        goal = optimize.nnls(rows, np.append(np.full(n, 2.0), HEAVY))[0]
-    except RuntimeError:  # the solver's own iteration limit: the EM step alone
-        goal = mass
-    goal = goal / goal.sum() if goal.sum() > 0 else mass
-    slope = n * float(grad @ (goal - mass))
-    step, best = 1.0, mass
-    while slope > 0 and step > 1e-6:
-        trial = mass + step * (goal - mass)
-        with np.errstate(divide="ignore"):
-            if np.log(member @ trial).sum() >= loglik + step * slope / 3:
-                best = trial
-                break
-        step /= 2
-    return best * (member.T @ (1.0 / (member @ best)) / n)
-
-
-def _middle(cum: np.ndarray, place: np.ndarray) -> float:
-    """The middle of the median set of masses at `place` [m] (in order; inf past the last
-    evaluation) with cumulative sums `cum` [m]."""
-    j = int(np.argmax(cum >= 0.5 - TIE))
-    if abs(cum[j] - 0.5) <= TIE and j + 1 < cum.size:  # at 1/2 from place[j] to place[j + 1]
-        return float(place[j] + place[j + 1]) / 2
-    return float(place[j])
-
-
 def median_ci(reaches: list[Reach], confidence: float) -> tuple[float, float]:
     """A distribution-free `confidence` interval for the arm's median time: (X_(k), X_(n+1-k)],
     k the largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2, widened to the k-th
@@ -255,7 +174,7 @@ def turnbull_median(reaches: list[Reach], confidence: float | None = None) -> Me
     fit = turnbull(np.array([r.low for r in reaches]), np.array([r.high for r in reaches]))
     keep = fit.mass > TIE  # innermost intervals the fit leaves empty hold no median
     low, high, cum = fit.low[keep], fit.high[keep], np.cumsum(fit.mass[keep])
-    lo, hi = _middle(cum, low), _middle(cum, high)
+    lo, hi = middle(cum, low), middle(cum, high)
     ci = median_ci(reaches, confidence) if confidence is not None else None
     kind = "more than" if not math.isfinite(hi) else "at most" if lo <= 0 else "value"
     return Median(kind, lo if kind == "more than" else hi, lo, hi, fit.converged, fit.gap, ci,
