@@ -29,6 +29,7 @@ from alpha_rl.killcheck.axes import axis_for
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.pairs import Pairing
+from alpha_rl.killcheck.plot import plot
 from alpha_rl.killcheck.report import (
     CANNOT_JUDGE,
     EXIT,
@@ -36,7 +37,6 @@ from alpha_rl.killcheck.report import (
     Treatment,
     note,
     overall,
-    plot,
     summary,
     table,
     write_json,
