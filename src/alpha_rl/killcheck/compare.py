@@ -18,9 +18,9 @@ from scipy import stats
 
 from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum, t_estimate
 from alpha_rl.killcheck.axes import Axis
+from alpha_rl.killcheck.broken import broke
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.criteria import (
-    FAILURE_TAG,
     INFO,
     NOT_EVALUATED,
     PENDING,
@@ -29,9 +29,18 @@ from alpha_rl.killcheck.criteria import (
 )
 from alpha_rl.killcheck.fmt import fmt, fmt_interval, fmt_p
 from alpha_rl.killcheck.pairs import Pair
-from alpha_rl.killcheck.rates import p_within, seeds_within
 from alpha_rl.killcheck.speed import window_mean
-from alpha_rl.killcheck.stats import TMean, fisher_floor, fisher_greater, fisher_seeds, t_mean
+from alpha_rl.killcheck.stats import TMean, t_mean
+from alpha_rl.killcheck.values import (
+    HEAVY,
+    SKEWED,
+    end_values,
+    excess_kurtosis,
+    pair_window,
+    paired_differences,
+    paired_end_values,
+    skewness,
+)
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import BASELINES, HELD_OUT, L_Q, PNL, PROBE, baseline_key
 
@@ -44,70 +53,8 @@ NOT_COMPARABLE = {
     "agent": "each learner's l_q is its own loss (C51: a cross-entropy; n-step: n-step targets) "
     "over its own replay batches",
 }
-BROKEN = "6 runs that broke (rate)"
 VS_BASELINE = "held-out pnl: {arm} vs the best trivial baseline in hindsight"
 BENEFIT = "7 no held-out harm ({metric})"
-
-
-def _window(treated: RunRecord, base: RunRecord, crit: Criteria) -> tuple[float, int]:
-    end = min(treated.last_step, base.last_step)
-    return (1 - crit.window) * end, end
-
-
-def broke(run: RunRecord, crit: Criteria) -> str | None:
-    """Why a run broke, or None: it failed (its failure tag), a value of loss/l_q or of the
-    stability metric is NaN / inf, or one of them blew up (its max over the last `window` of the
-    run above `blowup_factor` x the series' own median over the run). Judged on each run alone,
-    so the two arms are measured alike."""
-    key = ("broke", crit.window, crit.blowup_factor, crit.stability_metric)
-    if key not in run.cache:
-        run.cache[key] = _broke(run, crit)
-    return run.cache[key]
-
-
-def _broke(run: RunRecord, crit: Criteria) -> str | None:
-    if FAILURE_TAG in run.tags:
-        return run.tags[FAILURE_TAG]
-    for key in dict.fromkeys((LITERAL_KEY, crit.stability_metric)):
-        steps, values = run.series(key)
-        if not values.size:
-            continue
-        # MLflow's SQL stores keep +-inf as +-float max: those are infinite too
-        if not (np.abs(values) < np.finfo(np.float64).max).all():
-            return f"non-finite {key}"
-        late = values[steps >= (1 - crit.window) * run.last_step]
-        median = float(np.median(values))
-        if late.size and median > 0 and late.max() / crit.blowup_factor > median:
-            return (f"{key} blew up: max {late.max():.4g} over the window > "
-                    f"{crit.blowup_factor:g} x its median {median:.4g}")  # fmt: skip
-    return None
-
-
-def judge_broken(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> Judgement:
-    """The treatment's runs break more often than the baseline's: Fisher's exact test on the
-    counts (one-sided), so one diverged run is a rate, not a verdict."""
-    treated = list({t.run_id: t for t, _ in pairs}.values())
-    bases = list({b.run_id: b for _, b in pairs}.values())
-    why_t = {r.run_id: w for r in treated if (w := broke(r, crit))}
-    why_b = {r.run_id: w for r in bases if (w := broke(r, crit))}
-    counts = (len(why_t), len(treated), len(why_b), len(bases))
-    p = fisher_greater(*counts)
-    tl, bl = labels
-    value = (f"{counts[0]} of {counts[1]} {tl} runs broke vs {counts[2]} of {counts[3]} {bl} "
-             f"({fmt_p(p)})")  # fmt: skip
-    if why_t:
-        value += f": {next(iter(why_t.values()))}"
-    safe = p_within(*counts, crit.broken_margin)
-    value += f"; within +{crit.broken_margin:g}: p {safe:.2g}"
-    threshold = (f"KILL: broken share shown above the baseline's (Fisher's exact); within: shown "
-                 f"at most {crit.broken_margin:g} above it (Farrington-Manning)")  # fmt: skip
-    evidence = {"treatment_broken": why_t, "baseline_broken": why_b, "counts": counts,
-                "margin": crit.broken_margin, "p_within": safe}  # fmt: skip
-    test = Test(p, lambda level: fisher_seeds(*counts, level), "runs per arm",
-                "the treatment broke no more often than the baseline: nothing for more runs to "
-                "decide", fisher_floor(*counts), safe,
-                lambda level: seeds_within(*counts, crit.broken_margin, level))  # fmt: skip
-    return Judgement(BROKEN, value, threshold, PENDING, True, evidence, test=test)
 
 
 def _pair_values(pairs: list[Pair], key: str, crit: Criteria,
@@ -118,7 +65,7 @@ def _pair_values(pairs: list[Pair], key: str, crit: Criteria,
     each, values = [], {}
     for treated, base in pairs:
         out = {"treatment": treated.run_id, "baseline": base.run_id}
-        start, end = _window(treated, base, crit)
+        start, end = pair_window(treated, base, crit)
         broken = broke(treated, crit) or broke(base, crit)
         digests = (treated.tags.get(PROBE_TAG), base.tags.get(PROBE_TAG))
         t = window_mean(treated, key, start, end)
@@ -197,43 +144,6 @@ def _noncentral(m: TMean, c: float) -> tuple[float, float]:
         return (0.0, 1.0) if m.mean < 0 else (1.0, 0.0)
     t, nc = m.mean / m.se, -c * math.sqrt(m.n)
     return float(stats.nct.cdf(t, m.df, nc)), float(stats.nct.sf(t, m.df, nc))
-
-
-SKEWED = 0.5  # a skewness of the pairs' values beyond which the row says its t-test may err
-HEAVY = 2.0  # an excess kurtosis beyond which a margin in sds says it may err (normal: 0)
-HEAVY_PAIRS = 10  # the fewest values whose kurtosis is read (at 10 normal pairs 8.5% pass 2.0)
-
-
-def _centred(values: dict[str, list[float]]) -> np.ndarray:
-    """The pairs' values about their folds' means."""
-    return np.concatenate([np.asarray(v, np.float64) - np.mean(v) for v in values.values() if v])
-
-
-def skewness(values: dict[str, list[float]]) -> float:
-    """The sample skewness (adjusted Fisher-Pearson) of the pairs' values about their folds'
-    means; NaN with fewer than 8 values (fewer say nothing about it) or no spread."""
-    x = _centred(values)
-    n = x.size
-    if n < 8:
-        return math.nan
-    m2, m3 = float(np.mean(x**2)), float(np.mean(x**3))
-    if m2 <= 0:
-        return math.nan
-    return m3 / m2**1.5 * math.sqrt(n * (n - 1)) / (n - 2)
-
-
-def excess_kurtosis(values: dict[str, list[float]]) -> float:
-    """The sample excess kurtosis (the adjusted G2: 0 for normal values on average) of the
-    pairs' values about their folds' means; NaN with fewer than `HEAVY_PAIRS` values or no
-    spread."""
-    x = _centred(values)
-    n = x.size
-    if n < HEAVY_PAIRS:
-        return math.nan
-    m2, m4 = float(np.mean(x**2)), float(np.mean(x**4))
-    if m2 <= 0:
-        return math.nan
-    return (n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * (m4 / m2**2 - 3) + 6)
 
 
 def _tested(
@@ -331,44 +241,6 @@ def literal_row(pairs: list[Pair], axis: Axis, crit: Criteria) -> Judgement:
 def _in_folds(values: dict[str, list[float]]) -> str:
     """` in 4 folds` (a stratified interval) when the values come from more than one fold."""
     return f" in {len(values)} folds" if len(values) > 1 else ""
-
-
-def end_value(run: RunRecord, key: str, crit: Criteria) -> float:
-    """The run's mean of `key` over the last `window` of its own training (NaN: none there)."""
-    return window_mean(run, key, (1 - crit.window) * run.last_step)
-
-
-def end_values(runs: list[RunRecord], key: str, crit: Criteria) -> dict[str, list[float]]:
-    """Each run's `end_value`, by stratum."""
-    out: dict[str, list[float]] = {}
-    for run in runs:
-        value = end_value(run, key, crit)
-        if np.isfinite(value):
-            out.setdefault(stratum(run), []).append(value)
-    return out
-
-
-def paired_end_values(pairs: list[Pair], key: str,
-                      crit: Criteria) -> dict[str, list[tuple[float, float]]]:  # fmt: skip
-    """Per stratum, each pair's (treatment, baseline) `end_value`s; a pair without both is left
-    out."""
-    out: dict[str, list[tuple[float, float]]] = {}
-    for t, b in pairs:
-        both = (end_value(t, key, crit), end_value(b, key, crit))
-        if np.isfinite(both).all():
-            out.setdefault(stratum(t), []).append(both)
-    return out
-
-
-def paired_differences(pairs: list[Pair], key: str, crit: Criteria) -> dict[str, list[float]]:
-    """Per stratum, each pair's treatment - baseline mean of `key` over the pair's window."""
-    out: dict[str, list[float]] = {}
-    for t, b in pairs:
-        start, end = _window(t, b, crit)
-        d = window_mean(t, key, start, end) - window_mean(b, key, start, end)
-        if np.isfinite(d):
-            out.setdefault(stratum(t), []).append(d)
-    return out
 
 
 def judge_folds(pairs: list[Pair], crit: Criteria) -> list[Judgement]:

@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from alpha_rl.killcheck.axes import Axis
+from alpha_rl.killcheck.broken import BROKEN, judge_broken
 from alpha_rl.killcheck.compare import (
-    BROKEN,
     judge_baselines,
     judge_benefit,
-    judge_broken,
     judge_folds,
     judge_held_out,
     judge_stability,
