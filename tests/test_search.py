@@ -284,3 +284,16 @@ def test_a_trial_value_becomes_an_override_hydra_reads_back(value, line) -> None
     assert space.as_override("k", value) == line
     parsed_back = OverridesParser.create().parse_overrides([line])[0].value()
     assert parsed_back == value
+
+
+def test_the_objectives_iqm_keeps_scipys_middle_half_and_adds_it_portably() -> None:
+    from scipy import stats
+
+    from alpha_rl.pipeline.objective import interquartile_mean
+
+    assert interquartile_mean(np.array([100.0, 1.0, 3.0, 2.0])) == 2.5  # 1 and 100 cut
+    assert interquartile_mean(np.array([4.0, -1.0, 2.0])) == 5 / 3  # n = 3: nothing cut
+    gen = np.random.default_rng(5)
+    for n in (5, 8, 13, 40):
+        x = gen.normal(size=n)
+        assert interquartile_mean(x) == pytest.approx(stats.trim_mean(x, 0.25), rel=1e-12)
