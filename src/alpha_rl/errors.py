@@ -1,15 +1,14 @@
 """Errors a user can cause. Each message says what went wrong and what to do about it."""
 
+from alpha_rl.masking import mask
+
 
 class AlphaRlError(Exception):
     """Base class of every error alpha_rl raises on purpose. Its message has the environment's
-    secrets masked (alpha_rl.tracking.secrets), wherever it is shown or recorded: an error that
+    secrets masked (alpha_rl.masking), wherever it is shown or recorded: an error that
     echoes a config value (agent.lr='***', a market file's path) never holds one in clear."""
 
     def __init__(self, *args: object) -> None:
-        # imported here: the alpha_rl.tracking package imports this module
-        from alpha_rl.tracking.secrets import mask
-
         super().__init__(*(mask(arg) for arg in args))
 
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from alpha_rl.errors import CheckpointError
+from alpha_rl.masking import mask, secret_in, secrets
 from alpha_rl.pipeline import checkpoint
-from alpha_rl.tracking.secrets import mask, secret_in, secrets
 from tests.helpers import start_train, train_in_process
 from tests.pipeline.test_run import client, job
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from alpha_rl.errors import ConfigError
+from alpha_rl.masking import MASK, hide_password, redact, secrets, uri_has_password
 from alpha_rl.tracking.__main__ import main as tracking_main
 from alpha_rl.tracking.config import check_launcher
-from alpha_rl.tracking.secrets import MASK, hide_password, redact, secrets, uri_has_password
 from alpha_rl.tracking.server import is_loopback, read_credentials
 from alpha_rl.tracking.tracker import open_tracker
 from tests.mlflow_server import free_port

@@ -43,10 +43,10 @@ from alpha_rl.killcheck.report import (
 )
 from alpha_rl.killcheck.sequential import Design
 from alpha_rl.killcheck.speed import capture_key
+from alpha_rl.masking import hide_password
 from alpha_rl.tracking import RunReader, RunRecord
 from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
-from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.stores import bound_requests
 from alpha_rl.tracking.view import VIEW_TAG
 

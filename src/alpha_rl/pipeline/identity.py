@@ -29,11 +29,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import CheckpointError, WriteError
+from alpha_rl.masking import MASK, mask
 from alpha_rl.pipeline.owner import RunDirError, claim, job_id, release, write_record
 from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.records import dumps, read_diag, replace_text, why
 from alpha_rl.tracking.relocate import check_continued_store
-from alpha_rl.tracking.secrets import MASK, mask
 from alpha_rl.tracking.tracker import DIAG_FILE
 
 log = logging.getLogger("alpha_rl")

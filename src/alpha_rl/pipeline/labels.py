@@ -14,10 +14,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
+from alpha_rl.masking import mask
 from alpha_rl.pipeline.ledger import UNITS
 from alpha_rl.pipeline.parts import recorded_init
 from alpha_rl.session import Session, cubin_dir
-from alpha_rl.tracking.secrets import mask
 
 # the `audit` tag of a run whose kernels are the NumPy oracles: nothing to audit them against
 ORACLE_AUDIT = "not audited (numpy backend: the kernels are the oracles)"
@@ -53,7 +53,7 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def config_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML (the run artifact and the checkpoint's record), with the
     environment's secrets masked in every key and value, numbers included
-    (alpha_rl.tracking.secrets): a value taken from ${oc.env:MLFLOW_TRACKING_PASSWORD} or
+    (alpha_rl.masking): a value taken from ${oc.env:MLFLOW_TRACKING_PASSWORD} or
     ${oc.decode:${oc.env:PGPASSWORD}} is never written to disk or logged."""
     return yaml.safe_dump(mask(resolved(cfg)), sort_keys=False)
 

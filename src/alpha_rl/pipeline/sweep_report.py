@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.masking import redact, secrets
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.parent import failed_jobs, recorded_parent, ui_opening
 from alpha_rl.tracking.records import write_json
-from alpha_rl.tracking.secrets import redact, secrets
 
 log = logging.getLogger("alpha_rl")
 

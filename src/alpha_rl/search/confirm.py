@@ -36,12 +36,12 @@ from alpha_rl.killcheck.cli import exit_with_verdict, wanted
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
+from alpha_rl.masking import hide_password
 from alpha_rl.pipeline.objective import METRIC
 from alpha_rl.search.shrinkage import Candidate, describe, report
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader
 from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
-from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import sqlite_file
 from alpha_rl.tracking.stores import bound_requests, first_line
 

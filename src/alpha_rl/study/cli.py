@@ -36,10 +36,10 @@ from alpha_rl.killcheck.cli import exit_with_verdict, staged_design, wanted
 from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.report import EXIT, overall, summary, table, write_json
 from alpha_rl.killcheck.staged import Progress, judge_look
+from alpha_rl.masking import hide_password
 from alpha_rl.study.record import close_study, open_study, stage_parent, verdict_lines
 from alpha_rl.study.state import ABANDONED, DONE, Stage, StudyState
 from alpha_rl.tracking import RunReader, RunRecord
-from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import resolve_uri
 from alpha_rl.tracking.stores import bound_requests
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.masking import hide_password
 from alpha_rl.tracking import load, server
-from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.stores import bound_requests
 from alpha_rl.tracking.sync import sync_run
 

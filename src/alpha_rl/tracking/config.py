@@ -18,8 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl.convert import to_float, to_int, to_str
 from alpha_rl.errors import ConfigError, require
+from alpha_rl.masking import hide_password, secret_in, uri_has_password
 from alpha_rl.tracking.mounts import MOUNTINFO, network_filesystem
-from alpha_rl.tracking.secrets import hide_password, secret_in, uri_has_password
 from alpha_rl.tracking.store import sqlite_file
 
 WHERE = "conf/tracking/"

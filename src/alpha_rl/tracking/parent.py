@@ -23,11 +23,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import ConfigError
+from alpha_rl.masking import redact, secrets
 from alpha_rl.tracking.config import TrackingConfig, check_launcher
 from alpha_rl.tracking.delivery import PARENT_TAG
 from alpha_rl.tracking.links import open_line, ui_of
 from alpha_rl.tracking.records import write_json
-from alpha_rl.tracking.secrets import redact, secrets
 from alpha_rl.tracking.store import Rejected, Store, StoreDown, resolve_uri, set_http_limits
 from alpha_rl.tracking.stores import TrackingReadError, check_store_to_write
 from alpha_rl.tracking.tracker import REASON_TAG

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from alpha_rl.commands import module_command
-from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.masking import hide_password
 from alpha_rl.tracking.store import ARTIFACT_DIR, artifact_location, resolve_uri, sqlite_file
 from alpha_rl.tracking.stores import TrackingReadError, check_sqlite, sqlite_failure, store_name
 

@@ -39,9 +39,9 @@ import stat
 import sys
 from pathlib import Path
 
+from alpha_rl.masking import hide_password, uri_has_password
 from alpha_rl.tracking.config import is_loopback, store_of
 from alpha_rl.tracking.mounts import network_filesystem
-from alpha_rl.tracking.secrets import hide_password, uri_has_password
 from alpha_rl.tracking.server_answer import StartWatch, ui_links
 from alpha_rl.tracking.server_checks import (
     ServerError,

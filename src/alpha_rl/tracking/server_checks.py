@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alpha_rl.errors import AlphaRlError
-from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.masking import hide_password
 
 log = logging.getLogger(__name__)
 

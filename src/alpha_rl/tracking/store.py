@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from alpha_rl.commands import script_command
-from alpha_rl.tracking.secrets import hide_password
+from alpha_rl.masking import hide_password
 from alpha_rl.tracking.view import experiment_tags
 
 log = logging.getLogger("alpha_rl.tracking")

@@ -31,8 +31,8 @@ from omegaconf import OmegaConf
 from alpha_rl import paths
 from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
+from alpha_rl.masking import hide_password
 from alpha_rl.tracking.config import TrackingConfig
-from alpha_rl.tracking.secrets import hide_password
 from alpha_rl.tracking.store import (
     mlflow_client_class,
     set_http_limits,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from alpha_rl.commands import module_command
+from alpha_rl.masking import redact, redact_key, secrets
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.delivery import Delivery, now_ms
 from alpha_rl.tracking.records import (
@@ -31,7 +32,6 @@ from alpha_rl.tracking.records import (
     why,
     write_unsent,
 )
-from alpha_rl.tracking.secrets import redact, redact_key, secrets
 from alpha_rl.tracking.store import Store, resolve_uri, set_http_limits
 from alpha_rl.tracking.sync import StoreUnreachableError, sync_run, unsent_files
 
@@ -74,7 +74,7 @@ class Tracker:
 
     def log_params(self, params: dict[str, Any]) -> None:
         """Queue and send params (a flattened config); over-long values are truncated, secrets
-        of the environment masked (alpha_rl.tracking.secrets)."""
+        of the environment masked (alpha_rl.masking)."""
         if self._open("log_params"):
             self._box.add_params({self._key(k): self._redact(v) for k, v in params.items()})
             self.flush()
