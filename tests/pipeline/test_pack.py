@@ -30,6 +30,20 @@ from tests.pipeline.test_trainer import trainer_for
 
 # three agents: two seeds of one variant, and a third with another HER variant and ISV values
 AGENTS = [["seed=0"], ["seed=1"], ["seed=2", "her='off'", "agent.lr=0.0005"]]
+VARIANTS = ("'on'", "backward", "forward", "'off'")
+
+
+def agents(count: int) -> list[list[str]]:
+    """`count` agents: the first two seeds of the default variant (their weights must differ),
+    then each a seed of its own, a HER variant in turn and numbers (a learning rate, a HER
+    threshold, a discount) of its own."""
+    out = [["seed=0"], ["seed=1"]][:count]
+    for i in range(len(out), count):
+        numbers = [f"agent.lr={0.0001 * (1 + i % 5):g}", f"agent.gamma={0.95 + 0.01 * (i % 4):g}"]
+        if i % 4 != 3:  # a HER variant that has a threshold
+            numbers.append(f"her.threshold={1 + 0.25 * (i % 3):g}")
+        out.append([f"seed={i}", f"her={VARIANTS[i % 4]}", *numbers])
+    return out
 
 
 def state(trainer) -> dict[str, np.ndarray]:
@@ -37,15 +51,15 @@ def state(trainer) -> dict[str, np.ndarray]:
     return {k: be.download(v).copy() for k, v in trainer.state_arrays(with_replay=True).items()}
 
 
-def check_pack_equals_lone(base: list[str], steps: int) -> None:
-    """A pack of AGENTS stepped `steps` times: each agent's state equals its lone run's, array
+def check_pack_equals_lone(base: list[str], steps: int, team: list[list[str]] = AGENTS) -> None:
+    """A pack of `team` stepped `steps` times: each agent's state equals its lone run's, array
     for array, and the agents differ from each other."""
-    with open_pack([compose_train([*base, *agent]) for agent in AGENTS]) as pack:
+    with open_pack([compose_train([*base, *agent]) for agent in team]) as pack:
         for _ in range(steps):
             pack.step()
         packed = [state(t) for t in pack.trainers]
         graphs = [t.graph is not None for t in pack.trainers]
-    for i, agent in enumerate(AGENTS):
+    for i, agent in enumerate(team):
         with trainer_for(agent, tuple(base)) as (lone, _):
             for _ in range(steps):
                 lone.step()
@@ -55,12 +69,20 @@ def check_pack_equals_lone(base: list[str], steps: int) -> None:
         assert alone.keys() == packed[i].keys()
         for key, value in alone.items():
             np.testing.assert_array_equal(packed[i][key], value, err_msg=f"agent {i}: {key}")
-    theta = [p["learner.theta"] for p in packed[:2]]
-    assert not np.array_equal(*theta), "two seeds that train the same weights test nothing"
+    if len(packed) > 1:
+        theta = [p["learner.theta"] for p in packed[:2]]
+        assert not np.array_equal(*theta), "two seeds that train the same weights test nothing"
 
 
 def test_each_agent_of_a_pack_is_its_run_alone_bit_for_bit() -> None:
     check_pack_equals_lone(TINY, steps=30)
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 20])
+def test_agents_that_differ_in_seed_her_variant_and_numbers_are_each_their_run_alone(
+    count: int,
+) -> None:
+    check_pack_equals_lone(TINY, steps=25, team=agents(count))
 
 
 def test_jobs_on_different_backends_are_refused_naming_the_key() -> None:
