@@ -44,6 +44,7 @@
 //   step closes at most B). The count goes to isv[count_idx] and counters[HER_FORWARD_TOTAL].
 #include "common.cuh"
 #include "env.cuh"
+#include "isv.cuh"
 #include "per_push.cuh"
 #include "reduce.cuh"
 
@@ -182,9 +183,12 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     float* __restrict__ f_h, unsigned long long* __restrict__ counters,
     float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, int alpha_idx,
     int gamma_idx, int lot_mult_idx, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
-    int push_backward, int record_forward) {
+    int backward_idx, int forward_idx) {
     // the other parts' numbers: the replay's alpha, the learner's gamma, the env's lot x multiplier
     const float alpha = isv[alpha_idx], gamma = isv[gamma_idx], lot_mult = isv[lot_mult_idx];
+    // the variant, as numbers (a direction whose slot the layout lacks is off)
+    const bool push_backward = isv_read(isv, backward_idx, 0.0f) != 0.0f;
+    const bool record_forward = isv_read(isv, forward_idx, 0.0f) != 0.0f;
     const int ticket = per_push_ticket(rstate);
     const int row = ticket * HER_BLOCK + static_cast<int>(threadIdx.x);
     const bool was_closed = row < B && closed[row] != 0;

@@ -88,9 +88,10 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
     rc = np.zeros(B * 7, np.float32)
     rc[::7] = [c["actual"] for c in cases]
     h_t = np.arange(B * H, dtype=np.float32)
-    isv = np.zeros(8, np.float32)
+    isv = np.zeros(10, np.float32)
     isv[[0, 1, 2]] = [1.5, 3.0, 0.5]  # threshold, boost, reward scale
     isv[[4, 5, 6]] = [0.6, 0.9, 10.0]  # the replay's alpha, the learner's gamma, lot_mult
+    isv[[8, 9]] = [1.0, 0.0]  # her=backward: backward's flag, forward's
     state = np.zeros(8, np.uint64)
     state[0] = 10
     arrays = {
@@ -110,8 +111,8 @@ def run_inject_table(backend: Backend, cases: list[dict]) -> dict[str, np.ndarra
            **arrays, ring_state=None, ring_lookback=None,
            **dict.fromkeys(her.RING_ARRAYS),
            B=B, H=H, S=7, R=0, mask=N - 1, alpha_idx=4, gamma_idx=5, lot_mult_idx=6,
-           threshold_idx=0, boost_idx=1, scale_idx=2, count_idx=3, push_backward=1,
-           record_forward=0)  # fmt: skip
+           threshold_idx=0, boost_idx=1, scale_idx=2, count_idx=3, backward_idx=8,
+           forward_idx=9)  # fmt: skip
     return {k: backend.download(v) for k, v in arrays.items()}
 
 

@@ -56,6 +56,8 @@ STEP_COUNTS = {
     "backward": (vocab.SLOT_HER_INJECT_COUNT, "inject_count_step"),
     "forward": (vocab.SLOT_HER_FORWARD_INJECT_COUNT, "forward_inject_count_step"),
 }
+# her_inject's flags of the variant, a slot per direction it serves (a slot the layout lacks: off)
+DIRECTION_FLAGS = {"backward": vocab.SLOT_HER_BACKWARD, "forward": vocab.SLOT_HER_FORWARD}
 
 
 def ring_for(num_envs: int, lookahead: int) -> int:
@@ -169,6 +171,7 @@ class Hindsight:
             "boost": at(vocab.SLOT_HER_PRIORITY_BOOST),
             "scale": at(vocab.SLOT_REWARD_SCALE),
             "lookahead": at(vocab.SLOT_HER_FORWARD_LOOKAHEAD),
+            **{d: at(slot) for d, slot in DIRECTION_FLAGS.items()},  # the variant's flags
             **{f"{d}_count": at(slot) for d, (slot, _) in STEP_COUNTS.items()},
         }
         lot_mult = env.slots.costs + ENV_COSTS.index("lot_mult")
@@ -207,8 +210,7 @@ class Hindsight:
             her.TRACK.name: {"B": B},
             her.INJECT.name: {"B": B, "H": H, "S": S, "R": R, **common,
                               "count_idx": sl["backward_count"],
-                              "push_backward": int(self.cfg.backward),
-                              "record_forward": int(self.cfg.forward)},
+                              "backward_idx": sl["backward"], "forward_idx": sl["forward"]},
             her.FORWARD.name: {"W": B, "R": R, "H": H, **common, "lookahead_idx": sl["lookahead"],
                                "count_idx": sl["forward_count"]},
         }[decl.name]  # fmt: skip

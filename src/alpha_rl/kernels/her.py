@@ -89,8 +89,8 @@ INJECT = STEM.kernel(
             "boost_idx",
             "scale_idx",
             "count_idx",
-            "push_backward",
-            "record_forward",
+            "backward_idx",
+            "forward_idx",
         )
     ),
     launch=Grid1D(over="B", block=BLOCK),

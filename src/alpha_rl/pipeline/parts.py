@@ -30,7 +30,7 @@ from alpha_rl.agent.config import AgentConfig
 from alpha_rl.agent.noise import exploration_of
 from alpha_rl.errors import IsvLayoutError
 from alpha_rl.her_variant import DIRECTIONS
-from alpha_rl.hindsight import STEP_COUNTS
+from alpha_rl.hindsight import DIRECTION_FLAGS, STEP_COUNTS
 from alpha_rl.isv import IsvLayout, Owned, build_layout
 from alpha_rl.kernels.reward import RC_AUX_ALIGN, has_aux_align
 from alpha_rl.replay import ReplayConfig
@@ -104,6 +104,9 @@ def _her(plan: Plan) -> Fill:
     }
     need = [(s, f"HER {d} inject") for d in DIRECTIONS if d in her.variant.directions
             for s in (*values, STEP_COUNTS[d][0])]  # fmt: skip
+    for direction, slot in DIRECTION_FLAGS.items():  # the variant as numbers her_inject reads
+        if direction in her.variant.directions:
+            values[slot] = (1.0,)
     if her.forward:  # forward's own setting
         values[vocab.SLOT_HER_FORWARD_LOOKAHEAD] = (float(her.lookahead),)
         need.append((vocab.SLOT_HER_FORWARD_LOOKAHEAD, "HER forward inject"))
@@ -206,6 +209,8 @@ PARTS: tuple[Part, ...] = (
             vocab.SLOT_HER_THRESHOLD: "her.threshold",
             vocab.SLOT_HER_PRIORITY_BOOST: "her.priority_boost",
             vocab.SLOT_HER_FORWARD_LOOKAHEAD: "her.lookahead",
+            vocab.SLOT_HER_BACKWARD: "her (the variant: her=backward or 'on')",
+            vocab.SLOT_HER_FORWARD: "her (the variant: her=forward or 'on')",
         },
         _her,
     ),

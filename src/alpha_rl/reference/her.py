@@ -82,10 +82,14 @@ def her_inject(closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t, e
                s_discount, rstate, rlookback, ring_state, ring_lookback, f_entry, f_exit_step,
                f_dir, f_actual, f_env, f_episode, f_h, counters, isv,
                B, H, S, R, mask, alpha_idx, gamma_idx, lot_mult_idx, threshold_idx, boost_idx,
-               scale_idx, count_idx, push_backward, record_forward) -> None:  # fmt: skip
-    """Backward HER on this step's closes; with record_forward, the closes into the forward ring
-    (see module docstring)."""
+               scale_idx, count_idx, backward_idx, forward_idx) -> None:  # fmt: skip
+    """Backward HER on this step's closes (isv[backward_idx] != 0); with forward's flag
+    (isv[forward_idx] != 0), the closes into the forward ring (see module docstring). A flag
+    whose slot is absent (index < 0) is off."""
     B, H, S, R = int(B), int(H), int(S), int(R)
+    push_backward, record_forward = (
+        idx >= 0 and isv[idx] != 0 for idx in (backward_idx, forward_idx)
+    )
     alpha, gamma, lot_mult = isv[alpha_idx], isv[gamma_idx], isv[lot_mult_idx]
     was_closed = closed[:B] != 0
     d = snap_dir[:B].astype(F32)
