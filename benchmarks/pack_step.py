@@ -1,17 +1,23 @@
-"""S agents in one process: S trainers on one CUDA context, each on its own stream with its own
-CUDA graph, stepped together (every agent's graph launched, then the next step).
+"""A agents in one process, stepped together: with the agent axis (agents whose shapes agree
+launch each kernel of the step once for all, as one CUDA graph) or alone (each agent its own
+launches, stream and graph).
 
-    python3 benchmarks/pack_step.py [--agents 1 5 20] [--envs 4096] [--json pack.json]
+    python3 benchmarks/pack_step.py [--agents 1 2 4 8 16 32] [--envs 1024 4096] [--alone]
+        [--json pack.json]
+    python3 benchmarks/pack_step.py --agents 1 16 --profile     # each merged kernel's µs
 
-Reference config (scale=gpu, as benchmarks/train_step.py), agent s with seed s. Each trainer runs
-its warm-up steps (the replay fills, learning starts, its graph is captured); then the pack's
+Reference config (scale=gpu, as benchmarks/train_step.py), agent s with seed s. Each agent runs
+its warm-up steps (the replay fills, learning starts, the graph is captured); then the pack's
 step is timed by the host clock around 200 steps of all agents between two synchronizations
-(median of 5 repeats): µs per pack step, and µs per agent-step (that over S).
+(median of 5 repeats): µs per pack step, and µs per agent-step (that over A); the GPU memory in
+use (the context's included) after the warm-up. `--profile`: the first group's step launched
+operation by operation between CUDA events (no graph), the median µs of each over 20 steps.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import time
@@ -19,19 +25,35 @@ import time
 WARM = 300
 
 
-def measure(agents: int, envs: int, overrides: list[str], steps: int = 200) -> dict:
+def open_pack(*args):
+    from alpha_rl.pipeline.pack import open_pack
+
+    return open_pack(*args)
+
+
+def jobs_of(agents: int, overrides: list[str]) -> list:
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
-    from alpha_rl.pipeline.pack import open_pack
 
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
         jobs = []
         for s in range(agents):
-            chosen = ["backend=cuda", "scale=gpu", f"env.num_envs={envs}", f"seed={s}", *overrides]
+            chosen = ["backend=cuda", "scale=gpu", f"seed={s}", *overrides]
             cfg = compose("train", overrides=chosen, return_hydra_config=True)
             jobs.append((cfg, dict(cfg.hydra.runtime.choices)))
-    with open_pack(jobs) as pack:
+    return jobs
+
+
+def memory_used() -> int:
+    import pycuda.driver as drv
+
+    free, total = drv.mem_get_info()
+    return total - free
+
+
+def measure(agents: int, envs: int, overrides: list[str], axis: bool, steps: int = 200) -> dict:
+    with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides]), axis) as pack:
         for _ in range(WARM):
             pack.step()
         samples = []
@@ -43,27 +65,80 @@ def measure(agents: int, envs: int, overrides: list[str], steps: int = 200) -> d
             pack.synchronize()
             samples.append((time.perf_counter() - start) * 1e6 / steps)
         pack_us = statistics.median(samples[1:])
-        graphs = sum(t.graph is not None for t in pack.trainers)
-    return {"agents": agents, "envs": envs, "pack_us": pack_us, "agent_step_us": pack_us / agents,
-            "graphs": graphs}  # fmt: skip
+        graphs = sum(lockstep.graph is not None for lockstep in pack.locksteps)
+        used = memory_used()
+    return {"agents": agents, "envs": envs, "axis": axis, "pack_us": pack_us,
+            "agent_step_us": pack_us / agents, "graphs": graphs,
+            "groups": len(pack.locksteps), "used_mib": used / 2**20}  # fmt: skip
+
+
+def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> list[tuple]:
+    """Where a merged step's time goes: each operation of the first group's step (each kernel
+    launched once for all agents) timed by CUDA events, launched one by one (no graph), median
+    over `repeats` steps: [(operation, µs)], the slowest first."""
+    import pycuda.driver as drv
+
+    from alpha_rl.kernels.tape import merge
+
+    with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides])) as pack:
+        for _ in range(WARM):
+            pack.step()
+        lockstep = pack.locksteps[0]
+        times: dict[tuple, list[float]] = {}
+        for _ in range(repeats):
+            pack.synchronize()
+            ops = merge([t.record_step() for t in lockstep.trainers], lockstep.span)
+            marks = [drv.Event() for _ in range(len(ops) + 1)]
+            marks[0].record(lockstep.stream)
+            for op, mark in zip(ops, marks[1:], strict=True):
+                op.run(lockstep.stream)
+                mark.record(lockstep.stream)
+            marks[-1].synchronize()
+            for k, op in enumerate(ops):
+                calls = getattr(op, "calls", None)
+                name = calls[0].kernel.decl.name if calls else type(op).__name__
+                times.setdefault((k, name), []).append(marks[k + 1].time_since(marks[k]) * 1e3)
+            for trainer in lockstep.trainers:
+                trainer.t += 1
+    return sorted(((name, statistics.median(v)) for (_, name), v in times.items()),
+                  key=lambda kv: -kv[1])  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, nargs="+", default=[1, 5, 20])
-    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--agents", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    parser.add_argument("--envs", type=int, nargs="+", default=[4096])
+    parser.add_argument("--alone", action="store_true", help="also each agent alone")
+    parser.add_argument("--profile", action="store_true", help="time each merged operation")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="Hydra overrides on top of the reference config")  # fmt: skip
     args = parser.parse_args()
+    if args.profile:
+        for envs in args.envs:
+            for agents in args.agents:
+                ops = profile(agents, envs, args.set)
+                by_kernel = collections.Counter()
+                for name, us in ops:
+                    by_kernel[name] += us
+                total = sum(by_kernel.values())
+                print(f"\nB {envs}, A {agents}: {len(ops)} operations, {total:.1f} µs "
+                      f"({total / agents:.1f} per agent)")  # fmt: skip
+                for name, us in by_kernel.most_common(12):
+                    print(f"  {name:24s} {us:8.1f} µs  {100 * us / total:5.1f} %")
+        return
     results = []
-    for s in args.agents:
-        results.append(measure(s, args.envs, args.set))
-        print(results[-1], flush=True)
-    print("\n| agents S | µs per pack step | µs per agent-step | graphs |")
-    print("|---|---|---|---|")
+    for envs in args.envs:
+        for agents in args.agents:
+            for axis in (True, False) if args.alone else (True,):
+                results.append(measure(agents, envs, args.set, axis))
+                print(results[-1], flush=True)
+    print("\n| B | agents A | launches | µs per pack step | µs per agent-step | graphs | MiB |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['agents']} | {r['pack_us']:.1f} | {r['agent_step_us']:.1f} | {r['graphs']} |")
+        how = "agent axis" if r["axis"] else "each alone"
+        print(f"| {r['envs']} | {r['agents']} | {how} | {r['pack_us']:.1f} | "
+              f"{r['agent_step_us']:.1f} | {r['graphs']} | {r['used_mib']:.0f} |")  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

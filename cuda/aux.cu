@@ -42,7 +42,9 @@ __device__ __forceinline__ float aux_signal(const float* __restrict__ h,
 extern "C" __global__ void aux_alpha_bias(const float* __restrict__ h,
                                           const float* __restrict__ aux_w,
                                           const float* __restrict__ w, float* __restrict__ q,
-                                          float* __restrict__ aux_out, int M, int H) {
+                                          float* __restrict__ aux_out, int M, int H,
+                                          const AgentAxis agent_axis) {
+    agent_slice(agent_axis, h, aux_w, w, q, aux_out);
     const int i = global_index_1d();
     if (i >= M) return;
     const float aux = aux_signal(h, aux_w, i, H);
@@ -58,7 +60,9 @@ extern "C" __global__ void __launch_bounds__(AUX_BLOCK)
 aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
                  const unsigned long long* __restrict__ counters, float* __restrict__ w,
                  float* __restrict__ m, float* __restrict__ v, float* __restrict__ target,
-                 float* __restrict__ isv, int M, int adam_idx, int long_idx, int short_idx) {
+                 float* __restrict__ isv, int M, int adam_idx, int long_idx, int short_idx,
+                 const AgentAxis agent_axis) {
+    agent_slice(agent_axis, dq, aux, counters, w, m, v, target, isv);
     __shared__ float partial[ACTIONS][AUX_BLOCK];
     // α's numbers, in ALPHA_NUMBERS' order (kernels/aux.py)
     const float lr = isv[adam_idx], beta1 = isv[adam_idx + 1], beta2 = isv[adam_idx + 2];
@@ -84,7 +88,8 @@ aux_alpha_update(const float* __restrict__ dq, const float* __restrict__ aux,
 
 extern "C" __global__ void aux_controller(float* __restrict__ isv, int aux_ema_idx, int abs_idx,
                                           int weight_idx, int core, int w_idx, int share_idx,
-                                          int numbers_idx) {
+                                          int numbers_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, isv);
     if (global_index_1d() != 0) return;
     // β's numbers, in CONTROLLER_NUMBERS' order (kernels/aux.py)
     const float gain = isv[numbers_idx], target = isv[numbers_idx + 1];

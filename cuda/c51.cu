@@ -75,7 +75,9 @@ __device__ __forceinline__ float expected_value(const float* row, int Z, int A, 
 }
 
 extern "C" __global__ void c51_q(const float* __restrict__ logits, const float* __restrict__ isv,
-                                 float* __restrict__ q, int M, int A, int Z, int support_idx) {
+                                 float* __restrict__ q, int M, int A, int Z, int support_idx,
+                                 const AgentAxis agent_axis) {
+    agent_slice(agent_axis, logits, isv, q);
     const int e = global_index_1d();
     if (e >= M * A) return;
     const float v_min = isv[support_idx], v_max = isv[support_idx + 1];
@@ -89,7 +91,8 @@ c51_project(const float* __restrict__ logits_tp1, const float* __restrict__ logi
             const float* __restrict__ reward, const float* __restrict__ done,
             const float* __restrict__ discount, const float* __restrict__ isv,
             float* __restrict__ m, int M, int A, int Z, int gamma_idx, int cut_idx,
-            int support_idx) {
+            int support_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, logits_tp1, logits_target, reward, done, discount, isv, m);
     const float gamma = isv[gamma_idx], v_min = isv[support_idx], v_max = isv[support_idx + 1];
     const bool cut_on_done = isv[cut_idx] != 0.0f;
     constexpr int WARPS = C51_PROJECT_BLOCK / 32;
@@ -148,7 +151,8 @@ c51_loss(const float* __restrict__ logits_t, const int* __restrict__ action,
          const uint8_t* __restrict__ synthetic, float* __restrict__ delta,
          float* __restrict__ dlogits, float* __restrict__ isv,
          unsigned long long* __restrict__ done, int M, int A, int Z, int loss_idx, int real_idx,
-         int synthetic_idx, int frac_idx) {
+         int synthetic_idx, int frac_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, logits_t, action, m, weight, synthetic, delta, dlogits, isv, done);
     constexpr int WARPS = C51_BLOCK / 32;
     const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
     const int i = static_cast<int>(blockIdx.x) * WARPS + warp;

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define ALPHA_RL_ABI 1
+#define ALPHA_RL_ABI 2
 
 // Every compile-time constant Python needs is exported by the cubin that defines it as
 // `alpha_rl_const_<NAME>` (a 4-byte int): the contract test compares each with the one Python
@@ -27,4 +27,24 @@ extern "C" __device__ __constant__ int alpha_rl_abi = ALPHA_RL_ABI;
 // One thread per element of a 1-D launch: the launcher computes grid = ceil(n / blockDim.x).
 __device__ __forceinline__ int global_index_1d() {
     return static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+}
+
+// The agent axis. A launch steps the agents of a session side by side: blockIdx.y is the agent,
+// and every array argument holds one slice per agent, agent a's at a * stride elements from the
+// pointer passed (a stride of 0: one array every agent shares, e.g. the market's prices). The
+// launcher passes each pointer argument's stride, in declaration order, as the kernel's last
+// parameter; each kernel's first statement moves its pointers onto its agent's slice, so the rest
+// of a kernel is written for one agent. A launch of one agent passes gridDim.y = 1 and strides 0.
+#define ALPHA_RL_AGENT_SLOTS 32  // at most this many pointer arguments a kernel
+
+struct AgentAxis {
+    long long stride[ALPHA_RL_AGENT_SLOTS];  // elements between agents, per pointer argument
+};
+
+template <class... Pointers>
+__device__ __forceinline__ void agent_slice(const AgentAxis& axis, Pointers&... pointers) {
+    static_assert(sizeof...(Pointers) <= ALPHA_RL_AGENT_SLOTS, "too many pointer arguments");
+    const long long agent = blockIdx.y;
+    int k = 0;
+    ((pointers += agent * axis.stride[k++]), ...);
 }

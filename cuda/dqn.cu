@@ -68,7 +68,10 @@ extern "C" __global__ void dqn_gather(const int* __restrict__ idx, const float* 
                                       float* __restrict__ x_t, float* __restrict__ x_tp1,
                                       int* __restrict__ action, float* __restrict__ reward,
                                       float* __restrict__ done, uint8_t* __restrict__ synthetic,
-                                      float* __restrict__ discount, int M, int H) {
+                                      float* __restrict__ discount, int M, int H,
+                                      const AgentAxis agent_axis) {
+    agent_slice(agent_axis, idx, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic,
+                s_discount, x_t, x_tp1, action, reward, done, synthetic, discount);
     const int e = global_index_1d();
     if (e >= M * H) return;
     const int i = e / H, k = e - i * H;
@@ -92,7 +95,9 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
        const float* __restrict__ weight, const uint8_t* __restrict__ synthetic,
        const float* __restrict__ discount, float* __restrict__ delta, float* __restrict__ dq, float* __restrict__ isv, int M, int A,
        int gamma_idx, int cut_idx, int kappa_idx, int loss_idx, int real_idx, int synthetic_idx,
-       int frac_idx) {
+       int frac_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, q_t, q_tp1, q_tp1_target, action, reward, done, weight, synthetic,
+                discount, delta, dq, isv);
     __shared__ float partial[TD_SUMS][DQN_BLOCK];
     const float gamma = isv[gamma_idx], kappa = isv[kappa_idx];
     const bool cut_on_done = isv[cut_idx] != 0.0f;
@@ -119,7 +124,8 @@ dqn_td(const float* __restrict__ q_t, const float* __restrict__ q_tp1,
 extern "C" __global__ void __launch_bounds__(DQN_BLOCK)
 dqn_grad_norm(const float* __restrict__ grad, float* __restrict__ stats,
               unsigned long long* __restrict__ counters, float* __restrict__ isv, int P,
-              int norm_idx) {
+              int norm_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, grad, stats, counters, isv);
     __shared__ float partial[DQN_BLOCK];
     float s = 0.0f;
     for (int k = threadIdx.x; k < P; k += DQN_BLOCK) s += grad[k] * grad[k];
@@ -142,7 +148,8 @@ extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float*
                                     const float* __restrict__ isv,
                                     float* __restrict__ param, float* __restrict__ m,
                                     float* __restrict__ v, float* __restrict__ target, int P,
-                                    int adam_idx) {
+                                    int adam_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, grad, stats, counters, isv, param, m, v, target);
     const int k = global_index_1d();
     // the learner's numbers, in ADAM_NUMBERS' order (kernels/dqn.py)
     const float lr = isv[adam_idx], beta1 = isv[adam_idx + 1], beta2 = isv[adam_idx + 2];
@@ -158,10 +165,15 @@ extern "C" __global__ void dqn_adam(const float* __restrict__ grad, const float*
 }
 
 extern "C" __global__ void dqn_act(const float* __restrict__ q, const float* __restrict__ h,
-                                   const float* __restrict__ aux_w, int* __restrict__ action,
+                                   const float* __restrict__ aux_w,
+                                   const unsigned long long* __restrict__ run_seed,
+                                   int* __restrict__ action,
                                    unsigned long long* __restrict__ counters,
                                    float* __restrict__ isv, float* __restrict__ p_up, int B, int A,
-                                   int H, unsigned long long seed, int schedule_idx, int eps_idx) {
+                                   int H, int schedule_idx, int eps_idx,
+                                   const AgentAxis agent_axis) {
+    agent_slice(agent_axis, q, h, aux_w, run_seed, action, counters, isv, p_up);
+    const unsigned long long seed = run_seed[0];  // the agent's own
     const int b = global_index_1d();
     const unsigned long long s = counters[DQN_ACT_STEP];
     // rounded op by op (no contraction), so the oracle reproduces eps and each u1 < eps exactly;
@@ -209,7 +221,8 @@ dqn_aux_train(const float* __restrict__ h, const float* __restrict__ p_up,
               const float* __restrict__ fill_mid, const float* __restrict__ post_mid,
               float* __restrict__ w, float* __restrict__ partial,
               unsigned long long* __restrict__ counters, float* __restrict__ isv, int B, int H,
-              int lr_idx, int loss_idx) {
+              int lr_idx, int loss_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, h, p_up, fill_mid, post_mid, w, partial, counters, isv);
     // column j of (H weights, bias, loss, count); lane l of the block's `lanes` walks rows
     // first + l, first + l + lanes, ... in order; lane 0 then adds the lanes in order
     __shared__ float lane_sum[DQN_BLOCK];

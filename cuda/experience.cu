@@ -67,7 +67,8 @@ extern "C" __global__ void experience_env_step(
     const float* __restrict__ bid_px, const float* __restrict__ ask_px,
     const int* __restrict__ session_last, const int* __restrict__ starts,
     const int* __restrict__ action, const float* __restrict__ aux_prob,
-    const float* __restrict__ isv, int* __restrict__ cursor, int* __restrict__ pos,
+    const float* __restrict__ isv, const unsigned long long* __restrict__ run_seed,
+    int* __restrict__ cursor, int* __restrict__ pos,
     int* __restrict__ trade_len, int* __restrict__ episode, float* __restrict__ entry_px,
     float* __restrict__ entry_mid, float* __restrict__ peak_mid, float* __restrict__ rc,
     float* __restrict__ reward_raw, float* __restrict__ reward, float* __restrict__ done,
@@ -78,7 +79,12 @@ extern "C" __global__ void experience_env_step(
     float* __restrict__ stat_realised, float* __restrict__ stat_available,
     float* __restrict__ stat_duration, int n, int T, int L, int costs_idx,
     int w_idx, int scale_idx, int kappa_idx, int lambda_idx, int rho_idx, int w_aux_idx,
-    int beta_scale_idx, unsigned long long seed, int n_starts) {
+    int beta_scale_idx, int n_starts, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, bid_px, ask_px, session_last, starts, action, aux_prob, isv, run_seed,
+                cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid, rc, reward_raw,
+                reward, done, opened, closed, stored, prev_dir, closed_dir, eff_action, fill_mid,
+                post_mid, stat_trades, stat_realised, stat_available, stat_duration);
+    const unsigned long long seed = run_seed[0];  // the agent's own
     const int b = global_index_1d();
     if (b >= n) return;
     // the env part's numbers (ENV_COSTS): lot, lot x multiplier, fee per lot

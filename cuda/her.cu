@@ -112,7 +112,11 @@ extern "C" __global__ void her_track(
     float* __restrict__ mid_ring, int* __restrict__ count, float* __restrict__ entry_mid,
     float* __restrict__ peak_mid, int* __restrict__ dir, float* __restrict__ snap_entry,
     float* __restrict__ snap_peak, int* __restrict__ snap_dir, int* __restrict__ snap_episode,
-    int* __restrict__ last_episode, unsigned long long* __restrict__ counters, int B) {
+    int* __restrict__ last_episode, unsigned long long* __restrict__ counters, int B,
+                                     const AgentAxis agent_axis) {
+    agent_slice(agent_axis, opened, closed, pos, episode, fill_mid, post_mid, mid_ring, count,
+                entry_mid, peak_mid, dir, snap_entry, snap_peak, snap_dir, snap_episode,
+                last_episode, counters);
     const int b = global_index_1d();
     if (b < B) {
         if (closed[b]) {
@@ -183,7 +187,11 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_inject(
     float* __restrict__ f_h, unsigned long long* __restrict__ counters,
     float* __restrict__ isv, int B, int H, int S, int R, unsigned long long mask, int alpha_idx,
     int gamma_idx, int lot_mult_idx, int threshold_idx, int boost_idx, int scale_idx, int count_idx,
-    int backward_idx, int forward_idx) {
+    int backward_idx, int forward_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, closed, snap_entry, snap_peak, snap_dir, snap_episode, rc, h_t,
+                eff_action, max_leaf, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic,
+                leaves, s_discount, rstate, rlookback, ring_state, ring_lookback, f_entry,
+                f_exit_step, f_dir, f_actual, f_env, f_episode, f_h, counters, isv);
     // the other parts' numbers: the replay's alpha, the learner's gamma, the env's lot x multiplier
     const float alpha = isv[alpha_idx], gamma = isv[gamma_idx], lot_mult = isv[lot_mult_idx];
     // the variant, as numbers (a direction whose slot the layout lacks is off)
@@ -245,7 +253,10 @@ extern "C" __global__ void __launch_bounds__(HER_BLOCK) her_forward(
     unsigned long long* __restrict__ rstate, unsigned long long* __restrict__ rlookback,
     unsigned long long* __restrict__ counters, float* __restrict__ isv, int W, int R, int H,
     unsigned long long mask, int alpha_idx, int gamma_idx, int lot_mult_idx, int threshold_idx,
-    int boost_idx, int scale_idx, int lookahead_idx, int count_idx) {
+    int boost_idx, int scale_idx, int lookahead_idx, int count_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, f_entry, f_exit_step, f_actual, f_env, f_episode, f_h, episode,
+                post_mid, max_leaf, ring_state, f_dir, s_h_t, s_h_tp1, s_action, s_reward, s_done,
+                s_synthetic, leaves, s_discount, rstate, rlookback, counters, isv);
     __shared__ unsigned long long s_waiting;
     const float alpha = isv[alpha_idx], gamma = isv[gamma_idx], lot_mult = isv[lot_mult_idx];
     const int ticket = per_push_ticket(rstate);

@@ -303,7 +303,9 @@ __device__ __forceinline__ void mlp_gemm_tile(const float* __restrict__ A,
     extern "C" __global__ void __launch_bounds__(__VA_ARGS__)                                      \
     NAME(const float* __restrict__ A, const float* __restrict__ B,                                 \
          const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,    \
-         int M, int N, int K, int trans_a, int trans_b, int relu) {                                \
+         int M, int N, int K, int trans_a, int trans_b, int relu,                                  \
+         const AgentAxis agent_axis) {                                                             \
+        agent_slice(agent_axis, A, B, bias, mask, C);                                              \
         mlp_gemm_tile<TILE>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x, 0,   \
                             K);                                                                    \
     }
@@ -318,7 +320,8 @@ mlp_gemm_pair(const float* __restrict__ X1, const float* __restrict__ W1,
               const float* __restrict__ bias1, const float* __restrict__ X2,
               const float* __restrict__ W2, const float* __restrict__ bias2,
               float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
-              int relu) {
+              int relu, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, X1, W1, bias1, X2, W2, bias2, Y1, Y2);
     const int tiles_1 = ((M1 + MLP_TILE - 1) / MLP_TILE) * ((N + MLP_TILE - 1) / MLP_TILE);
     const int tile = blockIdx.x;
     if (tile < tiles_1) {
@@ -344,7 +347,9 @@ __device__ __forceinline__ void mlp_partial_tile(const float* __restrict__ A,
 
 extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_partial(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ P,
-                 int M, int N, int K, int trans_a, int trans_b, int splits) {
+                 int M, int N, int K, int trans_a, int trans_b, int splits,
+                 const AgentAxis agent_axis) {
+    agent_slice(agent_axis, A, B, P);
     using T = MlpSmall;
     const int tiles = ((M + T::BM - 1) / T::BM) * ((N + T::BN - 1) / T::BN);
     const int split = blockIdx.x / tiles, tile = blockIdx.x - split * tiles;
@@ -387,7 +392,8 @@ __device__ __forceinline__ void gemm_row(const float* __restrict__ X, const floa
 extern "C" __global__ void __launch_bounds__(MLP_ROWS_WARPS * 32)
 mlp_gemm_rows(const float* __restrict__ X, const float* __restrict__ W,
               const float* __restrict__ bias, float* __restrict__ Y, int M, int N, int K,
-              int relu) {
+              int relu, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, X, W, bias, Y);
     const int m = blockIdx.x * MLP_ROWS_WARPS + (static_cast<int>(threadIdx.x) >> 5);
     if (m >= M) return;  // warp-uniform
     gemm_row(X, W, bias, Y, m, N, K, relu);
@@ -400,7 +406,8 @@ mlp_gemm_rows_pair(const float* __restrict__ X1, const float* __restrict__ W1,
                    const float* __restrict__ bias1, const float* __restrict__ X2,
                    const float* __restrict__ W2, const float* __restrict__ bias2,
                    float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
-                   int relu) {
+                   int relu, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, X1, W1, bias1, X2, W2, bias2, Y1, Y2);
     const int blocks_1 = (M1 + MLP_ROWS_WARPS - 1) / MLP_ROWS_WARPS;
     const int warp = static_cast<int>(threadIdx.x) >> 5;
     if (static_cast<int>(blockIdx.x) < blocks_1) {
@@ -448,7 +455,9 @@ __device__ __forceinline__ void bias_grad_block(const float* __restrict__ dY, fl
 
 extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
 mlp_sum_splits(const float* __restrict__ P, const float* __restrict__ dY, float* __restrict__ C,
-               float* __restrict__ db, int MN, int splits, int M, int N) {
+               float* __restrict__ db, int MN, int splits, int M, int N,
+               const AgentAxis agent_axis) {
+    agent_slice(agent_axis, P, dY, C, db);
     const int sum_blocks = (MN + MLP_BG_COLS * MLP_BG_LANES - 1) / (MLP_BG_COLS * MLP_BG_LANES);
     if (static_cast<int>(blockIdx.x) >= sum_blocks) {  // the bias gradient's blocks
         bias_grad_block(dY, db, M, N, blockIdx.x - sum_blocks);
@@ -462,12 +471,15 @@ mlp_sum_splits(const float* __restrict__ P, const float* __restrict__ dY, float*
 }
 
 extern "C" __global__ void __launch_bounds__(MLP_BG_COLS * MLP_BG_LANES)
-mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N) {
+mlp_bias_grad(const float* __restrict__ dY, float* __restrict__ db, int M, int N,
+              const AgentAxis agent_axis) {
+    agent_slice(agent_axis, dY, db);
     bias_grad_block(dY, db, M, N, blockIdx.x);
 }
 
 extern "C" __global__ void mlp_dueling_forward(const float* __restrict__ VA, float* __restrict__ Q,
-                                               int M, int A) {
+                                               int M, int A, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, VA, Q);
     const int m = global_index_1d();
     if (m >= M) return;
     const float* row = VA + static_cast<size_t>(m) * (A + 1);
@@ -478,7 +490,9 @@ extern "C" __global__ void mlp_dueling_forward(const float* __restrict__ VA, flo
 }
 
 extern "C" __global__ void mlp_dueling_backward(const float* __restrict__ dQ,
-                                                float* __restrict__ dVA, int M, int A) {
+                                                float* __restrict__ dVA, int M, int A,
+                                                const AgentAxis agent_axis) {
+    agent_slice(agent_axis, dQ, dVA);
     const int m = global_index_1d();
     if (m >= M) return;
     const float* row = dQ + static_cast<size_t>(m) * A;
@@ -737,7 +751,9 @@ __device__ __forceinline__ void mlp_gemm_tc_any(const float* __restrict__ A,
     extern "C" __global__ void __launch_bounds__(__VA_ARGS__)                                      \
     NAME(const float* __restrict__ A, const float* __restrict__ B,                                 \
          const float* __restrict__ bias, const float* __restrict__ mask, float* __restrict__ C,    \
-         int M, int N, int K, int trans_a, int trans_b, int relu) {                                \
+         int M, int N, int K, int trans_a, int trans_b, int relu,                                  \
+         const AgentAxis agent_axis) {                                                             \
+        agent_slice(agent_axis, A, B, bias, mask, C);                                              \
         mlp_gemm_tc_any<TILE>(A, B, bias, mask, C, M, N, K, trans_a, trans_b, relu, blockIdx.x);   \
     }
 MLP_TC_KERNEL(mlp_gemm_tf32, TcHuge, TcHuge::THREADS, 2)  // two blocks per SM
@@ -764,7 +780,8 @@ mlp_gemm_tf32_pair(const float* __restrict__ X1, const float* __restrict__ W1,
                    const float* __restrict__ bias1, const float* __restrict__ X2,
                    const float* __restrict__ W2, const float* __restrict__ bias2,
                    float* __restrict__ Y1, float* __restrict__ Y2, int M1, int M2, int N, int K,
-                   int relu) {
+                   int relu, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, X1, W1, bias1, X2, W2, bias2, Y1, Y2);
     constexpr int S = MLP_TC_SMALL_TILE;
     const int tiles_1 = ((M1 + S - 1) / S) * ((N + S - 1) / S);
     const int tile = blockIdx.x;
@@ -790,7 +807,8 @@ extern "C" __global__ void __launch_bounds__(MLP_THREADS)
 mlp_gemm_splitk(const float* __restrict__ A, const float* __restrict__ B,
                 const float* __restrict__ dY, float* P, float* __restrict__ C,
                 float* __restrict__ db, unsigned int* __restrict__ counters, int M, int N, int K,
-                int trans_a, int trans_b, int splits, int with_bias) {
+                int trans_a, int trans_b, int splits, int with_bias, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, A, B, dY, P, C, db, counters);
     using T = MlpSmall;
     const int tiles_n = (N + T::BN - 1) / T::BN, tiles = ((M + T::BM - 1) / T::BM) * tiles_n;
     const int partial_blocks = splits * tiles;

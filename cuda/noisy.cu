@@ -43,9 +43,12 @@ extern "C" __global__ void noisy_compose(const float* __restrict__ theta,
                                          const int* __restrict__ unit_in,
                                          const int* __restrict__ unit_out,
                                          const unsigned long long* __restrict__ counters,
+                                         const unsigned long long* __restrict__ run_seed,
                                          float* __restrict__ weights, float* __restrict__ noise,
-                                         int P, int N, int nets, unsigned long long seed,
-                                         int word, int role) {
+                                         int P, int N, int nets,
+                                         int word, int role, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, theta, target, unit_in, unit_out, counters, run_seed, weights, noise);
+    const unsigned long long seed = run_seed[0];  // the agent's own
     const int e = global_index_1d();
     if (e >= nets * P) return;
     const int net = e / P, k = e - net * P;
@@ -60,7 +63,8 @@ extern "C" __global__ void noisy_compose(const float* __restrict__ theta,
 }
 
 extern "C" __global__ void noisy_grad(const float* __restrict__ noise, float* __restrict__ grad,
-                                      int P) {
+                                      int P, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, noise, grad);
     const int k = global_index_1d();
     if (k < P) grad[P + k] = __fmul_rn(grad[k], noise[k]);
 }

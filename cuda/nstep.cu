@@ -37,7 +37,11 @@ extern "C" __global__ void __launch_bounds__(NSTEP_BLOCK) nstep_accumulate(
     int* __restrict__ pos, int* __restrict__ count, int* __restrict__ episode_seen,
     uint8_t* __restrict__ flags, float* __restrict__ out_h_t, float* __restrict__ out_h_tp1,
     int* __restrict__ out_action, float* __restrict__ out_reward, float* __restrict__ out_done,
-    float* __restrict__ out_discount, int B, int H, int n, int gamma_idx) {
+    float* __restrict__ out_discount, int B, int H, int n, int gamma_idx,
+                                                                           const AgentAxis agent_axis) {
+    agent_slice(agent_axis, h_t, h_tp1, eff_action, reward, done, episode, isv, ring_h, ring_action,
+                ring_reward, pos, count, episode_seen, flags, out_h_t, out_h_tp1, out_action,
+                out_reward, out_done, out_discount);
     const float gamma = isv[gamma_idx];
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int b = static_cast<int>(blockIdx.x) * (NSTEP_BLOCK / 32) +

@@ -76,7 +76,10 @@ per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
          float* __restrict__ leaves, float* __restrict__ s_discount,
          int* __restrict__ slot_out, unsigned long long* __restrict__ state,
          unsigned long long* __restrict__ lookback, int n, int H, unsigned long long mask,
-         int alpha_idx, int synthetic) {
+         int alpha_idx, int synthetic, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, flags, h_t, h_tp1, action, reward, done, priority, discount, max_leaf,
+                isv, s_h_t, s_h_tp1, s_action, s_reward, s_done, s_synthetic, leaves, s_discount,
+                slot_out, state, lookback);
     __shared__ long long s_slot[PER_PUSH_BLOCK];
     const float alpha = isv[alpha_idx];
     const int ticket = per_push_ticket(state);
@@ -108,7 +111,9 @@ per_push(const uint8_t* __restrict__ flags, const float* __restrict__ h_t,
 
 extern "C" __global__ void __launch_bounds__(PER_REDUCE_BLOCK)
 per_tree_reduce(const float* __restrict__ in_sum, const float* __restrict__ in_max,
-                float* __restrict__ out_sum, float* __restrict__ out_max, int n_in, int n_out) {
+                float* __restrict__ out_sum, float* __restrict__ out_max, int n_in, int n_out,
+                const AgentAxis agent_axis) {
+    agent_slice(agent_axis, in_sum, in_max, out_sum, out_max);
     __shared__ float s_sum[PER_REDUCE_BLOCK], s_max[PER_REDUCE_BLOCK];
     const int j = blockIdx.x, tid = threadIdx.x;
     if (j >= n_out) return;
@@ -188,9 +193,12 @@ __device__ __forceinline__ int per_descend(const float* __restrict__ children, i
 
 extern "C" __global__ void __launch_bounds__(PER_SAMPLE_BLOCK)
 per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
-           const int* __restrict__ layout, int* __restrict__ indices, float* __restrict__ weights,
+           const int* __restrict__ layout, const unsigned long long* __restrict__ run_seed,
+           int* __restrict__ indices, float* __restrict__ weights,
            float* __restrict__ probs, unsigned long long* __restrict__ state, float* __restrict__ isv,
-           int M, int N, unsigned long long seed, int schedule_idx, int beta_idx) {
+           int M, int N, int schedule_idx, int beta_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, leaves, tree, layout, run_seed, indices, weights, probs, state, isv);
+    const unsigned long long seed = run_seed[0];  // the agent's own
     __shared__ float s_min[PER_SAMPLE_BLOCK];
     const float beta0 = isv[schedule_idx], anneal = isv[schedule_idx + 1];
     const int lane = threadIdx.x & 31;
@@ -255,7 +263,8 @@ per_sample(const float* __restrict__ leaves, const float* __restrict__ tree,
 extern "C" __global__ void __launch_bounds__(PER_UPDATE_BLOCK)
 per_update(const int* __restrict__ indices, const float* __restrict__ delta,
            const float* __restrict__ isv, float* __restrict__ leaves, float* __restrict__ max_leaf,
-           int M, int alpha_idx, int eps_idx) {
+           int M, int alpha_idx, int eps_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, indices, delta, isv, leaves, max_leaf);
     __shared__ __align__(16) int s_idx[PER_MAX_BATCH + 4];
     const float alpha = isv[alpha_idx], eps = isv[eps_idx];
     if (M > PER_MAX_BATCH) return;

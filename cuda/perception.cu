@@ -86,7 +86,9 @@ extern "C" __global__ void __launch_bounds__(PERCEPTION_THREADS) perception_obse
     const float* __restrict__ peak_mid, const int* __restrict__ horizons,
     const float* __restrict__ proj_w, const float* __restrict__ proj_b,
     const float* __restrict__ isv, float* __restrict__ h, int n, int T, int L, int K, int H,
-    float tick, int scales_idx) {
+    float tick, int scales_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, bid_px, ask_px, bid_sz, ask_sz, session_first, cursor, pos, trade_len,
+                entry_px, peak_mid, horizons, proj_w, proj_b, isv, h);
     __shared__ float xs[PERCEPTION_ENVS][PERCEPTION_MAX_FEATURES];
     // the env part's perception numbers: 1 / pnl_scale_ticks, 1 / time_scale_steps
     const float inv_pnl_scale = isv[scales_idx], inv_time_scale = isv[scales_idx + 1];

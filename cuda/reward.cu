@@ -91,7 +91,8 @@ reward_diagnostics(const float* __restrict__ rc, const float* __restrict__ rewar
                    const int* __restrict__ prev_dir, float* __restrict__ isv,
                    float* __restrict__ diag, float* __restrict__ partial,
                    unsigned long long* __restrict__ done, int n, int ema_idx, int aux_ema_idx,
-                   int abs_idx, int ratio_idx, int alpha_idx) {
+                   int abs_idx, int ratio_idx, int alpha_idx, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, rc, reward, prev_dir, isv, diag, partial, done);
     __shared__ float sums[REWARD_BLOCK / 32][REWARD_SUMS];
     __shared__ float abs_ema[RC_CORE];
     const int tid = static_cast<int>(threadIdx.x);

@@ -10,7 +10,8 @@
 
 extern "C" __global__ void rng_fill(uint32_t* __restrict__ out_u32, float* __restrict__ out_uniform,
                                     int n, unsigned long long seed, unsigned int rng_stream,
-                                    unsigned long long offset) {
+                                    unsigned long long offset, const AgentAxis agent_axis) {
+    agent_slice(agent_axis, out_u32, out_uniform);
     const int i = global_index_1d();
     if (i >= n) return;
     const uint32_t bits = rng_u32(seed, rng_stream, offset + static_cast<uint64_t>(i));

@@ -108,9 +108,9 @@ def launch_order(learner: Learner, replay) -> list[str]:
     for kernel in learner.runtime.bound:
         launch = kernel._launch
 
-        def recording(grid, values, stream, _launch=launch, _name=kernel.decl.name):
+        def recording(grid, values, stream, axis, _launch=launch, _name=kernel.decl.name):
             order.append(_name)
-            _launch(grid, values, stream)
+            _launch(grid, values, stream, axis)
 
         kernel._launch = recording
     learner.learn(replay)

@@ -34,6 +34,7 @@ from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
 from alpha_rl.portable import total
+from alpha_rl.rng import seed_on_device
 
 F32, I32 = np.float32, np.int32
 
@@ -246,6 +247,7 @@ class Environment:
                 "fewer, longer sessions)"
             )
         self.device_starts = be.upload(self.starts)
+        self.run_seed = seed_on_device(be, self.seed)
         self.slots = SlotIndices.from_layout(self.isv.layout, self.rc_stride)
         # the env's device state, by name: what the checkpoint saves and a resume writes back
         self.arrays = {name: be.zeros(n, I32) for name in STATE_I32 + OUT_I32}
@@ -326,7 +328,7 @@ class Environment:
             rc=a["rc"], n=self.num_envs, T=book.T, L=book.L, costs_idx=s.costs,
             w_idx=s.weights, scale_idx=s.scale,
             kappa_idx=s.kappa, lambda_idx=s.lam, rho_idx=s.rho, w_aux_idx=s.w_aux,
-            beta_scale_idx=s.beta_scale, seed=self.seed, n_starts=self.starts.size,
+            beta_scale_idx=s.beta_scale, run_seed=self.run_seed, n_starts=self.starts.size,
             stream=stream,
         )  # fmt: skip
 

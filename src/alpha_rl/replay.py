@@ -31,6 +31,7 @@ from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import per
 from alpha_rl.kernels.per import HEAD, STATE_WORDS, STATUS, STATUS_EMPTY_SAMPLE, tree_layout
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.rng import seed_on_device
 
 F32, I32 = np.float32, np.int32
 
@@ -115,6 +116,7 @@ class Replay:
         self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
         self.isv = isv
         N, be = cfg.capacity, runtime.backend
+        self.run_seed = seed_on_device(be, seed)
         if not 1 <= max_push <= N:
             raise ConfigError(
                 f"a push of up to {max_push} rows needs replay capacity >= it (N={N})"
@@ -219,7 +221,7 @@ class Replay:
         self._sample(
             **{k: a[k] for k in ("leaves", "tree", "indices", "weights", "probs", "state")},
             layout=self.tree_layout, isv=self.isv.array, M=c.batch_size, N=c.capacity,
-            seed=self.seed, schedule_idx=self.schedule_idx, beta_idx=self.beta_idx,
+            run_seed=self.run_seed, schedule_idx=self.schedule_idx, beta_idx=self.beta_idx,
             stream=stream,
         )  # fmt: skip
         return a["indices"], a["weights"]

@@ -13,6 +13,7 @@ the two to the same bits.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,12 @@ ROUNDS = 10
 
 
 Stream = enum.IntEnum("Stream", RNG_STREAMS)  # the stream ids of cuda/rng.cuh, one per use
+
+
+def seed_on_device(backend: Any, seed: int) -> Any:
+    """The run's seed as the one-element uint64 device array a drawing kernel reads (`run_seed`:
+    each agent of a session its own, at its own slice)."""
+    return backend.upload(np.array([seed], dtype=U64))
 
 
 def _round(words: list[np.ndarray], key: tuple[int, int]) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ backend and its CUDA context are released when the session closes, whatever happ
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.backend.base import RunBackend
+from alpha_rl.backend.pool import AgentBackend, AgentPool
 from alpha_rl.backend.select import open_backend
 from alpha_rl.build.manifest import stale_cubins
 from alpha_rl.errors import ConfigError
@@ -37,6 +38,7 @@ class Session:
     backend_reason: str
     runtime: KernelRuntime
     isv: DeviceIsv
+    group: Hashable = None  # the agents it steps with (open_sessions' `groups`); None: alone
 
     @property
     def stream(self) -> Any:
@@ -78,13 +80,21 @@ def open_session(cfg: DictConfig, layout: IsvLayout) -> Iterator[Session]:
 
 
 @contextmanager
-def open_sessions(jobs: Sequence[Job]) -> Iterator[list[Session]]:
+def open_sessions(jobs: Sequence[Job],
+                  groups: Sequence[Hashable] | None = None) -> Iterator[list[Session]]:  # fmt: skip
     """One session per (cfg, layout) of `jobs`, all on one backend (one CUDA context): each
     with its own ISV and kernel runtime, so the runs share nothing on the device but the
     context, and each can run on its own stream beside the others. Every job is validated
-    before the backend opens; the jobs must name the same `backend.name` and `backend.device`."""
+    before the backend opens; the jobs must name the same `backend.name` and `backend.device`.
+
+    `groups`, one key per job: the jobs of a key are agents that step together (their shapes
+    agree): their arrays come from one AgentPool (agent a's each a fixed stride from agent
+    0's: backend/pool.py) and they share one stream, so one launch can serve them all
+    (kernels/tape.py). Without it every job is alone."""
     if not jobs:
         raise ValueError("open_sessions needs at least one job")
+    if groups is not None and len(groups) != len(jobs):
+        raise ValueError(f"open_sessions: {len(groups)} groups for {len(jobs)} jobs")
     first = jobs[0][0]
     for i, (cfg, _) in enumerate(jobs[1:], 1):
         for key in ("name", "device"):
@@ -106,10 +116,20 @@ def open_sessions(jobs: Sequence[Job]) -> Iterator[list[Session]]:
     )
     try:
         sessions = []
-        for (cfg, layout), d, c in zip(jobs, defines, cubins, strict=True):
-            own = RunBackend(backend, backend.new_stream())
+        pools: dict[Hashable, tuple[AgentPool, object, list[int]]] = {}
+        if groups is not None:
+            for key in dict.fromkeys(groups):
+                members = [i for i, g in enumerate(groups) if g == key]
+                pools[key] = (AgentPool(backend, len(members)), backend.new_stream(), members)
+        for i, ((cfg, layout), d, c) in enumerate(zip(jobs, defines, cubins, strict=True)):
+            key = None if groups is None else groups[i]
+            if key is None:
+                own = RunBackend(backend, backend.new_stream())
+            else:
+                pool, stream, members = pools[key]
+                own = AgentBackend(backend, stream, pool, members.index(i))
             runtime = KernelRuntime(own, d, cubin_dir=c)
-            sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own)))
+            sessions.append(Session(cfg, own, reason, runtime, DeviceIsv(layout, own), key))
         yield sessions
     finally:
         backend.close()

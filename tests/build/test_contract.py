@@ -91,7 +91,7 @@ def test_matching_declaration_passes(probe_cubin: Path) -> None:
             "parameter 3 'factor' (float32) declared 4 bytes at offset 20, "
             "compiled 8 bytes at offset 24",
         ),
-        (RIGHT[:3], "declared 3 parameters (x, y, n), compiled 4"),
+        (RIGHT[:3], "declared 4 parameters (x, y, n, agent_axis), compiled 5"),
         (
             (*RIGHT[:2], Scalar("n", np.int64), RIGHT[3]),
             "parameter 2 'n' (int64) declared 8 bytes at offset 16, compiled 4 bytes at offset 16",

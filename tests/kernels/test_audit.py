@@ -52,8 +52,8 @@ def test_audit_names_the_kernel_array_and_index_of_a_wrong_launch() -> None:
     diagnostics, args = _diagnostics_case(runtime)
     honest = diagnostics._launch
 
-    def off_by_one_slot(grid, values, stream):  # a "device" that corrupts slot 33
-        honest(grid, values, stream)
+    def off_by_one_slot(grid, values, stream, axis):  # a "device" that corrupts slot 33
+        honest(grid, values, stream, axis)
         values[ISV][33] += 1.0
 
     diagnostics._launch = off_by_one_slot
@@ -101,7 +101,9 @@ def test_a_tf32_product_is_held_to_its_bound_not_to_the_bit() -> None:
     gemm, args = _tf32_case(runtime)
     M, N, K = args["M"], args["N"], args["K"]
 
-    def reversed_sums(grid, values, stream):  # the same TF32 products, another float32 order
+    def reversed_sums(
+        grid, values, stream, axis=None
+    ):  # the same TF32 products, another float32 order
         A, B, bias, C = values[0], values[1], values[2], values[4]
         a = ref.tf32(A).reshape(M, K)[:, ::-1]
         b = ref.tf32(B).reshape(N, K)[:, ::-1]
@@ -122,7 +124,7 @@ def test_a_tf32_product_is_held_to_its_bound_not_to_the_bit() -> None:
 
     bound = ref.tf32_bound(A, B, bias, M, N, K, 0, 1)
 
-    def one_off(grid, values, stream):
+    def one_off(grid, values, stream, axis):
         reversed_sums(grid, values, stream)
         values[4][7] += 100 * bound[7]
 

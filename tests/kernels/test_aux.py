@@ -49,9 +49,10 @@ def test_aux_alpha_bias_reads_the_aux_head_exactly_as_dqn_act(cuda_backend, M: i
     h, aux_w = gen.normal(size=M * H).astype(F32), gen.normal(0, 0.3, H + 1).astype(F32)
     act = {"q": np.zeros(M * 3, F32), "h": h, "aux_w": aux_w,
            "action": np.full(M, -1, np.int32), "counters": np.zeros(4, np.uint64),
-           "isv": np.array([1.0, 0.1, 20.0], F32), "p_up": np.full(M, np.nan, F32)}  # fmt: skip
+           "isv": np.array([1.0, 0.1, 20.0], F32), "p_up": np.full(M, np.nan, F32),
+           "run_seed": np.array([11], np.uint64)}  # fmt: skip
     got_act, _ = device_and_oracle(cuda_backend, dqn.ACT, dqn_ref.dqn_act, act,
-                                   [M, 3, H, 11, 0, -1])  # the schedule at isv[0:3]  # fmt: skip
+                                   [M, 3, H, 0, -1])  # the schedule at isv[0:3]  # fmt: skip
     bias = {"h": h, "aux_w": aux_w, "w": np.zeros(3, F32), "q": np.zeros(M * 3, F32),
             "aux_out": np.full(M, np.nan, F32)}  # fmt: skip
     got, _ = device_and_oracle(cuda_backend, aux.ALPHA_BIAS, ref.aux_alpha_bias, bias, [M, H])

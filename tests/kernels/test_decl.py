@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import struct
 
 import numpy as np
 import pytest
 
-from alpha_rl.kernels.decl import RC_STRIDE, Grid1D, In, OneBlock, Out, Scalar, Stem
+from alpha_rl.kernels.decl import (
+    AGENT_AXIS_SIZE,
+    AGENT_SLOTS,
+    RC_STRIDE,
+    Grid1D,
+    In,
+    OneBlock,
+    Out,
+    Scalar,
+    Stem,
+)
 from alpha_rl.kernels.registry import all_kernels, stems
 
 
@@ -23,14 +34,17 @@ def test_prepared_format_and_c_abi_layout() -> None:
         Scalar("x", np.float32),
         launch=Grid1D("n"),
     )
-    assert decl.prepared_format() == "PPiQf"
-    assert [(s.offset, s.size) for s in decl.param_layout()] == [
-        (0, 8),
-        (8, 8),
-        (16, 4),
-        (24, 8),
-        (32, 4),
-    ]
+    assert decl.prepared_format() == "PPiQf" + "q" * AGENT_SLOTS  # then the agent axis
+    layout = [(s.offset, s.size) for s in decl.param_layout()]
+    assert layout == [(0, 8), (8, 8), (16, 4), (24, 8), (32, 4), (40, AGENT_AXIS_SIZE)]
+    # PyCUDA packs the arguments with struct's native alignment: the same bytes as the C ABI
+    assert struct.calcsize(decl.prepared_format()) == 40 + AGENT_AXIS_SIZE
+
+
+def test_a_kernel_has_at_most_agent_slots_pointers() -> None:
+    args = [In(f"a{i}", np.float32) for i in range(AGENT_SLOTS + 1)]
+    with pytest.raises(TypeError, match="more than 32 pointer arguments"):
+        Stem("probe").kernel("probe_many", *args, launch=OneBlock(32))
 
 
 def test_declaration_rules() -> None:

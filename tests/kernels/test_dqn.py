@@ -72,13 +72,14 @@ def test_dqn_act_matches_reference(cuda_backend, B: int) -> None:
                 "action": np.full(B, -1, np.int32),
                 "counters": np.array([0, step, 0, 0], np.uint64),
                 "isv": np.array([0.0, 0.0, 1.0, 0.1, 20.0], np.float32),
-                "p_up": None}  # epsilon into isv[1], the schedule at isv[2:5]  # fmt: skip
+                "p_up": None,  # epsilon into isv[1], the schedule at isv[2:5]
+                "run_seed": np.array([11], np.uint64)}  # fmt: skip
         got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host,
-                                      [B, 3, 0, 11, 2, 1])  # fmt: skip
+                                      [B, 3, 0, 2, 1])  # fmt: skip
         for name in ("action", "counters", "isv"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} at step {step}")
     host["counters"] = np.array([0, 3, 0, 0], np.uint64)  # no schedule: greedy, epsilon 0
-    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host, [B, 3, 0, 11, -1, 1])
+    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, host, [B, 3, 0, -1, 1])
     assert got["action"].tolist() == host["q"].reshape(B, 3).argmax(1).tolist()
     assert got["isv"][1] == want["isv"][1] == 0.0
 
@@ -92,8 +93,9 @@ def test_dqn_aux_and_gather_match_reference(cuda_backend, B: int, H: int) -> Non
     pred = {"q": gen.normal(size=B * 3).astype(np.float32), "h": h, "aux_w": w,
             "action": np.full(B, -1, np.int32), "counters": np.zeros(4, np.uint64),
             "isv": np.array([1.0, 0.1, 20.0], np.float32),
-            "p_up": np.full(B, np.nan, np.float32)}  # fmt: skip
-    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 11, 0, -1])
+            "p_up": np.full(B, np.nan, np.float32),
+            "run_seed": np.array([11], np.uint64)}  # fmt: skip
+    got, want = device_and_oracle(cuda_backend, dqn.ACT, ref.dqn_act, pred, [B, 3, H, 0, -1])
     np.testing.assert_allclose(got["p_up"], want["p_up"], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got["action"], want["action"])
     fill = gen.integers(0, 3, B).astype(np.float32)

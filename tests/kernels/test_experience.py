@@ -36,6 +36,7 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
         "action": gen.integers(-1, 4, size=n).astype(np.int32),  # includes invalid actions
         "aux_prob": gen.random(n).astype(np.float32),
         "isv": gen.uniform(0.1, 2.0, size=ISV).astype(np.float32),
+        "run_seed": np.array([99], np.uint64),
         "cursor": cursor, "pos": gen.integers(-1, 2, size=n).astype(np.int32),
         "trade_len": gen.integers(0, 50, size=n).astype(np.int32),
         "episode": gen.integers(0, 5, size=n).astype(np.int32),
@@ -54,8 +55,8 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
 
 
 def scalars(n: int, starts: int) -> list:
-    # n, T, L, costs, w, scale, kappa, lambda, rho, w_aux, beta, seed, n_starts
-    return [n, T, L, 30, 10, 20, 21, 22, 23, 24, 25, 99, starts]
+    # n, T, L, costs, w, scale, kappa, lambda, rho, w_aux, beta, n_starts
+    return [n, T, L, 30, 10, 20, 21, 22, 23, 24, 25, starts]
 
 
 @pytest.mark.parametrize("stride", [6, 7])

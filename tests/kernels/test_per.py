@@ -130,8 +130,9 @@ def test_per_sample_matches_reference(cuda_backend, M: int, log2: int, fill: flo
     host = {"leaves": leaves, "tree": tree, "layout": layout,
             "indices": np.full(M, -9, np.int32), "weights": np.full(M, np.nan, np.float32),
             "probs": np.full(M, np.nan, np.float32), "state": state,
-            "isv": np.array([0, 0, 0, 0, 0, 0.4, 100.0, 0], np.float32)}  # fmt: skip
-    scalars = [M, N, 1234, 5, 3]  # beta0 and the anneal at isv[5:7]; beta into isv[3]
+            "isv": np.array([0, 0, 0, 0, 0, 0.4, 100.0, 0], np.float32),
+            "run_seed": np.array([1234], np.uint64)}  # fmt: skip
+    scalars = [M, N, 5, 3]  # beta0 and the anneal at isv[5:7]; beta into isv[3]
     want = _oracle(ref.per_sample, per.SAMPLE, host, scalars)
     got = _run(cuda_backend, per.SAMPLE, host, scalars)
     bad = np.flatnonzero(got["indices"] != want["indices"])

@@ -32,9 +32,9 @@ def test_noisy_compose_and_grad_match_reference(cuda_backend, hidden, nets, step
     host = {"theta": theta, "target": target if nets == 2 else None, "unit_in": unit_in,
             "unit_out": unit_out, "counters": np.array([step, step + 1, 0, 0], np.uint64),
             "weights": np.full(nets * P, np.nan, F32),
-            "noise": np.full(P, np.nan, F32)}  # fmt: skip
+            "noise": np.full(P, np.nan, F32), "run_seed": np.array([99], np.uint64)}  # fmt: skip
     got, want = device_and_oracle(cuda_backend, noisy.COMPOSE, noisy_ref.noisy_compose, host,
-                                  [P, N, nets, 99, 0, noisy.ROLE_ONLINE])  # fmt: skip
+                                  [P, N, nets, 0, noisy.ROLE_ONLINE])  # fmt: skip
     np.testing.assert_allclose(got["noise"], want["noise"], **TOL)
     np.testing.assert_allclose(got["weights"], want["weights"], **TOL)
     grad = {"noise": got["noise"], "grad": np.concatenate([gen.normal(size=P).astype(F32),

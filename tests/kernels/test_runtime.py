@@ -133,7 +133,7 @@ def test_scalars_reach_the_oracle_as_declared_numpy_types() -> None:
     from alpha_rl.kernels.runtime import BoundKernel
 
     kernel = BoundKernel(
-        rng.FILL, NumpyBackend(), lambda grid, args, _: seen.update(grid=grid, args=args)
+        rng.FILL, NumpyBackend(), lambda grid, args, _, axis: seen.update(grid=grid, args=args)
     )
     kernel(out_u32=np.zeros(600, np.uint32), out_uniform=np.zeros(600, np.float32), n=600,
            seed=np.uint32(5), rng_stream=2, offset=np.int64(3))  # fmt: skip
@@ -150,7 +150,7 @@ def fixture_kernel():
         "fixture_spread", In("x", np.float32, "n"), Out("y", np.float32, "n*H"),
         Scalar("n", np.int32), Scalar("H", np.int32), launch=Grid1D("n"),
     )  # fmt: skip
-    return BoundKernel(decl, NumpyBackend(), lambda grid, args, stream: None)
+    return BoundKernel(decl, NumpyBackend(), lambda grid, args, stream, axis: None)
 
 
 def test_a_mislabelled_call_is_refused_at_bind_naming_the_argument_and_its_shape() -> None:

@@ -3,6 +3,7 @@ pack is its run alone, bit for bit: every device array a resume needs, after the
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -58,7 +59,13 @@ def check_pack_equals_lone(base: list[str], steps: int, team: list[list[str]] = 
         for _ in range(steps):
             pack.step()
         packed = [state(t) for t in pack.trainers]
-        graphs = [t.graph is not None for t in pack.trainers]
+        group = {id(t): lockstep for lockstep in pack.locksteps for t in lockstep.trainers}
+        graphs = [group[id(t)].graph is not None for t in pack.trainers]
+        # one group per HER variant (the agents' numbers and seeds are not shapes), and each
+        # group's steps launched as one: every kernel once for all its agents
+        variants = {next((o for o in agent if o.startswith("her=")), "her='on'") for agent in team}
+        assert len(pack.locksteps) == len(variants)
+        assert all(lockstep.apart is None for lockstep in pack.locksteps)
     for i, agent in enumerate(team):
         with trainer_for(agent, tuple(base)) as (lone, _):
             for _ in range(steps):
@@ -100,6 +107,16 @@ def test_each_agent_of_a_pack_is_its_run_alone_on_the_gpu(built_cubins: Path) ->
     its own stream), in a subprocess: it opens its own backend."""
     base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
     in_a_process_of_its_own(f"check_pack_equals_lone({base!r}, steps=40)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("count", [1, 2, 7, 20])
+def test_agents_that_differ_are_each_their_run_alone_on_the_gpu(built_cubins: Path,
+                                                               count: int) -> None:  # fmt: skip
+    """agents(count) on the cuda backend, past learn_start: each group's kernels launched once
+    for all its agents (the agent axis), as one CUDA graph."""
+    base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
+    in_a_process_of_its_own(f"check_pack_equals_lone({base!r}, steps=40, team=agents({count}))")
 
 
 def in_a_process_of_its_own(call: str) -> None:
@@ -187,7 +204,8 @@ def test_a_runs_read_does_not_wait_for_another_runs_queued_work(built_cubins: Pa
 
 
 def check_reads_after_own_stream(base: list[str]) -> None:
-    with open_pack([compose_train([*base, f"seed={s}"]) for s in (0, 1)]) as pack:
+    jobs = [compose_train([*base, f"seed={s}"]) for s in (0, 1)]
+    with open_pack(jobs, agent_axis=False) as pack:  # each run alone, on its own stream
         first, second = pack.trainers
         for _ in range(60):  # both past learn_start, their graphs captured
             pack.step()
@@ -218,10 +236,14 @@ EVAL_KEYS = ["eval/pnl", "eval/sharpe", "eval/baseline/random/pnl", "eval/aux_ac
              "eval/trades", "eval/capture_ratio", "eval/l_q_probe"]  # fmt: skip
 
 
-def test_a_packed_run_is_its_run_alone_history_and_parameters(tmp_path: Path) -> None:
+def test_a_packed_run_is_its_run_alone_history_and_parameters(tmp_path: Path, caplog) -> None:
     """Three jobs run as one pack: each its own FINISHED MLflow run and directory, with the l_q
-    history, the evaluations' figures and the final parameters of the same job run alone."""
-    packed = packed_jobs(tmp_path, AGENTS)
+    history, the evaluations' figures and the final parameters of the same job run alone. The
+    two of one HER variant are agents of one lockstep, whose steps launch as one."""
+    with caplog.at_level(logging.INFO, logger="alpha_rl"):
+        packed = packed_jobs(tmp_path, AGENTS)
+    assert "3 runs in 2 groups of agents whose shapes agree (2, 1)" in caplog.text
+    assert "one agent at a time" not in caplog.text
     assert [o.status for o in packed] == ["FINISHED"] * 3
     assert len({o.run_id for o in packed}) == 3
     for i, agent in enumerate(AGENTS):

@@ -28,6 +28,7 @@ from alpha_rl.errors import ConfigError
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import dqn
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.rng import seed_on_device
 
 REPLAY_COLUMNS = ("s_h_t", "s_h_tp1", "s_action", "s_reward", "s_done", "s_synthetic")
 
@@ -79,6 +80,7 @@ class Learner:
         self.cfg, self.obs_dim, self.num_envs, self.batch = cfg, obs_dim, num_envs, batch
         self.runtime, self.isv, self.seed, self.alpha_cfg = runtime, isv, seed, alpha
         be = runtime.backend
+        self.run_seed = seed_on_device(be, seed)
         self.slots = Slots.of(isv)  # where its numbers are, and where it writes
         self.head: Head = make_head(cfg, runtime, batch, isv.array, self.slots)
         self.layout = self.head.layout(obs_dim, cfg.hidden)
@@ -156,7 +158,7 @@ class Learner:
         self.bias.apply(h, q, B, stream=stream)
         self.kernels.act(
             q=q, h=h, aux_w=st.aux_w, action=self.actions, counters=st.counters, isv=self._isv(),
-            p_up=self.p_up, B=B, A=ACTIONS, H=self.obs_dim, seed=self.seed,
+            p_up=self.p_up, B=B, A=ACTIONS, H=self.obs_dim, run_seed=self.run_seed,
             schedule_idx=self.slots.epsilon_schedule, eps_idx=self.slots.epsilon, stream=stream,
         )  # fmt: skip
         return self.actions

@@ -16,6 +16,7 @@ from alpha_rl.agent.state import LearnerState
 from alpha_rl.backend.base import DeviceArray
 from alpha_rl.kernels import dqn, noisy
 from alpha_rl.kernels.runtime import KernelRuntime
+from alpha_rl.rng import seed_on_device
 
 Views = dict[str, list[tuple[Any, Any]]]  # name -> (W, b) views per layer (layer_views)
 
@@ -67,6 +68,7 @@ class NoisyLayers:
                  state: LearnerState, seed: int) -> None:  # fmt: skip
         be, P = runtime.backend, layout.size
         self.layout, self.state, self.seed = layout, state, seed
+        self.run_seed = seed_on_device(be, seed)
         unit_in, unit_out, self.units = noise_units(layout)
         self.unit_in, self.unit_out = be.upload(unit_in), be.upload(unit_out)
         self.act = be.zeros(P, F32)  # the acting net's composed weights [P]
@@ -110,7 +112,7 @@ class NoisyLayers:
             unit_out=self.unit_out, counters=st.counters,
             weights=self.learn if nets == 2 else self.act,
             noise=self.noise if nets == 2 else None, P=self.layout.size, N=self.units,
-            nets=nets, seed=self.seed, word=word, role=role, stream=stream,
+            nets=nets, run_seed=self.run_seed, word=word, role=role, stream=stream,
         )  # fmt: skip
 
 

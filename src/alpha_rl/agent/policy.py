@@ -50,6 +50,6 @@ class GreedyPolicy:
         lr.alpha_bias(h, q, B, stream=stream)
         lr.kernels.act(q=q, h=h, aux_w=lr.state.aux_w, action=self.actions,
                        counters=self.counters, isv=None, p_up=self.p_up, B=B, A=ACTIONS,
-                       H=lr.obs_dim, seed=lr.seed, schedule_idx=ABSENT, eps_idx=ABSENT,  # greedy
-                       stream=stream)  # fmt: skip
+                       H=lr.obs_dim, run_seed=lr.run_seed, schedule_idx=ABSENT,  # greedy
+                       eps_idx=ABSENT, stream=stream)  # fmt: skip
         return self.actions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,9 @@ class Backend(ABC):
     """Owns device memory (and, for cuda, the process's CUDA context)."""
 
     name: str
+    # while a step is recorded (kernels/tape.py), the launches, copies and fills it queues,
+    # appended in order instead of run; None: they run at once
+    tape: list | None = None
 
     @abstractmethod
     def alloc(self, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
@@ -82,6 +86,30 @@ class Backend(ABC):
         self.close()
 
 
+@dataclass(frozen=True)
+class Copy:
+    """A device-to-device copy a recorded step queued: `run` queues it on a stream."""
+
+    backend: Backend
+    dst: DeviceArray
+    src: DeviceArray
+
+    def run(self, stream: Any) -> None:
+        self.backend.copy(self.dst, self.src, stream)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """A fill a recorded step queued: `run` queues it on a stream."""
+
+    backend: Backend
+    array: DeviceArray
+    value: float | int
+
+    def run(self, stream: Any) -> None:
+        self.backend.fill(self.array, self.value, stream)
+
+
 class RunBackend(Backend):
     """A run's view of a backend it may share with other runs (a pack's, one CUDA context):
     every call is the backend's, except that a `download`, `fill` or `copy` given no stream is
@@ -119,11 +147,20 @@ class RunBackend(Backend):
 
     def fill(self, arr: DeviceArray, value: float | int, stream: Any = None) -> None:
         """`Backend.fill`, queued on this run's stream when no other is given (a fill on the
-        legacy stream waits for every run's queued work, as a read there does)."""
+        legacy stream waits for every run's queued work, as a read there does); recorded
+        instead while the run's step is (`tape`)."""
+        if self.tape is not None:
+            self.tape.append(Fill(self.backend, arr, value))
+            return
         self.backend.fill(arr, value, self.stream if stream is None else stream)
 
     def copy(self, dst: DeviceArray, src: DeviceArray, stream: Any = None) -> None:
-        """`Backend.copy`, queued on this run's stream when no other is given."""
+        """`Backend.copy`, queued on this run's stream when no other is given; recorded instead
+        while the run's step is (`tape`)."""
+        if self.tape is not None:
+            check_same(dst, src)
+            self.tape.append(Copy(self.backend, dst, src))
+            return
         self.backend.copy(dst, src, self.stream if stream is None else stream)
 
     def is_array(self, obj: object) -> bool:

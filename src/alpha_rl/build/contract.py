@@ -17,12 +17,14 @@ from alpha_rl.build import elf
 from alpha_rl.errors import ContractError
 from alpha_rl.kernels.decl import KernelDecl, Stem
 
-ABI_VERSION = 1  # must equal ALPHA_RL_ABI in cuda/common.cuh
+ABI_VERSION = 2  # must equal ALPHA_RL_ABI in cuda/common.cuh
 CONSTANT_PREFIX = "alpha_rl_const_"  # ALPHA_RL_EXPORT in cuda/common.cuh
 AXIS_PREFIX = "alpha_rl_axis_"  # ALPHA_RL_AXIS in cuda/common.cuh
 
 
 def _describe(decl: KernelDecl, ordinal: int) -> str:
+    if ordinal == len(decl.args):
+        return f"parameter {ordinal}, the agent axis (AgentAxis, after the declared arguments)"
     arg = decl.args[ordinal]
     kind = "pointer" if arg.is_pointer else str(arg.dtype)
     return f"parameter {ordinal} {arg.name!r} ({kind})"
@@ -35,7 +37,8 @@ def kernel_problems(decl: KernelDecl, compiled: elf.CompiledKernel) -> list[str]
     if len(want) != len(compiled.params):
         problems.append(
             f"{decl.name}: declared {len(want)} parameters "
-            f"({', '.join(a.name for a in decl.args)}), compiled {len(compiled.params)}"
+            f"({', '.join(a.name for a in decl.args)}, agent_axis), compiled "
+            f"{len(compiled.params)}"
         )
     for slot, got in zip(want, compiled.params, strict=False):
         if (slot.offset, slot.size) != (got.offset, got.size):

@@ -17,6 +17,12 @@ from typing import Any
 import numpy as np
 
 POINTER_SIZE = 8  # bytes of a device pointer on every supported target (64-bit)
+# The agent axis (cuda/common.cuh, AgentAxis): every kernel's last parameter holds, per pointer
+# argument in declaration order, the elements between one agent's slice and the next's; a launch
+# of A agents has gridDim.y = A. ALPHA_RL_AGENT_SLOTS strides of 8 bytes, whatever the kernel.
+AGENT_SLOTS = 32
+AGENT_AXIS_SIZE = AGENT_SLOTS * 8
+NO_AXIS = (0,) * AGENT_SLOTS  # one agent: every stride 0
 
 # struct/PyCUDA format character per scalar dtype.
 _SCALAR_FORMAT = {
@@ -171,22 +177,27 @@ class KernelDecl:
             raise TypeError(f"{self.name}: declare inputs, then outputs, then scalars; got {names}")
         if self.launch.over is not None and self.launch.over not in self.scalar_names:
             raise TypeError(f"{self.name}: launch over {self.launch.over!r}, not a scalar argument")
+        if sum(a.is_pointer for a in self.args) > AGENT_SLOTS:
+            raise TypeError(f"{self.name}: more than {AGENT_SLOTS} pointer arguments (AgentAxis)")
 
     @property
     def scalar_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.args if not a.is_pointer)
 
     def prepared_format(self) -> str:
-        """The PyCUDA `prepare` argument-type string, e.g. 'PPiQ'."""
-        return "".join(a.format_char for a in self.args)
+        """The PyCUDA `prepare` argument-type string, e.g. 'PPiQ' and the agent axis's strides
+        (AGENT_SLOTS int64s, passed after the declared arguments)."""
+        return "".join(a.format_char for a in self.args) + "q" * AGENT_SLOTS
 
     def param_layout(self) -> tuple[ParamSlot, ...]:
-        """Offsets under the C ABI: each parameter aligned to its own size, in order."""
+        """Offsets under the C ABI: each parameter aligned to its own size, in order; the last,
+        ordinal len(args), the agent axis (a struct of AGENT_SLOTS int64s, 8-byte aligned)."""
         slots, offset = [], 0
-        for ordinal, arg in enumerate(self.args):
-            offset = -(-offset // arg.size) * arg.size
-            slots.append(ParamSlot(ordinal, offset, arg.size))
-            offset += arg.size
+        sizes = [(a.size, a.size) for a in self.args] + [(AGENT_AXIS_SIZE, 8)]
+        for ordinal, (size, align) in enumerate(sizes):
+            offset = -(-offset // align) * align
+            slots.append(ParamSlot(ordinal, offset, size))
+            offset += size
         return tuple(slots)
 
 

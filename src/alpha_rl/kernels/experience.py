@@ -40,6 +40,7 @@ ENV_STEP = STEM.kernel(
     In("action", I32, "n"),
     In("aux_prob", F32, "n", nullable=True),
     In("isv", F32),
+    In("run_seed", np.uint64, "1"),
     *(Out(name, I32, "n") for name in ("cursor", "pos", "trade_len", "episode")),
     *(Out(name, F32, "n") for name in ("entry_px", "entry_mid", "peak_mid")),
     Out("rc", F32, "n*RC_STRIDE"),
@@ -70,7 +71,6 @@ ENV_STEP = STEM.kernel(
             "beta_scale_idx",
         )
     ),
-    Scalar("seed", np.uint64),
     Scalar("n_starts", I32),
     launch=Grid1D(over="n", block=256),
     doc="one env step: fills at the touch, reward components, done, trade stats, restarts; "

@@ -9,7 +9,7 @@ from functools import cache
 import alpha_rl.kernels as _pkg
 from alpha_rl.kernels.decl import Axis, KernelDecl, Stem
 
-_NOT_STEMS = {"decl", "registry", "runtime"}
+_NOT_STEMS = {"decl", "registry", "runtime", "tape"}
 
 
 @cache

@@ -27,7 +27,7 @@ from alpha_rl.abi import CONSTANTS
 from alpha_rl.backend.base import Backend
 from alpha_rl.build.contract import ABI_VERSION, AXIS_PREFIX
 from alpha_rl.errors import CubinError, KernelCallError
-from alpha_rl.kernels.decl import Arg, KernelDecl, Stem
+from alpha_rl.kernels.decl import NO_AXIS, Arg, KernelDecl, Stem
 from alpha_rl.kernels.registry import stems
 
 Converter = Callable[[Any], Any]
@@ -116,15 +116,17 @@ class BoundKernel:
 
     Every argument is checked against the declaration (array kind and dtype, NULL only where
     declared nullable, scalars range-checked into their numpy dtype) by converters prepared once
-    here, then handed to `launch(grid, values, stream)`: device pointers as `raw(array)` gives
-    them (the array itself for the oracles, its address for PyCUDA).
+    here, then handed to `launch(grid, values, stream, axis)`: device pointers as `raw(array)`
+    gives them (the array itself for the oracles, its address for PyCUDA), `axis` the agent
+    axis's strides (NO_AXIS: one agent). While the backend records a step (`backend.tape`), the
+    checked call is appended to the tape instead (kernels/tape.py launches it).
     """
 
     def __init__(
         self,
         decl: KernelDecl,
         backend: Backend,
-        launch: Callable[[tuple[int, int, int], list[Any], Any], None],
+        launch: Callable[[tuple[int, int, int], list[Any], Any, tuple[int, ...]], None],
         raw: Callable[[Any], Any] = lambda array: array,
         dims: Mapping[str, int] | None = None,
     ) -> None:
@@ -201,10 +203,25 @@ class BoundKernel:
                 return
             grid = (blocks, 1, 1)
         self.launches += 1
-        if self.audit is not None:
-            self.audit.run(self, args, values, lambda: self._launch(grid, values, stream))
+        if self._backend.tape is not None:
+            from alpha_rl.kernels.tape import Call
+
+            self._backend.tape.append(Call(self, grid, values))
+        elif self.audit is not None:
+            self.audit.run(self, args, values, lambda: self._launch(grid, values, stream, NO_AXIS))
         else:
-            self._launch(grid, values, stream)
+            self._launch(grid, values, stream, NO_AXIS)
+
+    @property
+    def oracles(self) -> bool:
+        """Whether a launch calls the NumPy oracle (the numpy backend) rather than a kernel."""
+        return self._backend.name == "numpy"
+
+    def launch_values(self, grid: tuple[int, int, int], values: list, stream: Any,
+                      axis: tuple[int, ...] = NO_AXIS) -> None:  # fmt: skip
+        """Launch with arguments already checked (a recorded call): `axis`, the agent axis's
+        strides, one per pointer argument, padded to AGENT_SLOTS."""
+        self._launch(grid, values, stream, axis)
 
     def __repr__(self) -> str:
         return f"<{self.decl.name} on {self._backend.name}>"
@@ -283,6 +300,19 @@ class KernelRuntime:
         return None if fn is None else _by_name(decl, fn, {})
 
     @contextmanager
+    def recording(self) -> Iterator[list]:
+        """Within the block, what this runtime's kernels and its run's copies and fills queue is
+        recorded, in order, instead of run: yields the tape (kernels/tape.py runs it)."""
+        if self.backend.tape is not None:
+            raise KernelCallError("a step is already being recorded on this backend")
+        tape: list = []
+        self.backend.tape = tape
+        try:
+            yield tape
+        finally:
+            self.backend.tape = None
+
+    @contextmanager
     def auditing(self, names: Iterable[str], judges: Executor | None = None) -> Iterator[Any]:
         """Within the block, every launch of a kernel named in `names` also runs its oracle on
         host copies of the same inputs; yields the KernelAudit holding the mismatch counts
@@ -302,7 +332,12 @@ class KernelRuntime:
     def _oracle_launch(self, stem: Stem, decl: KernelDecl) -> Callable[..., None]:
         oracle = self.oracle(decl)
 
-        def launch(_grid: tuple, args: list, _stream: Any) -> None:
+        def launch(_grid: tuple, args: list, _stream: Any, axis: tuple[int, ...]) -> None:
+            if any(axis):
+                raise KernelCallError(
+                    f"{decl.name}: the oracles take one agent a call (kernels/tape.py calls "
+                    "each agent's in turn)"
+                )
             oracle(*args)
 
         return launch
@@ -317,8 +352,8 @@ class KernelRuntime:
             attribute = drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES
             function.set_attribute(attribute, shared)
 
-        def launch(grid: tuple, args: list, stream: Any) -> None:
-            function.prepared_async_call(grid, block, stream, *args, shared_size=shared)
+        def launch(grid: tuple, args: list, stream: Any, axis: tuple[int, ...]) -> None:
+            function.prepared_async_call(grid, block, stream, *args, *axis, shared_size=shared)
 
         return launch
 

@@ -1,10 +1,13 @@
 """A pack: several runs' trainers in one process, on one backend (one CUDA context).
 
 Each agent is a whole `Trainer` of its own config (its seed, its ISV values, its kernels and
-shapes even): its own ISV, kernel runtime, device arrays and stream, so agent s of a pack does
-exactly what its run alone does, launch for launch and bit for bit. A pack's step launches every
-agent's step, each on its own stream (as a CUDA graph once learning has started): the GPU runs
-the agents' small, latency-bound kernels side by side instead of one run leaving most of it idle.
+shapes even): its own ISV, kernel runtime and device arrays, so agent s of a pack does exactly
+what its run alone does, bit for bit. Agents whose shapes agree (pipeline/lockstep.py's
+`group_key`) step as one: their arrays are slices of one pool and each kernel of their step is
+launched once for all of them, with the agent axis (as one CUDA graph once learning has
+started). Groups of other shapes step beside them, each on its own stream, so the device runs
+their launches side by side. With `agent_axis=False` every agent steps alone on its own stream
+(the comparison the agent axis is measured against).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from omegaconf import DictConfig
 
 from alpha_rl.pipeline.config import plan_run, with_market
+from alpha_rl.pipeline.lockstep import Lockstep, group_key
 from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.trainer import Trainer
@@ -22,24 +26,34 @@ from alpha_rl.session import open_sessions
 
 
 class Pack:
-    """The trainers of a pack's agents, stepped together."""
+    """The trainers of a pack's agents, stepped together: a Lockstep per group of agents whose
+    shapes agree (or one per agent)."""
 
-    def __init__(self, trainers: Sequence[Trainer]) -> None:
+    def __init__(self, trainers: Sequence[Trainer], groups: Sequence[object]) -> None:
         self.trainers = list(trainers)
+        members: dict[object, list[Trainer]] = {}
+        for trainer, key in zip(self.trainers, groups, strict=True):
+            members.setdefault(key, []).append(trainer)
+        self.locksteps = [Lockstep(group) for group in members.values()]
 
     def step(self) -> None:
-        """One env step of every agent (no device->host copy): each agent's launches queue on its
-        own stream, so the device may run them concurrently."""
-        for trainer in self.trainers:
-            trainer.step()
+        """One env step of every agent (no device->host copy): each group's launches queue on
+        its own stream, so the device may run the groups concurrently."""
+        for lockstep in self.locksteps:
+            lockstep.step()
 
     def synchronize(self) -> None:
         """Wait for every agent's queued work."""
         self.trainers[0].backend.synchronize()
 
+    def close(self) -> None:
+        for lockstep in self.locksteps:
+            lockstep.close()
+
 
 @contextmanager
-def open_pack(jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]]) -> Iterator[Pack]:
+def open_pack(jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]],
+              agent_axis: bool = True) -> Iterator[Pack]:  # fmt: skip
     """The pack of `jobs` (each a composed config and its choices): every config planned and its
     market read before the backend opens, then one trainer per job on the shared backend; their
     CUDA graphs and the backend are released when the block ends, whatever happened in it."""
@@ -49,9 +63,12 @@ def open_pack(jobs: Sequence[tuple[DictConfig, Mapping[str, str] | None]]) -> It
         market, cfg = market_and_config(cfg, plan.run.seed, plan.validation, markets)
         planned.append((cfg, choices, with_market(plan, cfg), market.train))
     jobs = [(cfg, layout_from_plan(cfg, choices, plan)) for cfg, choices, plan, _ in planned]
-    with open_sessions(jobs) as sessions, ExitStack() as closing:
+    groups = [group_key(cfg) if agent_axis else i for i, (cfg, _) in enumerate(jobs)]
+    with open_sessions(jobs, groups) as sessions, ExitStack() as closing:
         trainers = []
         for session, (_, _, plan, book) in zip(sessions, planned, strict=True):
             trainers.append(Trainer(session, book, plan))
             closing.callback(trainers[-1].close)
-        yield Pack(trainers)
+        pack = Pack(trainers, groups)
+        closing.callback(pack.close)
+        yield pack

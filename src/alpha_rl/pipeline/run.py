@@ -21,7 +21,7 @@ import time
 from collections.abc import Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
@@ -49,6 +49,7 @@ from alpha_rl.pipeline.labels import (
     money_units,
     run_name,
 )
+from alpha_rl.pipeline.lockstep import Seat, group_key, seats
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.plan import Plan
@@ -67,9 +68,6 @@ from alpha_rl.tracking.stores import check_store_to_write
 from alpha_rl.tracking.system import SystemMetrics
 from alpha_rl.tracking.tracker import DIAG_FILE
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("alpha_rl")
 
 
@@ -84,9 +82,11 @@ def run_job(cfg: DictConfig, job: Job) -> Outcome:
 def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
              cpus: int | None = None) -> list[Outcome | Exception]:  # fmt: skip
     """Run `jobs` in this process as one pack: every job's run on one backend (one CUDA
-    context), each its own trainer, stream, run directory, MLflow run, checkpoints and outcome.
-    The pack steps every run once, then again: each run's launches queue on its own stream, so
-    the device runs them side by side, and each run is bit for bit what it is alone.
+    context), each its own trainer, run directory, MLflow run, checkpoints and outcome. The
+    pack steps every run once, then again. Runs whose shapes agree (lockstep.group_key) are
+    agents of one Lockstep: each kernel of their step is launched once for all of them (the
+    agent axis); groups of other shapes queue on streams of their own, so the device runs them
+    side by side. Each run is bit for bit what it is alone.
 
     A job that fails (a bad config, a diverging run, an error of its own) ends as it would alone
     and its result is the Outcome or the exception; the other jobs go on. A stop signal stops
@@ -108,12 +108,18 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
                 except Exception as exc:
                     results[i] = exc
             if live:
-                with open_sessions([asks[i] for i in live]) as sessions:
+                asked = [asks[i] for i in live]
+                groups = [group_key(cfg) for cfg, _ in asked] if len(asked) > 1 else None
+                with open_sessions(asked, groups) as sessions:
+                    places = seats(list(live), groups)
                     try:
-                        _drive(live, dict(zip(live, sessions, strict=True)), results)
+                        _drive(live, dict(zip(live, sessions, strict=True)), results, places)
                     finally:
                         for run in live.values():  # any still open: ended before the backend
                             run.close()
+                        for lockstep in {id(s.lockstep): s.lockstep for s in places.values()
+                                         }.values():  # fmt: skip
+                            lockstep.close()
         finally:
             for run in live.values():
                 run.close()
@@ -123,13 +129,16 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
 
 
 def _drive(live: dict[int, Generator], sessions: dict[int, Session],
-           results: list[Outcome | Exception | None]) -> None:  # fmt: skip
+           results: list[Outcome | Exception | None],
+           places: dict[int, Seat] | None = None) -> None:  # fmt: skip
     """Advance every live run a step at a time, round robin, until each has returned its
     Outcome or raised; a run that raises leaves the pack with its exception as its result. A run
     waiting on a helper yields that work's Future: when every live run waits, the pack sleeps
-    until one of them is done rather than spin."""
+    until one of them is done rather than spin. `places`: each run's Seat in its group's
+    Lockstep (pipeline/lockstep.py), sent with its session."""
+    places = places or {}
 
-    def advance(i: int, sent: Session | None = None) -> Any:
+    def advance(i: int, sent: Any = None) -> Any:
         try:
             return live[i].send(sent)
         except StopIteration as done:
@@ -139,10 +148,12 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
                 log.error("run %d of the pack stopped: %s; the others go on", i, exc)
             results[i] = exc
         del live[i]
+        if i in places:  # the others no longer wait for it
+            places[i].leave()
         return None
 
     for i, session in sessions.items():
-        advance(i, session)  # builds its trainer and takes its first step
+        advance(i, (session, places.get(i)))  # builds its trainer and takes its first step
     while live:
         waits = [advance(i) for i in list(live)]
         pending = [w for w in waits if isinstance(w, Future) and not w.done()]
@@ -199,14 +210,17 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
             log.info("%s has no %s (a directory of an earlier version): recorded now", run_dir,
                      IDENTITY_FILE)  # fmt: skip
         identity = write_identity(run_dir, plan.run.seed, digest)
-    session = yield scaled, layout_from_plan(scaled, job.choices, plan)
-    if session is None:
+    sent = yield scaled, layout_from_plan(scaled, job.choices, plan)
+    if sent is None:
         raise RuntimeError("a job's steps are sent the session of its config first")
+    session, seat = sent
     log.info("%s", session.isv.layout.table())
     units = money_units(session.cfg)
     log.info("money: %s; rewards: %s", units["units.pnl"], units["units.reward"])
     log_beta_anneal(cfg, plan)
     trainer = Trainer(session, market.train, plan)
+    if seat is not None:  # an agent of its group's lockstep
+        seat.join(trainer)
     evaluator = Evaluator(session, market.heldout, plan, trainer.learner, trainer.stream,
                           workers and workers.processes)  # fmt: skip
     resume_id = None
@@ -237,7 +251,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     system = SystemMetrics(tracking, tracker.run_id, session.backend.name, meta is not None)
     try:
         outcome = yield from _loop(trainer, evaluator, tracker, plan, summary, saver, stop, system,
-                                   workers and workers.threads)  # fmt: skip
+                                   workers and workers.threads, seat)  # fmt: skip
     finally:
         system.stop()
         try:
@@ -249,12 +263,16 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
 
 
 def _step(
-    trainer: Trainer, t: int, audited: bool, judges: Executor | None
+    trainer: Trainer, t: int, audited: bool, judges: Executor | None, seat: Seat | None = None
 ) -> Generator[Future, None, tuple[dict[str, float], dict[str, Any]]]:
     """Step t, audited (the GPU's kernels against their oracles, in `judges` when given: it
-    yields until they are done) or not; the audit's metrics and its diag block."""
+    yields until they are done; alone) or not (with its lockstep's agents when it has a `seat`:
+    it yields until the last of them arrives); the audit's metrics and its diag block."""
     if not audited:
-        trainer.step()
+        if seat is None:
+            trainer.step()
+        else:
+            yield from seat.arrive()
         return {}, {}
     audit = trainer.audited_step(judges)
     while (judging := audit.waiting()) is not None:
@@ -297,8 +315,8 @@ def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
 
 
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
-          saver: Saver, stop: StopSignals, system: SystemMetrics,
-          judges: Executor | None = None) -> Generator[Future | None, Any, Outcome]:  # fmt: skip
+          saver: Saver, stop: StopSignals, system: SystemMetrics, judges: Executor | None = None,
+          seat: Seat | None = None) -> Generator[Future | None, Any, Outcome]:  # fmt: skip
     """Steps until `steps` (or a stop signal), with log points, evaluations, audits (judged in
     `judges`, a pack's threads, when given) and checkpoints, yielding after each; the system
     metrics stop before the run ends."""
@@ -311,7 +329,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
             metrics, diag = yield from _step(trainer, t, audit_on and t % run.audit_every == 0,
-                                             judges)  # fmt: skip
+                                             judges, seat)  # fmt: skip
             if t % run.log_every == 0 or t == run.steps:
                 mark = _log_point(trainer, tracker, mark, metrics, diag)
             if evaluator.due(t, run.steps):  # a step at a time: a pack's other runs go on

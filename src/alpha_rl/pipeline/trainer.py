@@ -124,6 +124,13 @@ class Trainer:
             self.launch_step()
         self.t += 1
 
+    def record_step(self) -> list:
+        """What one step queues, recorded instead of launched (kernels/tape.py): a Lockstep
+        launches it beside its other agents' (pipeline/lockstep.py)."""
+        with self.session.runtime.recording() as tape:
+            self.launch_step()
+        return tape
+
     def launch_step(self) -> None:
         """Queue the kernels of one step (DESIGN §9) on the trainer's stream."""
         env, learner, replay, hs = self.env, self.learner, self.replay, self.hindsight

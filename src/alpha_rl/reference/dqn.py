@@ -136,7 +136,7 @@ def epsilon(step: int, eps_start: float, eps_end: float, decay: float) -> np.flo
     return F32(eps_end) + (F32(eps_start) - F32(eps_end)) * frac
 
 
-def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, schedule_idx,
+def dqn_act(q, h, aux_w, run_seed, action, counters, isv, p_up, B, A, H, schedule_idx,
             eps_idx) -> None:  # fmt: skip
     """Epsilon-greedy over q [B, A]: draws (seed, ACT, 2 (s B + b) + {0, 1}), s = counters[1],
     epsilon's start, end and decay steps at isv[schedule_idx + k] (schedule_idx < 0: greedy);
@@ -145,8 +145,9 @@ def dqn_act(q, h, aux_w, action, counters, isv, p_up, B, A, H, seed, schedule_id
     s = int(counters[ACT_STEP])
     eps = epsilon(s, *isv[schedule_idx : schedule_idx + 3]) if schedule_idx >= 0 else F32(0)
     base = np.uint64(2) * (np.uint64(s * B) + np.arange(B, dtype=np.uint64))
-    u1 = rng_uniform(int(seed), Stream.ACT, base)
-    u2 = rng_uniform(int(seed), Stream.ACT, base + np.uint64(1))
+    seed = int(run_seed[0])  # the agent's own
+    u1 = rng_uniform(seed, Stream.ACT, base)
+    u2 = rng_uniform(seed, Stream.ACT, base + np.uint64(1))
     greedy = np.argmax(q[: B * A].reshape(B, A), axis=1)
     random = np.minimum(A - 1, (u2 * F32(A)).astype(np.int32))
     action[:B] = np.where(u1 < eps, random, greedy)

@@ -65,13 +65,13 @@ def _touch(bid_px: np.ndarray, ask_px: np.ndarray, t: np.ndarray, L: int):
 
 
 def experience_env_step(
-    bid_px, ask_px, session_last, starts, action, aux_prob, isv,
+    bid_px, ask_px, session_last, starts, action, aux_prob, isv, run_seed,
     cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid,
     rc, reward_raw, reward, done, opened, closed, stored, prev_dir, closed_dir, eff_action,
     fill_mid, post_mid, stat_trades, stat_realised, stat_available, stat_duration,
     n, T, L, costs_idx,
     w_idx, scale_idx, kappa_idx, lambda_idx, rho_idx, w_aux_idx, beta_scale_idx,
-    seed, n_starts,
+    n_starts,
     *, rc_stride,
 ) -> None:  # fmt: skip
     """Advance envs 0..n-1 by one tick in place (the math is in the module docstring)."""
@@ -154,7 +154,7 @@ def experience_env_step(
     ended = np.flatnonzero(last)
     if ended.size:  # new episodes at fresh offsets
         episode[ended] += 1
-        cursor[ended] = starts[start_index(int(seed), ended, episode[ended], int(n_starts))]
+        cursor[ended] = starts[start_index(int(run_seed[0]), ended, episode[ended], int(n_starts))]
     pos[:n] = target
     trade_len[:n] = np.where(in_trade, length, 0)
     entry_px[:n], entry_mid[:n], peak_mid[:n] = e_px, e_mid, peak

@@ -39,14 +39,14 @@ def parameter_noise(seed: int, draw: int, N: int, unit_in: np.ndarray, unit_out:
     return eps
 
 
-def noisy_compose(theta, target, unit_in, unit_out, counters, weights, noise, P, N, nets, seed,
+def noisy_compose(theta, target, unit_in, unit_out, counters, run_seed, weights, noise, P, N, nets,
                   word, role) -> None:  # fmt: skip
     """weights = mu + sigma * noise per net (theta; with nets = 2, target too) of draw
     3 counters[word] + role (+ 1 for the target); noise = net 0's."""
     P, N = int(P), int(N)
     base = ROLES * int(counters[int(word)]) + int(role)
     for net, params in enumerate((theta, target)[: int(nets)]):
-        eps = parameter_noise(int(seed), base + net, N, unit_in[:P], unit_out[:P])
+        eps = parameter_noise(int(run_seed[0]), base + net, N, unit_in[:P], unit_out[:P])
         weights[net * P : (net + 1) * P] = params[:P] + params[P : 2 * P] * eps
         if net == 0 and noise is not None:
             noise[:P] = eps

@@ -196,8 +196,8 @@ def _draw(leaves, tree, layout, frac, size, total) -> tuple[np.ndarray, np.ndarr
 
 
 def per_sample(
-    leaves, tree, layout, indices, weights, probs, state, isv,
-    M, N, seed, schedule_idx, beta_idx,
+    leaves, tree, layout, run_seed, indices, weights, probs, state, isv,
+    M, N, schedule_idx, beta_idx,
 ) -> None:  # fmt: skip
     """M stratified draws, u_i = (i + U_i) / M * total, with normalised IS weights (in place;
     beta0 and the updates beta anneals over at isv[schedule_idx + k])."""
@@ -207,7 +207,7 @@ def per_sample(
     epoch = int(state[SAMPLE_EPOCH])
     total = F32(tree[int(layout[2 * int(layout[0]) - 1])])
     i = np.arange(M, dtype=np.uint64)
-    U = rng_uniform(int(seed), Stream.PER, np.uint64(epoch * M) + i)
+    U = rng_uniform(int(run_seed[0]), Stream.PER, np.uint64(epoch * M) + i)
     frac = (i.astype(F32) + U) / F32(M)
     if size == 0:
         idx, p = np.full(M, -1, np.int32), np.zeros(M, F32)
