@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -270,6 +270,16 @@ class DeviceIsv:
         """One slot's current values, read from the device."""
         slot = self.layout.slot(name)
         return self.read()[slot.index : slot.stop]
+
+    def reset(self, names: Iterable[str]) -> None:
+        """Set the named slots the layout has back to their initial values (a read-modify-write
+        of the whole vector: not in a step)."""
+        present = [self.layout.slot(n) for n in names if n in self.layout.names()]
+        if present:
+            vector, initial = self.read(), self.layout.initial_values()
+            for slot in present:
+                vector[slot.index : slot.stop] = initial[slot.index : slot.stop]
+            self.backend.write(self.array, vector)
 
 
 def numbers_isv(values: Mapping[str, tuple[float, ...]], backend: Backend) -> DeviceIsv:

@@ -42,9 +42,9 @@ def record_launches(runtime) -> list[str]:
     for kernel in runtime.bound:
         launch = kernel._launch
 
-        def recording(grid, values, stream, _launch=launch, _name=kernel.decl.name):
+        def recording(grid, values, stream, axis, _launch=launch, _name=kernel.decl.name):
             order.append(_name)
-            _launch(grid, values, stream)
+            _launch(grid, values, stream, axis)
 
         kernel._launch = recording
     return order
@@ -347,3 +347,17 @@ def test_a_file_run_with_sessions_bootstraps_no_row_from_another_episode(tmp_pat
             assert (got["stored"][ended] == got["done"][ended]).all()  # a close at the end stays
             truncated += int((ended & (got["done"] == 0)).sum())
         assert truncated > 10, truncated
+
+
+def test_a_restore_keeps_the_her_variants_flags_of_the_config() -> None:
+    """A checkpoint written while the HER variant was a launch argument holds 0 in the flags'
+    slots: a resume writes the config's variant back over them (it cannot change the variant)."""
+    with trainer_for(["her=backward"]) as (trainer, _):
+        isv = trainer.session.isv
+        assert isv.values("her_backward").tolist() == [1.0]
+        assert "her_forward" not in isv.layout.names()  # backward only: no forward flag
+        zeroed = isv.read()
+        zeroed[isv.layout.slot("her_backward").index] = 0.0
+        trainer.backend.write(isv.array, zeroed)  # as such a checkpoint's ISV is written back
+        trainer.restore_host_state(trainer.host_state(), with_replay=False)
+        assert isv.values("her_backward").tolist() == [1.0]

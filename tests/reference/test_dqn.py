@@ -8,6 +8,8 @@ import pytest
 from alpha_rl.reference import dqn
 from alpha_rl.reference.rng import Stream, rng_uniform
 
+SEED = np.array([7], np.uint64)  # dqn_act's run_seed: the draws of rng_uniform(7, ACT, ...)
+
 
 def test_adam_matches_the_textbook_update_with_clipping() -> None:
     gen = np.random.default_rng(0)
@@ -46,13 +48,13 @@ def test_act_is_greedy_without_epsilon_and_follows_the_schedule() -> None:
     q = gen.normal(size=50 * 3).astype(np.float32)
     action, counters = np.zeros(50, np.int32), np.zeros(4, np.uint64)
     isv = np.float32([0.0, 0.0, 1.0, 0.1, 10.0])  # epsilon; the schedule 1 -> 0.1 at isv[2:5]
-    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, -1, 1)  # greedy
+    dqn.dqn_act(q, None, None, SEED, action, counters, isv, None, 50, 3, 0, -1, 1)  # greedy
     assert action.tolist() == q.reshape(50, 3).argmax(1).tolist() and int(counters[1]) == 1
     assert dqn.epsilon(0, 1.0, 0.1, 10.0) == np.float32(1.0)
     assert dqn.epsilon(5, 1.0, 0.1, 10.0) == pytest.approx(0.55)
     assert dqn.epsilon(50, 1.0, 0.1, 10.0) == np.float32(0.1)
     counters[1] = 5
-    dqn.dqn_act(q, None, None, action, counters, isv, None, 50, 3, 0, 7, 2, 1)
+    dqn.dqn_act(q, None, None, SEED, action, counters, isv, None, 50, 3, 0, 2, 1)
     assert isv[1] == pytest.approx(0.55)
     base = 2 * (5 * 50 + np.arange(50, dtype=np.uint64))
     u1 = rng_uniform(7, Stream.ACT, base)
@@ -73,7 +75,7 @@ def test_aux_head_step_by_hand() -> None:
     assert isv[0] == pytest.approx((-np.log(0.5) - np.log(0.75)) / 2)
     p, action, counters = np.zeros(3, np.float32), np.zeros(3, np.int32), np.zeros(4, np.uint64)
     q = np.array([0, 1, 0, 2, 0, 0, 0, 0, 3], np.float32)
-    dqn.dqn_act(q, h, w, action, counters, None, p, 3, 3, 2, 7, -1, -1)
+    dqn.dqn_act(q, h, w, SEED, action, counters, None, p, 3, 3, 2, -1, -1)
     np.testing.assert_allclose(p, 1 / (1 + np.exp(-(h.reshape(3, 2) @ w[:2] + w[2]))), rtol=1e-6)
     assert action.tolist() == [1, 0, 2]  # the actions of the same call, greedy at epsilon 0
 

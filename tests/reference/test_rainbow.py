@@ -28,8 +28,8 @@ def compose(layout: NetLayout, theta: np.ndarray, step: int, role: int, nets: in
     unit_in, unit_out, N = noise_units(layout)
     counters = np.array([step, 0, 0, 0], np.uint64)
     weights, noise = np.zeros(nets * P, theta.dtype), np.zeros(P, np.float32)
-    noisy_ref.noisy_compose(theta, target, unit_in, unit_out, counters, weights, noise, P, N,
-                            nets, SEED, 0, role)  # fmt: skip
+    noisy_ref.noisy_compose(theta, target, unit_in, unit_out, counters, np.array([SEED], np.uint64),
+                            weights, noise, P, N, nets, 0, role)  # fmt: skip
     return weights, noise
 
 

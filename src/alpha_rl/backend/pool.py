@@ -15,7 +15,6 @@ launches that touch them go one agent at a time (kernels/tape.py), exactly as al
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ class AgentPool:
             return self.backend.alloc(shape, dtype)
         k = self.taken[agent]
         if k == len(self.blocks):
-            base = self.backend.alloc(self.agents * math.prod(shape), dtype)
+            base = self.backend.alloc(self.agents * elements(shape), dtype)
             self.blocks.append((base, shape, dtype))
         base, want, want_dtype = self.blocks[k]
         if (want, want_dtype) != (shape, dtype):
@@ -58,7 +57,7 @@ class AgentPool:
             )  # fmt: skip
             return self.backend.alloc(shape, dtype)
         self.taken[agent] = k + 1
-        n = math.prod(shape)
+        n = elements(shape)
         view = base[agent * n : (agent + 1) * n].reshape(shape)
         if agent == 0:
             self._spans[address(view)] = base
@@ -68,6 +67,14 @@ class AgentPool:
         """The whole block whose agent-0 slice is `first` (every agent's slice, in agent order),
         or None when `first` is not one."""
         return self._spans.get(address(first))
+
+
+def elements(shape: tuple[int, ...]) -> int:
+    """The elements of an array of `shape` (integers: exact however multiplied)."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    return count
 
 
 def address(array: Any) -> int:

@@ -106,7 +106,7 @@ def gib(size: int) -> str:
 
 
 def env_bytes(cfg: EnvConfig, num_envs: int, rc_stride: int) -> int:
-    """Environment's arrays for `num_envs` envs (its book upload aside)."""
+    """Environment's arrays for `num_envs` envs (its book upload aside), its seed among them."""
     n, p = num_envs, cfg.perception
     size = (len(STATE_I32) + len(OUT_I32)) * n * I32
     size += (len(STATE_F32) + len(OUT_F32) + len(STATS)) * n * F32 + len(OUT_U8) * n * U8
@@ -114,16 +114,16 @@ def env_bytes(cfg: EnvConfig, num_envs: int, rc_stride: int) -> int:
     size += len(p.horizons) * I32
     if p.projection:
         size += (p.features * p.hidden_dim + p.hidden_dim) * F32
-    return size + blocks(n) * block_sums(rc_stride) * F32 + U64
+    return size + blocks(n) * block_sums(rc_stride) * F32 + U64 + U64
 
 
 def replay_bytes(cfg: ReplayConfig, obs_dim: int, max_push: int, discounts: bool) -> int:
-    """Replay's arrays: storage, leaves, the sum and max trees, counters and the batch."""
+    """Replay's arrays: storage, leaves, the sum and max trees, counters, the batch, its seed."""
     N, M = cfg.capacity, cfg.batch_size
     layout, tree = tree_layout(N)
     size = 2 * N * obs_dim * F32 + N * (I32 + 2 * F32 + U8 + F32) + 2 * tree * F32 + F32
     size += STATE_WORDS * U64 + -(-max_push // per.PUSH_BLOCK) * U64 + M * (I32 + 2 * F32)
-    return size + (N * F32 if discounts else 0) + layout.nbytes
+    return size + (N * F32 if discounts else 0) + layout.nbytes + U64
 
 
 def net_buffers(layout: NetLayout, rows: int) -> int:
@@ -146,12 +146,13 @@ def net_layout(agent: AgentConfig, obs_dim: int) -> NetLayout:
 
 def network_bytes(agent: AgentConfig, layout: NetLayout, obs_dim: int, alpha: bool) -> int:
     """Learner's parameters: theta, target, Adam's m and v and the gradient (noisy: mu and sigma
-    each, and the composed weights), counters, the aux head, w_α's state."""
+    each, and the composed weights), counters, the aux head, w_α's state, the learner's seed (and
+    the noise's)."""
     P = layout.size
     n = 2 * P if agent.noisy else P
-    size = 5 * n * F32 + dqn.COUNTERS * U64 + F32 + (obs_dim + 1) * F32
+    size = 5 * n * F32 + dqn.COUNTERS * U64 + F32 + (obs_dim + 1) * F32 + U64
     if agent.noisy:
-        size += 2 * P * I32 + 4 * P * F32  # unit_in, unit_out; act, learn (2P), noise
+        size += 2 * P * I32 + 4 * P * F32 + U64  # unit_in, unit_out; act, learn (2P), noise
     return size + (4 * ACTIONS * F32 if alpha else 0)
 
 

@@ -28,8 +28,8 @@ from alpha_rl.backend.graph import Graph, graphs_available
 from alpha_rl.env import Environment
 from alpha_rl.errors import BackendError, DivergenceError
 from alpha_rl.her_variant import DIRECTIONS
+from alpha_rl.hindsight import DIRECTION_FLAGS, STEP_COUNTS, Hindsight, ring_for
 from alpha_rl.hindsight import KERNELS as HER_KERNELS
-from alpha_rl.hindsight import STEP_COUNTS, Hindsight, ring_for
 from alpha_rl.kernels import aux, experience, mlp, nstep, per
 from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
@@ -330,6 +330,9 @@ class Trainer:
         """Set the host-side counters of a checkpoint (after its arrays were written back)."""
         self.t = int(state["t"])
         self.observed = False  # the env's arrays were written: observe them afresh
+        # the HER variant's flags are the config's (a resume cannot change the variant): a
+        # checkpoint written while they were launch arguments holds 0 in their slots
+        self.session.isv.reset(DIRECTION_FLAGS.values())
         if self.graph is not None:  # a captured step would copy the h_tp1 of before the restore
             self.backend.synchronize()
             self.graph.close()
