@@ -205,6 +205,16 @@ def test_packs_split_each_backends_jobs_into_at_least_processes_packs_taking_tur
     assert names[:2] == ["numpy", "cuda"]  # the backends take turns
 
 
+def test_jobs_of_one_shape_share_a_pack_and_differ_only_in_numbers_and_seed() -> None:
+    """A sweep over a HER variant and seeds, its jobs interleaved: each pack holds jobs of one
+    shape (agents of one launch); the seeds and numbers (her.threshold) do not split them."""
+    ready = [(i, OmegaConf.create({"backend": {"name": "cuda", "device": 0}, "seed": i,
+                                   "her": {"forward": i % 2 == 0, "threshold": 1.0 + i}}),
+              f"job{i}") for i in range(6)]  # fmt: skip
+    packs = split(ready, 20, 2)
+    assert [[e[0] for e in p] for p in packs] == [[0, 2, 4], [1, 3, 5]]
+
+
 def test_an_error_that_cannot_cross_a_pipe_is_sent_as_its_name_and_message() -> None:
     class UnpicklableError(Exception):
         def __init__(self, a: int, b: int) -> None:

@@ -32,6 +32,7 @@ import os
 import pickle
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import zip_longest
@@ -80,6 +81,7 @@ class PackedLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]],
                initial_job_idx: int) -> Sequence[JobReturn]:  # fmt: skip
+        from alpha_rl.pipeline.lockstep import group_key
         from alpha_rl.task import job_of, run_pack
 
         assert self.config is not None and self.hydra_context is not None
@@ -108,7 +110,9 @@ class PackedLauncher(Launcher):
         log.info("%d jobs in %d pack(s) of at most %d runs%s", len(ready), len(packs),
                  self.agents, apart)  # fmt: skip
         for number, pack in enumerate(packs, 1):
-            log.info("pack %d of %d: %s", number, len(packs),
+            sizes = Counter(group_key(cfg) for _, cfg, _ in pack).values()
+            log.info("pack %d of %d: %d runs in %d group(s) of agents launched together (%s): %s",
+                     number, len(packs), len(pack), len(sizes), ", ".join(map(str, sizes)),
                      ", ".join(str(job.output_dir) for _, _, job in pack))  # fmt: skip
         if self.processes == 1:
             for pack in packs:
@@ -135,11 +139,17 @@ class PackedLauncher(Launcher):
 def split(ready: list, agents: int, processes: int) -> list[list]:
     """`ready` (index, cfg, Job) as packs: jobs that share a process share its backend, so packs
     never mix backends; each backend's jobs in packs of at most `agents`, and in at least
-    `processes` packs of equal size where there are jobs enough. The backends' packs take turns
-    in the order (one device's packs never wait for all of another's)."""
+    `processes` packs of equal size where there are jobs enough, the jobs of one shape
+    (lockstep.group_key: agents of one launch) side by side. The backends' packs take turns in
+    the order (one device's packs never wait for all of another's)."""
+    from alpha_rl.pipeline.lockstep import group_key
+
     by_backend = []
     for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
         same = [entry for entry in ready if backend_of(entry[1]) == key]
+        shapes = {id(entry): group_key(entry[1]) for entry in same}
+        order = list(dict.fromkeys(shapes.values()))
+        same.sort(key=lambda entry: order.index(shapes[id(entry)]))  # stable: sweep order kept
         size = min(agents, math.ceil(len(same) / processes))
         by_backend.append([same[i : i + size] for i in range(0, len(same), size)])
     return [pack for turn in zip_longest(*by_backend) for pack in turn if pack is not None]
