@@ -75,10 +75,11 @@ def measure(agents: int, envs: int, overrides: list[str], axis: bool, steps: int
 def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> list[tuple]:
     """Where a merged step's time goes: each operation of the first group's step (each kernel
     launched once for all agents) timed by CUDA events, launched one by one (no graph), median
-    over `repeats` steps: [(operation, µs)], the slowest first."""
+    over `repeats` steps: [("<stage> <operation>", µs)], the slowest first."""
     import pycuda.driver as drv
 
     from alpha_rl.kernels.tape import merge
+    from alpha_rl.pipeline.stages import record_stages
 
     with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides])) as pack:
         for _ in range(WARM):
@@ -87,7 +88,9 @@ def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> 
         times: dict[tuple, list[float]] = {}
         for _ in range(repeats):
             pack.synchronize()
-            ops = merge([t.record_step() for t in lockstep.trainers], lockstep.span)
+            recorded = [record_stages(t) for t in lockstep.trainers]
+            stage = [s.number for s, ops in recorded[0] for _ in ops]  # each op's stage
+            ops = merge([[op for _, ops in r for op in ops] for r in recorded], lockstep.span)
             marks = [drv.Event() for _ in range(len(ops) + 1)]
             marks[0].record(lockstep.stream)
             for op, mark in zip(ops, marks[1:], strict=True):
@@ -97,7 +100,8 @@ def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> 
             for k, op in enumerate(ops):
                 calls = getattr(op, "calls", None)
                 name = calls[0].kernel.decl.name if calls else type(op).__name__
-                times.setdefault((k, name), []).append(marks[k + 1].time_since(marks[k]) * 1e3)
+                key = (k, f"{stage[k]:>2} {name}")
+                times.setdefault(key, []).append(marks[k + 1].time_since(marks[k]) * 1e3)
             for trainer in lockstep.trainers:
                 trainer.t += 1
     return sorted(((name, statistics.median(v)) for (_, name), v in times.items()),
@@ -118,14 +122,16 @@ def main() -> None:
         for envs in args.envs:
             for agents in args.agents:
                 ops = profile(agents, envs, args.set)
-                by_kernel = collections.Counter()
+                by_kernel, by_stage = collections.Counter(), collections.Counter()
                 for name, us in ops:
                     by_kernel[name] += us
+                    by_stage[name.split()[0]] += us
                 total = sum(by_kernel.values())
                 print(f"\nB {envs}, A {agents}: {len(ops)} operations, {total:.1f} µs "
                       f"({total / agents:.1f} per agent)")  # fmt: skip
                 for name, us in by_kernel.most_common(12):
-                    print(f"  {name:24s} {us:8.1f} µs  {100 * us / total:5.1f} %")
+                    print(f"  {name:28s} {us:8.1f} µs  {100 * us / total:5.1f} %")
+                print("  by stage: " + ", ".join(f"{s} {us:.1f}" for s, us in by_stage.items()))
         return
     results = []
     for envs in args.envs:

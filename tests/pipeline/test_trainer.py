@@ -16,6 +16,7 @@ from alpha_rl.pipeline.evaluate import Evaluator, direction, ledger_metrics, sha
 from alpha_rl.pipeline.ledger import UNITS, matched_random, settle
 from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.stages import STAGES, stage_table
 from alpha_rl.pipeline.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
 from alpha_rl.session import open_session
@@ -361,3 +362,25 @@ def test_a_restore_keeps_the_her_variants_flags_of_the_config() -> None:
         trainer.backend.write(isv.array, zeroed)  # as such a checkpoint's ISV is written back
         trainer.restore_host_state(trainer.host_state(), with_replay=False)
         assert isv.values("her_backward").tolist() == [1.0]
+
+
+def test_the_steps_stages_say_what_they_launch_read_and_write() -> None:
+    """The step as data (pipeline/stages.py): each stage's kernels and the arrays they read and
+    write, read off a recorded step, in the contract's order."""
+    with trainer_for([]) as (trainer, _):
+        for _ in range(trainer.plan.agent.learn_start + 1):
+            trainer.step()
+        launched = sum(kernel.launches for kernel in trainer.session.runtime.bound)
+        table = {row["stage"]: row for row in stage_table(trainer)}
+        assert sum(k.launches for k in trainer.session.runtime.bound) - launched == sum(
+            len([n for n in row["kernels"] if n not in ("copy", "fill")]) for row in table.values()
+        )  # recorded, counted, never run: the table holds every launch of the step
+    assert list(table) == [stage.number for stage in STAGES]
+    assert table["1"]["kernels"] == ["copy"] and table["5b"]["kernels"] == []  # no controller
+    assert table["3"]["kernels"] == ["experience_env_step"]
+    assert {"action", "isv", "run_seed"} <= set(table["3"]["reads"])
+    assert {"cursor", "reward", "done"} <= set(table["3"]["writes"])
+    assert table["7"]["kernels"] == ["per_push"] and "s_h_t" in table["7"]["writes"]
+    assert table["8"]["kernels"] == ["her_inject"] and table["9"]["kernels"] == ["her_forward"]
+    assert "dqn_adam" in table["11"]["kernels"]
+    assert {"param", "m", "v"} <= set(table["11"]["writes"])

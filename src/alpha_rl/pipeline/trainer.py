@@ -36,6 +36,7 @@ from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep, OneStep
 from alpha_rl.pipeline.plan import Plan
+from alpha_rl.pipeline.stages import STAGES
 from alpha_rl.portable import mean
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
@@ -132,34 +133,10 @@ class Trainer:
         return tape
 
     def launch_step(self) -> None:
-        """Queue the kernels of one step (DESIGN §9) on the trainer's stream."""
-        env, learner, replay, hs = self.env, self.learner, self.replay, self.hindsight
-        a, s = env.arrays, self.stream
-        # --- act ---
-        if self.observed:  # 1: the last step's h_tp1 (nothing moves the envs between steps)
-            self.backend.copy(self.h_t, self.h_tp1, s)
-        else:
-            env.perceive(self.h_t, s)
-        actions = learner.act(self.h_t, s)  # 2
-        # --- env ---
-        env.step(actions, learner.p_up, s)  # 3
-        env.perceive(self.h_tp1, s)  # 4
-        env.reward_diagnostics(s)  # 5
-        if self.controller is not None:  # 5b: w_aux_align for the next step's c6
-            self.controller(stream=s)
-        # --- replay and hindsight ---
-        if hs is not None:
-            hs.track(s)  # 6
-        self.transitions.push(self.h_t, self.h_tp1, replay, s)  # 7: those that end now
-        if hs is not None:
-            hs.inject(self.h_t, s)  # 8
-            hs.forward(self.h_t, s)  # 9
-        replay.rebuild(s)  # 10
-        # --- learn ---
-        learner.train_aux(self.h_t, a["fill_mid"], a["post_mid"], s)  # 11
-        if self.learning:
-            for _ in range(self.plan.agent.updates_per_step):
-                learner.learn(replay, s)
+        """Queue one step (DESIGN §9) on the trainer's stream: its stages in the contract's
+        order (pipeline/stages.py)."""
+        for stage in STAGES:
+            stage.issue(self, self.stream)
         self.observed = True
 
     @property
