@@ -3,8 +3,10 @@ pack is its run alone, bit for bit: every device array a resume needs, after the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +25,7 @@ from alpha_rl.pipeline.config import layout_from_config, plan_run
 from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
 from alpha_rl.pipeline.scale import Markets
+from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, groups_line
 from alpha_rl.pipeline.workers import outcome, submitted, worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
@@ -244,6 +247,16 @@ def test_a_packed_run_is_its_run_alone_history_and_parameters(tmp_path: Path, ca
         packed = packed_jobs(tmp_path, AGENTS)
     assert "3 runs in 2 groups of agents whose shapes agree (2, 1)" in caplog.text
     assert "one agent at a time" not in caplog.text
+    groups = [json.loads((o.run_dir / OUTCOME_FILE).read_text())["group"] for o in packed]
+    assert [g["agents"] for g in groups] == [2, 2, 1] and not any(g["apart"] for g in groups)
+    assert groups[0]["id"] == groups[1]["id"] != groups[2]["id"]
+    sweep = tmp_path / "sweep"
+    for i, o in enumerate(packed):  # as a sweep's jobs: its last lines say how they stepped
+        (sweep / str(i)).mkdir(parents=True)
+        shutil.copy(o.run_dir / OUTCOME_FILE, sweep / str(i))
+    assert groups_line(sweep) == (
+        "launched as 2 groups of agents, each kernel once a step for all of a group (2, 1 agents)"
+    )
     assert [o.status for o in packed] == ["FINISHED"] * 3
     assert len({o.run_id for o in packed}) == 3
     for i, agent in enumerate(AGENTS):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from collections.abc import Generator, Hashable, Sequence
 from concurrent.futures import Future
@@ -69,6 +70,8 @@ class Lockstep:
         self.round: Future | None = None  # done when this round's step is queued
         self.graph: Graph | None = None
         self.apart: str | None = None  # why the agents' steps did not merge, once said
+        self.apart_ever: str | None = None  # the first such reason, kept
+        self.seats = 0  # the runs of a pack that step with it (Seat)
         self.span: Any = None
         for agent, trainer in enumerate(trainers):
             self.join(agent, trainer)
@@ -154,6 +157,7 @@ class Lockstep:
                 log.warning("the %d agents' steps launch one agent at a time: %s",
                             len(tapes), exc)  # fmt: skip
             self.apart = str(exc)
+            self.apart_ever = self.apart_ever or self.apart
             run_alone(tapes, self.stream)
             return
         self.apart = None
@@ -173,6 +177,7 @@ class Seat:
     def __init__(self, lockstep: Lockstep, key: Hashable) -> None:
         self.lockstep, self.key = lockstep, key
         lockstep.live.add(key)  # waited for from the start, until its run ends
+        lockstep.seats += 1
 
     def join(self, trainer: Trainer) -> None:
         self.lockstep.join(self.key, trainer)
@@ -182,6 +187,13 @@ class Seat:
 
     def leave(self) -> None:
         self.lockstep.leave(self.key)
+
+    def group(self) -> dict[str, Any]:
+        """What its run records of the group it stepped with: an id (the process and the
+        group), its size, and why its steps went one agent at a time when they last did."""
+        lockstep = self.lockstep
+        return {"id": f"{os.getpid()}-{id(lockstep):x}", "agents": lockstep.seats,
+                "apart": lockstep.apart_ever}  # fmt: skip
 
 
 def seats(jobs: Sequence[Hashable], groups: Sequence[Hashable] | None) -> dict[Hashable, Seat]:

@@ -59,10 +59,12 @@ def search_tags(cfg: DictConfig) -> dict[str, str]:
     return {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
 
 
-def say_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
-    """<run dir>/outcome.json, which the sweep's last lines count (a failed write: a warning)."""
+def say_outcome(run_dir: Path, status: str, steps: int, reason: str | None,
+                group: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """<run dir>/outcome.json, which the sweep's last lines count (a failed write: a warning);
+    `group`: the agents its steps were launched with (pipeline/lockstep.Seat.group)."""
     try:
-        write_outcome(run_dir, status, steps, reason)
+        write_outcome(run_dir, status, steps, reason, group)
     except OSError as exc:
         log.warning("could not write %s: %s", run_dir / OUTCOME_FILE, exc)
 

@@ -375,7 +375,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 pass
         system.stop()
         tracker.finish(status, reason)
-        say_outcome(run_dir, status, trainer.t, reason)
+        say_outcome(run_dir, status, trainer.t, reason, seat and seat.group())
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
                    stop.signum, objective=objective,
                    experiment_id=tracker.experiment_id)  # fmt: skip

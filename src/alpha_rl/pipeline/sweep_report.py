@@ -36,11 +36,37 @@ AXIS_OF = {"her": "her", "beta": "beta", "alpha": "alpha", "reward": "reward",
 NO_END = "no end recorded"
 
 
-def write_outcome(run_dir: Path, status: str, steps: int, reason: str | None) -> None:
+def write_outcome(run_dir: Path, status: str, steps: int, reason: str | None,
+                  group: dict[str, Any] | None = None) -> None:  # fmt: skip
     """<run dir>/outcome.json: how the run ended (the reason with the environment's secrets
-    masked: an unexpected error's text is as it came)."""
+    masked: an unexpected error's text is as it came), and the group of agents its steps were
+    launched with (an id, its size, and why its steps went one agent at a time, if they did)."""
     reason = None if reason is None else redact(reason, secrets())
-    write_json(run_dir / OUTCOME_FILE, {"status": status, "steps": steps, "reason": reason})
+    outcome = {"status": status, "steps": steps, "reason": reason}
+    write_json(run_dir / OUTCOME_FILE, outcome | ({"group": group} if group else {}))
+
+
+def groups_line(sweep_dir: Path) -> str | None:
+    """How the sweep's runs were launched: the groups of agents whose steps shared each launch
+    (their sizes), from the runs' outcome.json; None when no run stepped in a group."""
+    groups: dict[str, dict] = {}
+    for outcome in sweep_dir.glob("*/" + OUTCOME_FILE):
+        try:
+            group = json.loads(outcome.read_text()).get("group")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(group, dict) and "id" in group:
+            groups[str(group["id"])] = group
+    if not groups:
+        return None
+    sizes = sorted((int(g.get("agents", 1)) for g in groups.values()), reverse=True)
+    apart = sum(1 for g in groups.values() if g.get("apart"))
+    said = f"; {apart} of them stepped one agent at a time at least once (see the runs' logs)"
+    return (
+        f"launched as {len(groups)} group{'s' * (len(groups) != 1)} of agents, each kernel "
+        f"once a step for all of a group ({', '.join(map(str, sizes))} agents)"
+        + (said if apart else "")
+    )
 
 
 def job_states(sweep_dir: Path, not_started: list[dict]) -> Counter:
@@ -122,6 +148,8 @@ def sweep_lines(config: DictConfig, not_started: list[dict]) -> list[str]:
     counted = ", ".join(f"{n} {state}" for state, n in states.most_common())
     total = sum(states.values())
     lines = [f"sweep {sweep_dir}: {total} job{'s' * (total != 1)}: {counted or 'none ran'}"]
+    grouped = groups_line(sweep_dir) if sweep_dir.is_dir() else None
+    lines += [grouped] if grouped else []
     opening = _ui(config)
     lines += [f"its runs in the UI: {opening}"] if opening else []
     commands = next_commands(config, sweep_dir)
