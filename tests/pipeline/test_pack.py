@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.market import load_market
 from alpha_rl.pipeline.config import layout_from_config, plan_run
+from alpha_rl.pipeline.lockstep import group_key, seats
 from alpha_rl.pipeline.pack import open_pack
 from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
 from alpha_rl.pipeline.scale import Markets
@@ -359,3 +361,52 @@ def test_a_broken_helper_pool_leaves_the_work_to_the_pack() -> None:
     failed.set_exception(ValueError("its own error"))
     with pytest.raises(ValueError, match="its own error"):  # a real error stays the run's
         outcome(failed, pow, 2, 6)
+
+
+class FakeTrainer:
+    """What a Lockstep steps of a trainer: its step recorded (here nothing) and counted."""
+
+    def __init__(self, agent: int, fails_at: int | None = None) -> None:
+        self.stream, self.backend = "group", SimpleNamespace(agent=agent)
+        self.use_graph, self.learning, self.observed, self.t = False, True, True, 0
+        self.fails_at = fails_at
+
+    def record_step(self) -> list:
+        if self.t == self.fails_at:
+            raise RuntimeError("the step failed")
+        return []
+
+
+def test_a_step_that_fails_when_a_run_leaves_fails_its_group_alone() -> None:
+    """Runs 0 and 1 step together, run 2 in a group of its own. Run 0 ends after 3 steps; its
+    leaving launches the round run 1 waits in, whose step fails: run 1 fails with that error,
+    run 0 and run 2 end as they would, and the pack returns every result."""
+    trainers = {0: FakeTrainer(0), 1: FakeTrainer(1, fails_at=3)}
+
+    def run(i: int, steps: int):
+        _, seat = yield
+        trainer = trainers.get(i) or FakeTrainer(0)
+        seat.join(trainer)
+        while trainer.t < steps:
+            yield from seat.arrive()
+            yield
+        return i, trainer.t
+
+    live = {0: run(0, 3), 1: run(1, 10), 2: run(2, 20)}
+    for started in live.values():
+        next(started)
+    results: list = [None] * 3
+    _drive(live, dict.fromkeys(live), results, seats([0, 1, 2], ["a", "a", "b"]))
+    assert results[0] == (0, 3) and results[2] == (2, 20)
+    assert isinstance(results[1], RuntimeError) and str(results[1]) == "the step failed"
+
+
+def test_runs_that_differ_in_numbers_and_seed_share_a_group_and_a_shape_does_not() -> None:
+    """group_key: seeds and numbers (a learning rate, a HER threshold) leave the key alone; a
+    HER variant changes it, and so does a number that sets a shape through an interpolation
+    (walk-forward validation's lookahead follows her.lookahead: the folds' lengths)."""
+    base = [*TINY, "her=forward", "validation=walk_forward"]
+    key = lambda *o: group_key(compose_train([*base, *o])[0])  # noqa: E731
+    assert key("seed=1", "agent.lr=0.001") == key("seed=2", "her.threshold=2.0")
+    assert key() != key("her=backward")
+    assert key("her.lookahead=20") != key("her.lookahead=80")

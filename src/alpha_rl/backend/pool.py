@@ -9,7 +9,9 @@ and checkpoints them alone.
 
 An agent whose k-th request differs from the block's shape or dtype (its shapes are not the
 others') leaves the pool: that array and every later one are allocated on their own, and the
-launches that touch them go one agent at a time (kernels/tape.py), exactly as alone.
+launches that touch them go one agent at a time (kernels/tape.py), exactly as alone. Once an
+agent's step is built (`seal`), what it allocates after (an evaluation's, a probe's passing
+arrays) is its own too: those are freed as they would be alone, and never launched together.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class AgentPool:
         self.blocks: list[tuple[DeviceArray, tuple[int, ...], np.dtype]] = []
         self.taken = [0] * agents  # the blocks each agent has taken a slice of, in order
         self.left = [False] * agents  # an agent whose requests stopped matching the blocks
+        self.sealed = [False] * agents  # an agent whose step's arrays are all allocated
         self._spans: dict[int, DeviceArray] = {}  # agent 0's slice (by address) -> its block
 
     def alloc(self, agent: int, shape: int | tuple[int, ...], dtype: Any) -> DeviceArray:
@@ -41,7 +44,7 @@ class AgentPool:
         to ask), or an array of its own once it has left the pool."""
         shape = (shape,) if isinstance(shape, int | np.integer) else tuple(map(int, shape))
         dtype = np.dtype(dtype)
-        if self.left[agent]:
+        if self.left[agent] or self.sealed[agent]:
             return self.backend.alloc(shape, dtype)
         k = self.taken[agent]
         if k == len(self.blocks):
@@ -62,6 +65,10 @@ class AgentPool:
         if agent == 0:
             self._spans[address(view)] = base
         return view
+
+    def seal(self, agent: int) -> None:
+        """Agent `agent`'s step is built: its later arrays are its own (see the docstring)."""
+        self.sealed[agent] = True
 
     def span(self, first: DeviceArray) -> DeviceArray | None:
         """The whole block whose agent-0 slice is `first` (every agent's slice, in agent order),

@@ -102,7 +102,7 @@ def _merge_calls(position: int, calls: Sequence[Call]) -> AgentCall:
     for i, arg in enumerate(decl.args):
         if not arg.is_pointer:
             for agent, call in enumerate(calls[1:], 1):
-                if call.values[i] != first.values[i]:
+                if not _same(call.values[i], first.values[i]):
                     raise MergeError(f"{where}: agent {agent}'s {arg.name} is "
                                      f"{call.values[i]}, agent 0's {first.values[i]}")  # fmt: skip
             continue
@@ -110,6 +110,13 @@ def _merge_calls(position: int, calls: Sequence[Call]) -> AgentCall:
                                [address(call.values[i]) for call in calls]))  # fmt: skip
     axis = tuple(strides) + NO_AXIS[: AGENT_SLOTS - len(strides)]
     return AgentCall(tuple(calls), axis)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two scalar arguments are the same bits (-0.0 is not 0.0; a NaN is itself)."""
+    if hasattr(a, "tobytes") and hasattr(b, "tobytes"):
+        return type(a) is type(b) and a.tobytes() == b.tobytes()
+    return type(a) is type(b) and a == b
 
 
 def _stride(where: str, name: str, itemsize: int, addresses: list[int]) -> int:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
+import uuid
 from collections.abc import Generator, Hashable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -45,10 +45,15 @@ _NUMBERS = tuple(sorted({key for part in PARTS for setting in part.owns.values()
 
 
 def group_key(cfg: DictConfig) -> Hashable:
-    """What fixes a run's shapes and launches: its config less its numbers and identity. Runs
-    of one key can step as agents of one launch (a run whose shapes still differ is found out
-    by its allocations and steps alone: backend/pool.py)."""
-    tree = OmegaConf.to_container(cfg, resolve=False)
+    """What fixes a run's shapes and launches: its config, resolved (a number may set a shape
+    through an interpolation: validation.lookahead follows her.lookahead), less its numbers and
+    identity. Runs of one key can step as agents of one launch (a run whose shapes still differ
+    is found out by its allocations and steps alone: backend/pool.py)."""
+    bare = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])  # hydra's: not resolvable
+    try:
+        tree = OmegaConf.to_container(bare, resolve=True)
+    except Exception:  # an interpolation that does not resolve here: compare them as written
+        tree = OmegaConf.to_container(bare, resolve=False)
     assert isinstance(tree, dict)
     for key in (*_NOT_SHAPES, *_NUMBERS):
         *parents, leaf = key.split(".")
@@ -72,6 +77,7 @@ class Lockstep:
         self.apart: str | None = None  # why the agents' steps did not merge, once said
         self.apart_ever: str | None = None  # the first such reason, kept
         self.seats = 0  # the runs of a pack that step with it (Seat)
+        self.id = uuid.uuid4().hex[:12]  # its runs record it: a sweep counts its groups
         self.span: Any = None
         for agent, trainer in enumerate(trainers):
             self.join(agent, trainer)
@@ -94,6 +100,8 @@ class Lockstep:
             self.graph = None
         pool = getattr(trainer.backend, "pool", None)
         self.span = None if pool is None else pool.span
+        if pool is not None:  # what it allocates from now on is its own (its evaluations')
+            pool.seal(trainer.backend.agent)
         self.members[key] = trainer
         self.live.add(key)
 
@@ -104,7 +112,7 @@ class Lockstep:
             self.round = Future()
         this = self.round
         self.arrived.add(key)
-        self._step_when_all_arrived()
+        self._step_when_all_arrived(raising=True)
         while not this.done():
             yield this
         this.result()  # a step that failed fails every member's run
@@ -114,26 +122,32 @@ class Lockstep:
         step with theirs, unread, so the launches keep their shape)."""
         self.live.discard(key)
         self.arrived.discard(key)
-        self._step_when_all_arrived()
+        self._step_when_all_arrived(raising=False)
 
-    def _step_when_all_arrived(self) -> None:
+    def _step_when_all_arrived(self, raising: bool) -> None:
+        """The round's step once every live member has arrived. A step that fails fails the
+        members waiting for it (the round's Future holds the error); it is raised here too
+        only to a member that arrived (`raising`), not to one leaving: that one's run has
+        already ended, and a pack's other groups go on."""
         if self.round is None or not self.arrived or not self.live <= self.arrived:
             return
         done, self.round = self.round, None
         self.arrived.clear()
         try:
             self.step()
-        except BaseException as exc:
+        except Exception as exc:
             done.set_exception(exc)
-            raise
+            if raising:
+                raise
+            return
         done.set_result(None)
 
     def step(self) -> None:
         """One env step of every agent: each kernel once for all (as a graph once all learn)."""
         trainers = self.trainers
-        ready = all(t.use_graph and t.learning and t.observed for t in trainers) and (
-            len({t.t for t in trainers}) == 1
-        )
+        # every agent learning and observed: each records the same launches whatever its step
+        # count (a run resumed at another step, one audited alone in between)
+        ready = all(t.use_graph and t.learning and t.observed for t in trainers)
         if self.graph is not None and not ready:  # a restore made one observe afresh
             self.graph.close()
             self.graph = None
@@ -192,7 +206,7 @@ class Seat:
         """What its run records of the group it stepped with: an id (the process and the
         group), its size, and why its steps went one agent at a time when they last did."""
         lockstep = self.lockstep
-        return {"id": f"{os.getpid()}-{id(lockstep):x}", "agents": lockstep.seats,
+        return {"id": lockstep.id, "agents": lockstep.seats,
                 "apart": lockstep.apart_ever}  # fmt: skip
 
 
