@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from alpha_rl.backend.base import Copy, Fill
 from alpha_rl.kernels.decl import Role
 from alpha_rl.kernels.tape import Call
 
-if TYPE_CHECKING:
-    from alpha_rl.pipeline.trainer import Trainer
+Trainer = Any  # a pipeline.trainer.Trainer (which runs the stages: not imported here)
 
 
 @dataclass(frozen=True)
