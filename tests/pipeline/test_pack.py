@@ -368,7 +368,7 @@ class FakeTrainer:
 
     def __init__(self, agent: int, fails_at: int | None = None) -> None:
         self.stream, self.backend = "group", SimpleNamespace(agent=agent)
-        self.use_graph, self.learning, self.observed, self.t = False, True, True, 0
+        self.graph_ready, self.t = False, 0  # numpy's: no graph
         self.fails_at = fails_at
 
     def record_step(self) -> list:

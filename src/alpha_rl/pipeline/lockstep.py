@@ -36,7 +36,7 @@ from alpha_rl.pipeline.trainer import Trainer
 log = logging.getLogger("alpha_rl")
 
 # what a run's shapes and launches do not depend on: its identity and what it does on the host
-_NOT_SHAPES = ("hydra", "seed", "search", "tracking", "checkpoint", "objective", "resume",
+_NOT_SHAPES = ("seed", "search", "tracking", "checkpoint", "objective", "resume",
                "log_every", "steps", "eval", "audit", "market.seed")  # fmt: skip
 # the settings the parts put in ISV slots: numbers a kernel reads, not shapes
 _DOTTED = re.compile(r"\b[a-z_]+(?:\.[a-z_0-9]+)+")
@@ -78,7 +78,6 @@ class Lockstep:
         self.apart_ever: str | None = None  # the first such reason, kept
         self.seats = 0  # the runs of a pack that step with it (Seat)
         self.id = uuid.uuid4().hex[:12]  # its runs record it: a sweep counts its groups
-        self.span: Any = None
         for agent, trainer in enumerate(trainers):
             self.join(agent, trainer)
 
@@ -91,6 +90,12 @@ class Lockstep:
     def stream(self) -> Any:
         return next(iter(self.members.values())).stream
 
+    @property
+    def span(self) -> Any:
+        """The members' pool's `span` (a merged copy or fill over its blocks), None without."""
+        pool = getattr(next(iter(self.members.values())).backend, "pool", None)
+        return None if pool is None else pool.span
+
     def join(self, key: Hashable, trainer: Trainer) -> None:
         """A member's trainer, once built (its session one of the group's)."""
         if self.members and trainer.stream is not self.stream:
@@ -99,7 +104,6 @@ class Lockstep:
             self.graph.close()
             self.graph = None
         pool = getattr(trainer.backend, "pool", None)
-        self.span = None if pool is None else pool.span
         if pool is not None:  # what it allocates from now on is its own (its evaluations')
             pool.seal(trainer.backend.agent)
         self.members[key] = trainer
@@ -145,9 +149,9 @@ class Lockstep:
     def step(self) -> None:
         """One env step of every agent: each kernel once for all (as a graph once all learn)."""
         trainers = self.trainers
-        # every agent learning and observed: each records the same launches whatever its step
-        # count (a run resumed at another step, one audited alone in between)
-        ready = all(t.use_graph and t.learning and t.observed for t in trainers)
+        # each agent's launches are then the same at every step, whatever its step count (a
+        # run resumed at another step, one audited alone in between)
+        ready = all(t.graph_ready for t in trainers)
         if self.graph is not None and not ready:  # a restore made one observe afresh
             self.graph.close()
             self.graph = None
@@ -203,8 +207,8 @@ class Seat:
         self.lockstep.leave(self.key)
 
     def group(self) -> dict[str, Any]:
-        """What its run records of the group it stepped with: an id (the process and the
-        group), its size, and why its steps went one agent at a time when they last did."""
+        """What its run records of the group it stepped with: its id, its size, and why its
+        steps first went one agent at a time, if they ever did."""
         lockstep = self.lockstep
         return {"id": lockstep.id, "agents": lockstep.seats,
                 "apart": lockstep.apart_ever}  # fmt: skip
@@ -222,3 +226,8 @@ def seats(jobs: Sequence[Hashable], groups: Sequence[Hashable] | None) -> dict[H
              "launch once a step for all its agents", len(jobs), len(sizes),
              "" if len(sizes) == 1 else "s", ", ".join(map(str, sizes)))  # fmt: skip
     return places
+
+
+def locksteps(places: dict[Hashable, Seat]) -> list[Lockstep]:
+    """The Locksteps of `places`' seats, each once, in the order of their first seat."""
+    return list({id(seat.lockstep): seat.lockstep for seat in places.values()}.values())

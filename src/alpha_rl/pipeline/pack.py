@@ -12,13 +12,13 @@ their launches side by side. With `agent_axis=False` every agent steps alone on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 
 from omegaconf import DictConfig
 
 from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.lockstep import Lockstep, group_key
+from alpha_rl.pipeline.lockstep import group_key, locksteps, seats
 from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.scale import Markets, market_and_config
 from alpha_rl.pipeline.trainer import Trainer
@@ -29,12 +29,12 @@ class Pack:
     """The trainers of a pack's agents, stepped together: a Lockstep per group of agents whose
     shapes agree (or one per agent)."""
 
-    def __init__(self, trainers: Sequence[Trainer], groups: Sequence[object]) -> None:
+    def __init__(self, trainers: Sequence[Trainer], groups: Sequence[Hashable]) -> None:
         self.trainers = list(trainers)
-        members: dict[object, list[Trainer]] = {}
-        for trainer, key in zip(self.trainers, groups, strict=True):
-            members.setdefault(key, []).append(trainer)
-        self.locksteps = [Lockstep(group) for group in members.values()]
+        places = seats(range(len(self.trainers)), groups)
+        for agent, trainer in enumerate(self.trainers):
+            places[agent].join(trainer)
+        self.locksteps = locksteps(places)
 
     def step(self) -> None:
         """One env step of every agent (no device->host copy): each group's launches queue on

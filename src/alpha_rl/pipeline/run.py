@@ -49,7 +49,7 @@ from alpha_rl.pipeline.labels import (
     money_units,
     run_name,
 )
-from alpha_rl.pipeline.lockstep import Seat, group_key, seats
+from alpha_rl.pipeline.lockstep import Seat, group_key, locksteps, seats
 from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
 from alpha_rl.pipeline.parts import layout_from_plan
 from alpha_rl.pipeline.plan import Plan
@@ -117,8 +117,7 @@ def run_jobs(jobs: Sequence[tuple[DictConfig, Job]],
                     finally:
                         for run in live.values():  # any still open: ended before the backend
                             run.close()
-                        for lockstep in {id(s.lockstep): s.lockstep for s in places.values()
-                                         }.values():  # fmt: skip
+                        for lockstep in locksteps(places):
                             lockstep.close()
         finally:
             for run in live.values():

@@ -148,7 +148,7 @@ def sweep_lines(config: DictConfig, not_started: list[dict]) -> list[str]:
     counted = ", ".join(f"{n} {state}" for state, n in states.most_common())
     total = sum(states.values())
     lines = [f"sweep {sweep_dir}: {total} job{'s' * (total != 1)}: {counted or 'none ran'}"]
-    grouped = groups_line(sweep_dir) if sweep_dir.is_dir() else None
+    grouped = groups_line(sweep_dir)
     lines += [grouped] if grouped else []
     opening = _ui(config)
     lines += [f"its runs in the UI: {opening}"] if opening else []

@@ -117,7 +117,7 @@ class Trainer:
     # --- the step (DESIGN §9) ---
     def step(self) -> None:
         """One env step of every env, then the learner's updates; no device->host copy."""
-        if self.graph is None and self.use_graph and self.learning and self.observed:
+        if self.graph is None and self.graph_ready:
             self.graph = Graph(self.stream, self.launch_step)
         if self.graph is not None:
             self.graph.launch()
@@ -143,6 +143,12 @@ class Trainer:
     def learning(self) -> bool:
         """Whether the step about to run updates the Q-network."""
         return self.t >= self.plan.agent.learn_start
+
+    @property
+    def graph_ready(self) -> bool:
+        """Whether its step may be captured as a CUDA graph and replayed from now on: graphs on,
+        learning, and the envs observed (the launches are then the same at every step)."""
+        return self.use_graph and self.learning and self.observed
 
     def audited_step(self, judges: Executor | None = None) -> KernelAudit:
         """`step()` with the env, n-step, PER-push and HER kernels (and the TF32 products)
