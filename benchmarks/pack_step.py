@@ -5,6 +5,7 @@ launches, stream and graph).
     python3 benchmarks/pack_step.py [--agents 1 2 4 8 16 32] [--envs 1024 4096] [--alone]
         [--json pack.json]
     python3 benchmarks/pack_step.py --agents 1 16 --profile     # each merged kernel's µs
+    python3 benchmarks/pack_step.py --agents 1 5 20 --audit     # an audited step's host time
 
 Reference config (scale=gpu, as benchmarks/train_step.py), agent s with seed s. Each agent runs
 its warm-up steps (the replay fills, learning starts, the graph is captured); then the pack's
@@ -98,7 +99,7 @@ def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> 
                 mark.record(lockstep.stream)
             marks[-1].synchronize()
             for k, op in enumerate(ops):
-                calls = getattr(op, "calls", None)
+                calls = getattr(op, "calls", None) or ([op] if hasattr(op, "kernel") else None)
                 name = calls[0].kernel.decl.name if calls else type(op).__name__
                 key = (k, f"{stage[k]:>2} {name}")
                 times.setdefault(key, []).append(marks[k + 1].time_since(marks[k]) * 1e3)
@@ -108,12 +109,43 @@ def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> 
                   key=lambda kv: -kv[1])  # fmt: skip
 
 
+def audit_cost(agents: int, envs: int, overrides: list[str], axis: bool,
+               repeats: int = 3) -> dict:  # fmt: skip
+    """The host's time for one audited step of every agent (the step, each audited kernel's
+    arrays read, the oracles and comparisons done in a pool of threads, one per agent up to
+    the CPUs but one), median of `repeats`: with the agent axis (each group's arrays read once
+    and its kernels launched once for all) or each agent alone."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = max(1, min(agents, len(os.sched_getaffinity(0)) - 1))
+    with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides]), axis) as pack:
+        for _ in range(WARM):
+            pack.step()
+        samples, mismatches = [], 0
+        with ThreadPoolExecutor(threads) as judges:
+            for _ in range(repeats):
+                pack.synchronize()
+                start = time.perf_counter()
+                audits = pack.audited_step(judges)
+                mismatches += sum(audit.total for audit in audits)  # waits for every judgement
+                samples.append(time.perf_counter() - start)
+    ms = statistics.median(samples) * 1e3
+    return {"agents": agents, "envs": envs, "axis": axis, "audit_ms": ms,
+            "audit_ms_per_agent": ms / agents, "mismatches": mismatches}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--envs", type=int, nargs="+", default=[4096])
     parser.add_argument("--alone", action="store_true", help="also each agent alone")
     parser.add_argument("--profile", action="store_true", help="time each merged operation")
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="time an audited step of every agent, agent axis and alone",
+    )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="Hydra overrides on top of the reference config")  # fmt: skip
@@ -132,6 +164,20 @@ def main() -> None:
                 for name, us in by_kernel.most_common(12):
                     print(f"  {name:28s} {us:8.1f} µs  {100 * us / total:5.1f} %")
                 print("  by stage: " + ", ".join(f"{s} {us:.1f}" for s, us in by_stage.items()))
+        return
+    if args.audit:
+        print("\n| B | agents A | launches | ms per audited step | ms per agent | mismatches |")
+        print("|---|---|---|---|---|---|")
+        for envs in args.envs:
+            for agents in args.agents:
+                for axis in (True, False):
+                    r = audit_cost(agents, envs, args.set, axis)
+                    how = "agent axis" if axis else "each alone"
+                    print(
+                        f"| {envs} | {agents} | {how} | {r['audit_ms']:.0f} | "
+                        f"{r['audit_ms_per_agent']:.0f} | {r['mismatches']} |",
+                        flush=True,
+                    )
         return
     results = []
     for envs in args.envs:

@@ -12,6 +12,7 @@ import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ import pytest
 from alpha_rl.backend.base import RunBackend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
+from alpha_rl.kernels.decl import Role
 from alpha_rl.market import load_market
 from alpha_rl.pipeline.config import layout_from_config, plan_run
 from alpha_rl.pipeline.lockstep import group_key, seats
@@ -122,6 +124,74 @@ def test_agents_that_differ_are_each_their_run_alone_on_the_gpu(built_cubins: Pa
     for all its agents (the agent axis), as one CUDA graph."""
     base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
     in_a_process_of_its_own(f"check_pack_equals_lone({base!r}, steps=40, team=agents({count}))")
+
+
+def sabotage(runtime, kernel: str) -> None:
+    """`runtime`'s oracle of `kernel` made wrong (its first float output + 1) for its audits
+    only: the launches (numpy's too) keep the oracle bound when the kernel was."""
+    real = runtime.oracle
+
+    def oracle(decl):
+        fn = real(decl)
+        if decl.name != kernel:
+            return fn
+        out = next(i for i, a in enumerate(decl.args) if a.role == Role.OUT and a.dtype.kind == "f")
+
+        def wrong(*values):
+            fn(*values)
+            values[out][...] += 1
+
+        return wrong
+
+    runtime.oracle = oracle
+
+
+def check_audited_together(base: list[str], steps: int, team: list[list[str]],
+                           wrong: int) -> None:  # fmt: skip
+    """`team` stepped `steps` times as a pack, then one audited step of all (each group's
+    audited kernels read once and launched once for its agents), agent `wrong`'s oracle of
+    per_push made wrong: every agent's audit checks the kernels its run alone checks, the same
+    number of times; only agent `wrong` finds mismatches, and only in per_push; each agent's
+    state after it is its run alone's after the same audited step."""
+    with open_pack([compose_train([*base, *agent]) for agent in team]) as pack:
+        for _ in range(steps):
+            pack.step()
+        sabotage(pack.trainers[wrong].session.runtime, "per_push")
+        with ThreadPoolExecutor(2) as judges:
+            audits = pack.audited_step(judges)
+            found = [(dict(a.mismatches), dict(a.launches), list(a.first)) for a in audits]
+        packed = [state(t) for t in pack.trainers]
+        assert any(len(lockstep.trainers) > 1 for lockstep in pack.locksteps)
+        assert all(lockstep.apart is None for lockstep in pack.locksteps)
+    for i, agent in enumerate(team):
+        with trainer_for(agent, tuple(base)) as (lone, _):
+            for _ in range(steps):
+                lone.step()
+            audit = lone.audited_step()
+            alone = state(lone), dict(audit.launches), dict(audit.mismatches)
+            lone.close()
+        mismatches, launches, first = found[i]
+        assert launches == alone[1] and set(launches) >= {"per_push", "experience_env_step"}
+        assert mismatches.keys() == alone[2].keys() and not any(alone[2].values())
+        bad = {k for k, v in mismatches.items() if v}
+        assert bad == ({"per_push"} if i == wrong else set()), f"agent {i}: {mismatches}"
+        assert all(f.startswith("per_push.") for f in first)
+        for key, value in alone[0].items():
+            np.testing.assert_array_equal(packed[i][key], value, err_msg=f"agent {i}: {key}")
+
+
+def test_agents_audited_together_are_each_judged_on_their_own_arrays() -> None:
+    check_audited_together(TINY, steps=25, team=agents(5), wrong=1)
+
+
+@pytest.mark.gpu
+def test_agents_audited_together_on_the_gpu(built_cubins: Path) -> None:
+    """The same on the cuda backend, past learn_start and after the group's CUDA graph: each
+    array of an audited kernel read once for the group (its pool's stretch), the kernel
+    launched once with the agent axis, every agent judged on its own slices."""
+    base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
+    in_a_process_of_its_own(f"check_audited_together({base!r}, steps=40, team=agents(7), "
+                            "wrong=2)")  # fmt: skip
 
 
 def in_a_process_of_its_own(call: str) -> None:
@@ -346,6 +416,31 @@ def test_an_audited_step_judged_in_threads_yields_until_judged() -> None:
     assert metrics["audit/mismatch"] == 0.0 and metrics["audit/experience_env_step"] == 0.0
     assert diag["audit"]["mismatches"] == {k[len("audit/"):]: 0 for k in metrics
                                            if k != "audit/mismatch"}  # fmt: skip
+
+
+def test_runs_of_a_group_audited_at_one_step_each_report_their_own_audit() -> None:
+    """`_step` audited with a seat: each run yields until the last of its group arrives and its
+    judgement is done; the step is launched once for the group, and each run's metrics are its
+    own audit's, naming every audited kernel."""
+    with open_pack([compose_train([*TINY, *a]) for a in agents(3)[:2]]) as pack:
+        for _ in range(3):
+            pack.step()
+        (lockstep,) = pack.locksteps
+        with ThreadPoolExecutor(2) as judges:
+            runs = [_step(t, 4, True, judges, SimpleNamespace(arrive=partial(lockstep.arrive, i)))
+                    for i, t in enumerate(pack.trainers)]  # fmt: skip
+            done: dict[int, tuple] = {}
+            while len(done) < len(runs):
+                for i, run in enumerate(runs):
+                    if i not in done:
+                        try:
+                            next(run)
+                        except StopIteration as end:
+                            done[i] = end.value
+        assert [t.t for t in pack.trainers] == [4, 4]
+    for metrics, diag in done.values():
+        assert metrics["audit/mismatch"] == 0.0 and metrics["audit/per_push"] == 0.0
+        assert diag["audit"]["mismatches"].keys() >= {"experience_env_step", "her_inject"}
 
 
 def test_a_broken_helper_pool_leaves_the_work_to_the_pack() -> None:

@@ -75,6 +75,20 @@ class AgentPool:
         or None when `first` is not one."""
         return self._spans.get(address(first))
 
+    def region(self, first: DeviceArray, stride: int, agents: int) -> DeviceArray | None:
+        """The stretch of a block from `first` (agent 0's array, or a part of it) through the
+        same place in agent `agents - 1`'s slice, `stride` elements on per agent: what one read
+        of every agent's copy covers (an audit's). None when `first` is in no block."""
+        start, itemsize = address(first), np.dtype(first.dtype).itemsize
+        for base, _, dtype in self.blocks:
+            lo = address(base)
+            if dtype != first.dtype or not lo <= start < lo + base.size * itemsize:
+                continue
+            offset, misaligned = divmod(start - lo, itemsize)
+            end = offset + (agents - 1) * stride + first.size
+            return None if misaligned or end > base.size else base[offset:end]
+        return None
+
 
 def elements(shape: tuple[int, ...]) -> int:
     """The elements of an array of `shape` (integers: exact however multiplied)."""

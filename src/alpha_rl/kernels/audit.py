@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from alpha_rl.backend.pool import address
 from alpha_rl.kernels.decl import Role
 
 RTOL = {"leaves": 1e-6, "max_leaf": 1e-6}  # powf on both sides: an ulp or two apart
@@ -99,6 +100,12 @@ class KernelAudit:
         # what the launch wrote, read now: the step's next kernels may change it
         got = {arg.name: be.download(raw) for arg, raw in zip(decl.args, args, strict=True)
                if arg.role == Role.OUT and raw is not None}  # fmt: skip
+        self.judge(decl, host_values, got)
+
+    def judge(self, decl: Any, host_values: list, got: dict[str, np.ndarray]) -> None:
+        """Count one launch of `decl`: its oracle on `host_values` (the launch's inputs, host
+        copies of its arrays, written in place) against `got` (what the device wrote, by array),
+        here or in `judges`."""
         self.launches[decl.name] = self.launches.get(decl.name, 0) + 1
         if self.judges is None:
             self._count(decl.name, self._judge(decl, host_values, got))
@@ -130,3 +137,54 @@ class KernelAudit:
         for name, done in self._pending:
             self._count(name, done.result())
         self._pending.clear()
+
+
+def audit_agents(call: Any, launch: Callable[[], None]) -> None:
+    """A merged call (kernels/tape.py's AgentCall) audited as one: each array read once for all
+    agents (the stretch of its pool's block from agent 0's to the last agent's, where it has
+    one), the kernel launched once for all (`launch`), and each agent whose run audits this step
+    (its recorded call's `audit`) judged on its own slices, by its own runtime's oracle, into its
+    own KernelAudit: what the agents' host copies cost together is one read per array, and their
+    oracles run side by side in the judges' threads."""
+    calls = call.calls
+    first, agents = calls[0], len(calls)
+    decl, be = first.kernel.decl, first.kernel.backend
+    pool = getattr(be, "pool", None)
+    strides = dict(zip([i for i, arg in enumerate(decl.args) if arg.is_pointer], call.axis,
+                       strict=False))  # fmt: skip
+    written_at = {address(first.args[i]) for i, arg in enumerate(decl.args)
+                  if arg.role == Role.OUT}  # fmt: skip
+
+    def read(i: int, cache: dict) -> list:
+        """Argument i of every agent on the host (views of one read where the pool allows)."""
+        arrays = [c.args[i] for c in calls]
+        if arrays[0] is None:
+            return [None] * agents
+        key = (address(arrays[0]), arrays[0].size, strides[i])  # an alias reads as one
+        if key in cache:
+            return cache[key]
+        stride = strides[i]
+        region = None if pool is None or stride == 0 else pool.region(arrays[0], stride, agents)
+        if stride == 0:  # one array for every agent: written, each agent's oracle its own copy
+            host = be.download(arrays[0])
+            shared = key[0] not in written_at
+            views = [host if shared or a == 0 else host.copy() for a in range(agents)]
+        elif region is None:
+            views = [be.download(array) for array in arrays]
+        else:
+            whole, n, shape = be.download(region), arrays[0].size, arrays[0].shape
+            views = [whole[a * stride : a * stride + n].reshape(shape) for a in range(agents)]
+        cache[key] = views
+        return views
+
+    before: dict = {}
+    inputs = [read(i, before) if arg.is_pointer else [c.values[i] for c in calls]
+              for i, arg in enumerate(decl.args)]  # fmt: skip
+    launch()
+    after: dict = {}  # what the launch wrote, read now: the step's next kernels may change it
+    written = {arg.name: read(i, after) for i, arg in enumerate(decl.args)
+               if arg.role == Role.OUT and first.args[i] is not None}  # fmt: skip
+    for agent, c in enumerate(calls):
+        if c.audit is not None:
+            c.audit.judge(decl, [values[agent] for values in inputs],
+                          {name: views[agent] for name, views in written.items()})  # fmt: skip

@@ -206,11 +206,16 @@ class BoundKernel:
         if self._backend.tape is not None:
             from alpha_rl.kernels.tape import Call
 
-            self._backend.tape.append(Call(self, grid, values))
+            self._backend.tape.append(Call(self, grid, values, args, self.audit))
         elif self.audit is not None:
             self.audit.run(self, args, values, lambda: self._launch(grid, values, stream, NO_AXIS))
         else:
             self._launch(grid, values, stream, NO_AXIS)
+
+    @property
+    def backend(self) -> Backend:
+        """The backend it launches on (an agent's, in a pool)."""
+        return self._backend
 
     @property
     def oracles(self) -> bool:

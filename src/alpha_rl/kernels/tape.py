@@ -23,6 +23,7 @@ from typing import Any
 
 from alpha_rl.backend.base import Copy, DeviceArray, Fill
 from alpha_rl.backend.pool import address
+from alpha_rl.kernels.audit import audit_agents
 from alpha_rl.kernels.decl import AGENT_SLOTS, NO_AXIS
 
 Span = Callable[[DeviceArray], DeviceArray | None]  # agent 0's pooled array -> its whole block
@@ -35,8 +36,16 @@ class Call:
     kernel: Any  # the BoundKernel
     grid: tuple[int, int, int]
     values: list  # the launch's values: scalars, device pointers as the backend passes them
+    args: tuple = ()  # the arguments as called (device arrays): what an audit reads
+    audit: Any = None  # the KernelAudit of the agent's run, when it audits this call
 
     def run(self, stream: Any) -> None:
+        if self.audit is None:
+            self.launch(stream)
+        else:
+            self.audit.run(self.kernel, self.args, self.values, lambda: self.launch(stream))
+
+    def launch(self, stream: Any) -> None:
         self.kernel.launch_values(self.grid, self.values, stream)
 
 
@@ -49,10 +58,18 @@ class AgentCall:
     axis: tuple[int, ...]  # AGENT_SLOTS strides
 
     def run(self, stream: Any) -> None:
+        if any(call.audit is not None for call in self.calls):
+            audit_agents(self, lambda: self.launch(stream))
+        else:
+            self.launch(stream)
+
+    def launch(self, stream: Any) -> None:
+        """The kernel once for every agent (gridDim.y = A); on numpy each agent's oracle in
+        turn, since the oracles take one agent a call."""
         first = self.calls[0]
-        if first.kernel.oracles:  # the oracles take one agent a call
+        if first.kernel.oracles:
             for call in self.calls:
-                call.run(stream)
+                call.launch(stream)
             return
         gx, _, _ = first.grid
         first.kernel.launch_values((gx, len(self.calls), 1), first.values, stream, self.axis)

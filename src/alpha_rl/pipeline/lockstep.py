@@ -72,6 +72,7 @@ class Lockstep:
         self.members: dict[Hashable, Trainer] = {}
         self.live: set[Hashable] = set()  # members whose runs go on (or are still to join)
         self.arrived: set[Hashable] = set()  # those waiting for this round's step
+        self.auditing: set[Hashable] = set()  # those of them whose step is audited
         self.round: Future | None = None  # done when this round's step is queued
         self.graph: Graph | None = None
         self.apart: str | None = None  # why the agents' steps did not merge, once said
@@ -109,13 +110,18 @@ class Lockstep:
         self.members[key] = trainer
         self.live.add(key)
 
-    def arrive(self, key: Hashable) -> Generator[Future, None, None]:
+    def arrive(self, key: Hashable, audited: bool = False) -> Generator[Future, None, None]:
         """Member `key`'s next step: queued with every live member's once the last of them
-        arrives; until then it yields the round's Future."""
+        arrives; until then it yields the round's Future. `audited`: its runtime audits (the
+        run holds `KernelRuntime.auditing` open until it returns): the round's step is then
+        launched op by op, each audited kernel checked for every auditing agent at once
+        (kernels/audit.py's audit_agents), not replayed from the graph."""
         if self.round is None:
             self.round = Future()
         this = self.round
         self.arrived.add(key)
+        if audited:
+            self.auditing.add(key)
         self._step_when_all_arrived(raising=True)
         while not this.done():
             yield this
@@ -126,6 +132,7 @@ class Lockstep:
         step with theirs, unread, so the launches keep their shape)."""
         self.live.discard(key)
         self.arrived.discard(key)
+        self.auditing.discard(key)
         self._step_when_all_arrived(raising=False)
 
     def _step_when_all_arrived(self, raising: bool) -> None:
@@ -136,9 +143,11 @@ class Lockstep:
         if self.round is None or not self.arrived or not self.live <= self.arrived:
             return
         done, self.round = self.round, None
+        audited = bool(self.auditing)
         self.arrived.clear()
+        self.auditing.clear()
         try:
-            self.step()
+            self.step(audited)
         except Exception as exc:
             done.set_exception(exc)
             if raising:
@@ -146,8 +155,9 @@ class Lockstep:
             return
         done.set_result(None)
 
-    def step(self) -> None:
-        """One env step of every agent: each kernel once for all (as a graph once all learn)."""
+    def step(self, audited: bool = False) -> None:
+        """One env step of every agent: each kernel once for all (as a graph once all learn,
+        unless the step is `audited`: then each launch is checked as it goes)."""
         trainers = self.trainers
         # each agent's launches are then the same at every step, whatever its step count (a
         # run resumed at another step, one audited alone in between)
@@ -155,9 +165,9 @@ class Lockstep:
         if self.graph is not None and not ready:  # a restore made one observe afresh
             self.graph.close()
             self.graph = None
-        if self.graph is None and ready:
+        if self.graph is None and ready and not audited:
             self.graph = Graph(self.stream, self._issue)
-        if self.graph is not None:
+        if self.graph is not None and not audited:
             self.graph.launch()
         else:
             self._issue()
@@ -200,8 +210,8 @@ class Seat:
     def join(self, trainer: Trainer) -> None:
         self.lockstep.join(self.key, trainer)
 
-    def arrive(self) -> Generator[Future, None, None]:
-        return self.lockstep.arrive(self.key)
+    def arrive(self, audited: bool = False) -> Generator[Future, None, None]:
+        return self.lockstep.arrive(self.key, audited)
 
     def leave(self) -> None:
         self.lockstep.leave(self.key)

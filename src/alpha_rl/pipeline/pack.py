@@ -13,10 +13,12 @@ their launches side by side. With `agent_axis=False` every agent steps alone on 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from contextlib import ExitStack, contextmanager
 
 from omegaconf import DictConfig
 
+from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.pipeline.config import plan_run, with_market
 from alpha_rl.pipeline.lockstep import group_key, locksteps, seats
 from alpha_rl.pipeline.parts import layout_from_plan
@@ -41,6 +43,17 @@ class Pack:
         its own stream, so the device may run the groups concurrently."""
         for lockstep in self.locksteps:
             lockstep.step()
+
+    def audited_step(self, judges: Executor | None = None) -> list[KernelAudit]:
+        """One env step of every agent with each audited kernel checked against its oracle (in
+        `judges`, a thread pool, when given): each group's audited launches read every array
+        once for all its agents and launch once (kernels/audit.py's audit_agents). Each agent's
+        KernelAudit, in agent order."""
+        with ExitStack() as auditing:
+            audits = [auditing.enter_context(t.auditing(judges)) for t in self.trainers]
+            for lockstep in self.locksteps:
+                lockstep.step(audited=True)
+        return audits
 
     def synchronize(self) -> None:
         """Wait for every agent's queued work."""

@@ -265,15 +265,20 @@ def _step(
     trainer: Trainer, t: int, audited: bool, judges: Executor | None, seat: Seat | None = None
 ) -> Generator[Future, None, tuple[dict[str, float], dict[str, Any]]]:
     """Step t, audited (the GPU's kernels against their oracles, in `judges` when given: it
-    yields until they are done; alone) or not (with its lockstep's agents when it has a `seat`:
-    it yields until the last of them arrives); the audit's metrics and its diag block."""
+    yields until they are done) or not; with its lockstep's agents when it has a `seat` (it
+    yields until the last of them arrives: an audited kernel is then read and launched once for
+    all the agents auditing that step); the audit's metrics and its diag block."""
     if not audited:
         if seat is None:
             trainer.step()
         else:
             yield from seat.arrive()
         return {}, {}
-    audit = trainer.audited_step(judges)
+    if seat is None:
+        audit = trainer.audited_step(judges)
+    else:
+        with trainer.auditing(judges) as audit:
+            yield from seat.arrive(audited=True)
     while (judging := audit.waiting()) is not None:
         yield judging
     metrics = {"audit/mismatch": float(audit.total)}

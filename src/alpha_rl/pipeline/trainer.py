@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -154,10 +155,16 @@ class Trainer:
         """`step()` with the env, n-step, PER-push and HER kernels (and the TF32 products)
         checked against their oracles (in `judges`, a thread pool, when given: see
         KernelAudit.ready)."""
-        with self.session.runtime.auditing(AUDITED, judges) as audit:
+        with self.auditing(judges) as audit:
             self.launch_step()
             self.t += 1
         return audit
+
+    def auditing(self, judges: Executor | None = None) -> AbstractContextManager[KernelAudit]:
+        """Within the block, the launches of the audited kernels (AUDITED) are checked against
+        their oracles (a step recorded meanwhile carries the audit to its launch: a Lockstep
+        audits its agents' merged launches at once)."""
+        return self.session.runtime.auditing(AUDITED, judges)
 
     def close(self) -> None:
         """Free the step's CUDA graph (before the backend closes)."""
