@@ -34,10 +34,10 @@ def reference_trainer(envs: int, warm: int, overrides: Sequence[str] = ()) -> It
     from hydra import compose, initialize_config_dir
 
     from alpha_rl import paths
-    from alpha_rl.pipeline.config import plan_run, with_market
-    from alpha_rl.pipeline.parts import layout_from_plan
-    from alpha_rl.pipeline.scale import market_and_config
-    from alpha_rl.pipeline.trainer import Trainer
+    from alpha_rl.pipeline.configure.config import plan_run, with_market
+    from alpha_rl.pipeline.configure.parts import layout_from_plan
+    from alpha_rl.pipeline.configure.scale import market_and_config
+    from alpha_rl.pipeline.step.trainer import Trainer
     from alpha_rl.session import open_session
 
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):

@@ -25,8 +25,8 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.env import EnvConfig, Environment
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.pipeline.config import layout_from_config, plan_run
-from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.configure.config import layout_from_config, plan_run
+from alpha_rl.pipeline.configure.scale import market_and_config
 
 
 def _environment(backend: Backend, num_envs: int) -> Environment:

@@ -23,7 +23,7 @@ from alpha_rl import paths
 from alpha_rl.agent import AgentConfig, Learner
 from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.pipeline.config import layout_from_config
+from alpha_rl.pipeline.configure.config import layout_from_config
 from alpha_rl.reference.per import HEAD
 from alpha_rl.replay import Replay, ReplayConfig
 

@@ -27,7 +27,7 @@ WARM = 300
 
 
 def open_pack(*args):
-    from alpha_rl.pipeline.pack import open_pack
+    from alpha_rl.pipeline.step.pack import open_pack
 
     return open_pack(*args)
 
@@ -80,7 +80,7 @@ def profile(agents: int, envs: int, overrides: list[str], repeats: int = 20) -> 
     import pycuda.driver as drv
 
     from alpha_rl.kernels.tape import merge
-    from alpha_rl.pipeline.stages import record_stages
+    from alpha_rl.pipeline.step.stages import record_stages
 
     with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides])) as pack:
         for _ in range(WARM):

@@ -23,7 +23,7 @@ from alpha_rl.backend.base import Backend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.isv import numbers_isv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.pipeline.parts import replay_numbers
+from alpha_rl.pipeline.configure.parts import replay_numbers
 from alpha_rl.reference.per import HEAD
 from alpha_rl.replay import Replay, ReplayConfig
 

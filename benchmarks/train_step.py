@@ -19,7 +19,7 @@ import json
 import numpy as np
 from cudagraph import Graph, reference_trainer, time_events
 
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.step.trainer import Trainer
 
 WARM = 300
 

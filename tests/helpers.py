@@ -123,7 +123,7 @@ def train_in_process(where: Path, *args: str) -> tuple[int, str]:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from alpha_rl.pipeline import owner
+    from alpha_rl.pipeline.life import owner
     from alpha_rl.train import main
 
     argv, cwd, root = sys.argv, os.getcwd(), logging.getLogger()

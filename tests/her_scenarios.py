@@ -11,7 +11,7 @@ from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels import her
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.config import layout_from_config
+from alpha_rl.pipeline.configure.config import layout_from_config
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.helpers import compose_fixed
 

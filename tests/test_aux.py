@@ -11,7 +11,7 @@ import pytest
 
 from alpha_rl.errors import ConfigError, IsvLayoutError
 from alpha_rl.killcheck.axes import axis_for, beta_value
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 from alpha_rl.tracking import RunRecord
 from tests.pipeline.test_run import history, job, theta
 

@@ -18,13 +18,13 @@ from omegaconf import OmegaConf
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.keys import (
+from alpha_rl.pipeline.configure.keys import (
     check_command_line,
     command_line_overrides,
     config_groups,
     declared_keys,
 )
-from alpha_rl.pipeline.options import check_chosen_options
+from alpha_rl.pipeline.configure.options import check_chosen_options
 from alpha_rl.tracking import TrackingConfig
 from tests.helpers import compose_train, train_in_process
 

@@ -23,8 +23,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.config import plan_run
-from alpha_rl.pipeline.keys import (
+from alpha_rl.pipeline.configure.config import plan_run
+from alpha_rl.pipeline.configure.keys import (
     SKIP_GROUPS,
     WHOLE,
     check_added_keys,
@@ -32,7 +32,7 @@ from alpha_rl.pipeline.keys import (
     file_keys,
     option_files,
 )
-from alpha_rl.pipeline.run import Job, run_job
+from alpha_rl.pipeline.life.run import Job, run_job
 from tests.helpers import compose_train, write_quotes
 
 TINY = ["backend=numpy", "debug=tiny"]

@@ -21,8 +21,8 @@ from alpha_rl.isv import DeviceIsv
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.market import read_quotes_file
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.config import layout_from_config
-from alpha_rl.pipeline.scale import reward_scale, with_scale
+from alpha_rl.pipeline.configure.config import layout_from_config
+from alpha_rl.pipeline.configure.scale import reward_scale, with_scale
 from alpha_rl.reference.experience import start_index
 from tests.helpers import compose_train
 

@@ -11,7 +11,7 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.her_variant import HerVariant
 from alpha_rl.hindsight import HerConfig
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.configure.config import plan_run
 from alpha_rl.reference import her as oracle
 from tests.helpers import compose_train
 from tests.her_scenarios import (

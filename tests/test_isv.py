@@ -14,8 +14,8 @@ from alpha_rl import vocabulary
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, IsvLayoutError
 from alpha_rl.isv import ABSENT, DeviceIsv
-from alpha_rl.pipeline.config import layout_from_config
-from alpha_rl.pipeline.parts import READ
+from alpha_rl.pipeline.configure.config import layout_from_config
+from alpha_rl.pipeline.configure.parts import READ
 from tests.helpers import compose_fixed
 
 HER = ("on", "off", "backward", "forward")

@@ -15,7 +15,7 @@ from alpha_rl.kernels import nstep
 from alpha_rl.kernels.per import HEAD
 from alpha_rl.kernels.runtime import KernelRuntime
 from alpha_rl.nstep import NStep, OneStep, allocate
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.her_scenarios import FLAT, LONG, build, wave_book
 from tests.pipeline.test_run import history, job, theta

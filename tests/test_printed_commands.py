@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from alpha_rl import paths
 from alpha_rl.commands import project_venv
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 from alpha_rl.tracking.store import Store, StoreDown
 from alpha_rl.tracking.stores import TrackingReadError, check_store
 from tests.bad_stores import make

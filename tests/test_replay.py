@@ -15,8 +15,8 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError, ReplayError
 from alpha_rl.isv import DeviceIsv, numbers_isv
 from alpha_rl.kernels.runtime import KernelRuntime
-from alpha_rl.pipeline.config import layout_from_config
-from alpha_rl.pipeline.parts import replay_numbers
+from alpha_rl.pipeline.configure.config import layout_from_config
+from alpha_rl.pipeline.configure.parts import replay_numbers
 from alpha_rl.reference.per import tree_layout
 from alpha_rl.replay import Replay, ReplayConfig
 from tests.helpers import compose_fixed, compose_train
@@ -233,7 +233,7 @@ def test_config_is_checked() -> None:
 
 
 def test_beta_reaches_one_at_the_last_update_of_the_run_unless_set() -> None:
-    from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.configure.config import plan_run
 
     for overrides, updates in ((["steps=2000"], 1900), (["scale=gpu", "steps=40000"], 39900),
                                (["steps=600", "agent.updates_per_step=2"], 1000)):  # fmt: skip

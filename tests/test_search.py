@@ -289,7 +289,7 @@ def test_a_trial_value_becomes_an_override_hydra_reads_back(value, line) -> None
 def test_the_objectives_iqm_keeps_scipys_middle_half_and_adds_it_portably() -> None:
     from scipy import stats
 
-    from alpha_rl.pipeline.objective import interquartile_mean
+    from alpha_rl.pipeline.configure.objective import interquartile_mean
 
     assert interquartile_mean(np.array([100.0, 1.0, 3.0, 2.0])) == 2.5  # 1 and 100 cut
     assert interquartile_mean(np.array([4.0, -1.0, 2.0])) == 5 / 3  # n = 3: nothing cut

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from alpha_rl import paths
-from alpha_rl.pipeline.config import layout_from_config
+from alpha_rl.pipeline.configure.config import layout_from_config
 from alpha_rl.tracking.links import open_line
 from tests.helpers import compose_fixed
 

@@ -184,8 +184,8 @@ from alpha_rl.hindsight import HerConfig
 from alpha_rl.killcheck.axes import axis_for
 from alpha_rl.killcheck.calibrate import HER
 from alpha_rl.killcheck.criteria import runs_with
-from alpha_rl.pipeline import memory
-from alpha_rl.pipeline.config import layout_from_config, plan_run
+from alpha_rl.pipeline.configure import memory
+from alpha_rl.pipeline.configure.config import layout_from_config, plan_run
 from alpha_rl.tracking import RunRecord
 
 with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
@@ -247,8 +247,8 @@ from alpha_rl.agent.config import AgentConfig
 from alpha_rl.agent.head import head_class
 from alpha_rl.errors import ConfigError
 from alpha_rl.killcheck.axes import axis_for
-from alpha_rl.pipeline import memory
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.configure import memory
+from alpha_rl.pipeline.configure.config import plan_run
 from alpha_rl.tracking import RunRecord
 
 def composed(*over):

@@ -1,12 +1,12 @@
 """The ISV: a float32 device vector of named slots (kernel parameters and diagnostics).
 
 Config groups contribute slots under `isv.slots.<group>.<name>: {index, count, init, doc, kind}`;
-Hydra merges them. The slots a part owns (alpha_rl.pipeline.parts) take their initial values from
-that part's checked config, never from an `init` of their own. `build_layout` validates the composed
-layout before any work: every name one that the code reads (a slot nothing reads is refused, not
-listed), unique, no two slots sharing an index, every slot inside `isv.size`, the slots each
-enabled part's kernels read present. Each error names the slots, the index and the config groups
-that declared them.
+Hydra merges them. The slots a part owns (alpha_rl.pipeline.configure.parts) take their initial
+values from that part's checked config, never from an `init` of their own. `build_layout` validates
+the composed layout before any work: every name one that the code reads (a slot nothing reads is
+refused, not listed), unique, no two slots sharing an index, every slot inside `isv.size`, the
+slots each enabled part's kernels read present. Each error names the slots, the index and the
+config groups that declared them.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _parse_slot(group: str, name: str, node: object, where: str, source: str) ->
         isinstance(v, numbers.Real) and not isinstance(v, bool) and representable(v) for v in values
     ):
         hint = ("; a value resolved from the data (reward.scale=auto) is set by the run once "
-                "the market is built: alpha_rl.pipeline.scale, or pass a number"
+                "the market is built: alpha_rl.pipeline.configure.scale, or pass a number"
                 if init == "auto" else "")  # fmt: skip
         raise IsvLayoutError(
             f"{where}.init: expected a finite number or {count} of them, each within float32's "
@@ -236,7 +236,7 @@ def build_layout(cfg: DictConfig, choices: Mapping[str, str], owned: Mapping[str
                  need: list[tuple[str, str]], read: frozenset[str]) -> IsvLayout:  # fmt: skip
     """Validate the composed config's ISV slots, owned ones filled by their parts (`owned`),
     every (slot, part) of `need` present, every slot's name one of `read` (the names the code
-    reads). Callers: alpha_rl.pipeline.parts.layout_from_plan."""
+    reads). Callers: alpha_rl.pipeline.configure.parts.layout_from_plan."""
     size, slots = _collect(cfg, choices, owned, read)
     slots.sort(key=lambda s: (s.index, s.name))
     for a, b in itertools.pairwise(slots):
@@ -284,8 +284,9 @@ class DeviceIsv:
 
 def numbers_isv(values: Mapping[str, tuple[float, ...]], backend: Backend) -> DeviceIsv:
     """A DeviceIsv holding only the named slots' `values` (a part's numbers: learner_numbers,
-    replay_numbers of alpha_rl.pipeline.parts), one after another from index 0: what a part's
-    objects read when they are built apart from a run (a benchmark of one part, its tests)."""
+    replay_numbers of alpha_rl.pipeline.configure.parts), one after another from index 0: what
+    a part's objects read when they are built apart from a run (a benchmark of one part, its
+    tests)."""
     slots, index = [], 0
     for name, init in values.items():
         slots.append(Slot(name, "numbers", index, len(init), tuple(map(float, init)), name,

@@ -112,7 +112,7 @@ class Replay:
     ) -> None:
         """`discounts`: store each transition's bootstrap discount (n-step returns); `isv`: the
         run's, which holds the replay's numbers (alpha, eps, beta's schedule: filled by
-        alpha_rl.pipeline.parts) and takes beta."""
+        alpha_rl.pipeline.configure.parts) and takes beta."""
         self.cfg, self.obs_dim, self.runtime, self.seed = cfg, obs_dim, runtime, seed
         self.isv = isv
         N, be = cfg.capacity, runtime.backend

@@ -18,13 +18,13 @@ from omegaconf.errors import OmegaConfBaseException
 from alpha_rl import paths
 from alpha_rl.errors import AlphaRlError, ConfigError
 from alpha_rl.launch import GpuSlot, gpu_slot
-from alpha_rl.pipeline.job import Job, Outcome
-from alpha_rl.pipeline.keys import check_command_line, command_line_overrides
-from alpha_rl.pipeline.options import check_chosen_options
-from alpha_rl.pipeline.owner import RunDirError
-from alpha_rl.pipeline.record import search_tags
-from alpha_rl.pipeline.run import run_job, run_jobs
-from alpha_rl.pipeline.stop import StoppedAtOnce, sigint_raised
+from alpha_rl.pipeline.configure.keys import check_command_line, command_line_overrides
+from alpha_rl.pipeline.configure.options import check_chosen_options
+from alpha_rl.pipeline.life.job import Job, Outcome
+from alpha_rl.pipeline.life.owner import RunDirError
+from alpha_rl.pipeline.life.record import search_tags
+from alpha_rl.pipeline.life.run import run_job, run_jobs
+from alpha_rl.pipeline.life.stop import StoppedAtOnce, sigint_raised
 from alpha_rl.tracking import TrackingConfig
 from alpha_rl.tracking.links import open_line
 from alpha_rl.tracking.parent import record_failed_job, record_failed_run, stop_parent
@@ -128,9 +128,9 @@ def refuse(cfg: DictConfig, job: Job, exc: Exception) -> Exception:
 def run_pack(jobs: list[tuple[DictConfig, Job]],
              cpus: int | None = None) -> list[float | Exception]:  # fmt: skip
     """The jobs of one pack of a multirun (hydra/launcher=packed), run in this process as one
-    (pipeline/run.py, run_jobs; its helpers on `cpus` CPUs, default all), each reported as `run`
-    reports a job of a sweep: per job, the objective (NaN unless it finished), or the error that
-    the launcher marks the job FAILED with (a search's failed trial, an unexpected error). A
+    (pipeline/life/run.py, run_jobs; its helpers on `cpus` CPUs, default all), each reported as
+    `run` reports a job of a sweep: per job, the objective (NaN unless it finished), or the error
+    that the launcher marks the job FAILED with (a search's failed trial, an unexpected error). A
     stop signal stops every run of the pack with its checkpoint, then ends the sweep as `run`
     does."""
     try:

@@ -8,7 +8,7 @@ L_Q_REAL = "loss/l_q_real"  # ... over the batch's real rows (NaN: none)
 GRAD_NORM = "loss/grad_norm"
 PROBE = "eval/l_q_probe"  # the TD loss on the fixed held-out probe batch
 PNL = "eval/pnl"  # held-out PnL of an evaluation net of spread and fees, over its envs and steps
-PNL_GROSS = "eval/pnl_gross"  # ... mid to mid, before costs (pipeline/ledger.py: UNITS)
+PNL_GROSS = "eval/pnl_gross"  # ... mid to mid, before costs (pipeline/evaluation/ledger.py: UNITS)
 SHARPE = "eval/sharpe"
 SHARPE_INTERVALS = "eval/sharpe_intervals"  # the intervals the held-out Sharpe is over
 CAPTURE = "eval/capture_ratio"  # held-out realised / available move
@@ -35,7 +35,8 @@ HER_FORWARD_CLOSES = "her/forward_closes_total"
 HER_FORWARD_OVERWRITTEN = "her/forward_overwritten_total"
 HER_FORWARD_EXPIRED = "her/forward_expired_total"
 
-# the trivial policies every evaluation is read against, on its own windows (pipeline/ledger.py)
+# the trivial policies every evaluation is read against, on its own windows
+# (pipeline/evaluation/ledger.py)
 BASELINES = ("flat", "buy_and_hold", "sell_and_hold", "random")
 
 
@@ -52,7 +53,8 @@ def baseline_key(policy: str, figure: str) -> str:
 HELD_OUT = (PNL, SHARPE, CAPTURE)  # the held-out figures of an evaluation
 DECIDING = (L_Q, PROBE, PNL, SHARPE, CAPTURE)  # the runs view's columns, the kill check's inputs
 
-# --- ISV slot names (conf/*/ declare their places; alpha_rl.pipeline.parts says who sets them) ---
+# --- ISV slot names (conf/*/ declare their places; alpha_rl.pipeline.configure.parts says who sets
+# them) ---
 SLOT_REWARD_WEIGHT = "reward_weight"  # w_c of the core components
 SLOT_REWARD_SCALE = "reward_scale"
 SLOT_OPP_COST_KAPPA = "opp_cost_kappa"
@@ -83,8 +85,9 @@ SLOT_LOSS_Q_SYNTHETIC = "loss_q_synthetic"
 SLOT_BATCH_SYNTHETIC = "batch_synthetic_frac"
 SLOT_W_ALPHA_LONG = "w_alpha_long"
 SLOT_W_ALPHA_SHORT = "w_alpha_short"
-# the learner's numbers (alpha_rl.pipeline.parts fills them from agent.*; its kernels, n-step's
-# and HER's read them from the ISV, so runs that differ only in them share kernels and shapes)
+# the learner's numbers (alpha_rl.pipeline.configure.parts fills them from agent.*; its kernels,
+# n-step's and HER's read them from the ISV, so runs that differ only in them share kernels and
+# shapes)
 SLOT_GAMMA = "gamma"
 SLOT_HUBER_KAPPA = "huber_kappa"
 SLOT_CUT_ON_DONE = "cut_on_done"  # 1: no bootstrapping past a trade close, 0: bootstrap

@@ -11,7 +11,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.killcheck.cli import parse, run
-from alpha_rl.pipeline.labels import ORACLE_AUDIT
+from alpha_rl.pipeline.life.labels import ORACLE_AUDIT
 from tests.helpers import seeded_store
 
 STEPS = np.arange(500, 12001, 500)  # log points up to 12k env steps

@@ -12,7 +12,7 @@ import pytest
 from alpha_rl.errors import ConfigError, MarketDataError
 from alpha_rl.market import Fold, WalkForward, divide, load_market
 from alpha_rl.market.folds import Window
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.configure.config import plan_run
 from alpha_rl.reference.experience import MIN_EPISODE_TICKS
 from tests.helpers import compose_train, write_quotes
 

@@ -17,7 +17,7 @@ from alpha_rl.market import read_quotes_file
 from alpha_rl.market.files import package_file
 from alpha_rl.market.folds import validation_config
 from alpha_rl.market.load import load_market
-from alpha_rl.pipeline.ledger import Costs, hold, play, tick_path
+from alpha_rl.pipeline.evaluation.ledger import Costs, hold, play, tick_path
 from tests.helpers import FX_LIKE, compose_train, write_fx_like
 
 SP500 = "package:skfolio/datasets/data/sp500_index.csv.gz"

@@ -7,7 +7,7 @@ import pytest
 
 from alpha_rl.errors import ConfigError, MarketDataError
 from alpha_rl.market import Book, SingleSplit, divide, load_market, market_config, synthetic_waves
-from alpha_rl.pipeline.config import plan_run
+from alpha_rl.pipeline.configure.config import plan_run
 from tests.helpers import compose_train
 
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from alpha_rl.errors import CheckpointError, ConfigError
-from alpha_rl.pipeline import checkpoint
-from alpha_rl.pipeline.identity import keep_diag_until
-from alpha_rl.pipeline.labels import check_resumable, config_yaml
+from alpha_rl.pipeline.life import checkpoint
+from alpha_rl.pipeline.life.identity import keep_diag_until
+from alpha_rl.pipeline.life.labels import check_resumable, config_yaml
 from tests.helpers import compose_fixed
 from tests.pipeline.conftest import summary_of
 from tests.pipeline.test_run import ANNEAL, client, history, job, theta

@@ -8,9 +8,9 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.config import plan_run
-from alpha_rl.pipeline.plan import BackendConfig, BetaConfig
-from alpha_rl.pipeline.scale import market_and_config
+from alpha_rl.pipeline.configure.config import plan_run
+from alpha_rl.pipeline.configure.plan import BackendConfig, BetaConfig
+from alpha_rl.pipeline.configure.scale import market_and_config
 from tests.helpers import compose_train
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alpha_rl.pipeline.labels import run_name
+from alpha_rl.pipeline.life.labels import run_name
 from tests.helpers import compose_fixed
 
 

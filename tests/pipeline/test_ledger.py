@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
-from alpha_rl.pipeline.evaluate import direction, ledger_metrics
-from alpha_rl.pipeline.ledger import (
+from alpha_rl.pipeline.evaluation.evaluate import direction, ledger_metrics
+from alpha_rl.pipeline.evaluation.ledger import (
     Costs,
     TickPath,
     hold,

@@ -12,12 +12,12 @@ from alpha_rl import portable
 from alpha_rl.agent import NetLayout, init_params
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline import memory
-from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.evaluate import Evaluator
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.scale import market_and_config
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure import memory
+from alpha_rl.pipeline.configure.config import plan_run, with_market
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.scale import market_and_config
+from alpha_rl.pipeline.evaluation.evaluate import Evaluator
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.reference.dqn import dqn_adam
 from alpha_rl.reference.experience import start_ticks
 from alpha_rl.session import open_session
@@ -27,7 +27,8 @@ TINY = ["backend=numpy", "debug=tiny"]
 
 
 def _book_uploads(book, history: int) -> int:
-    """What one Environment uploads of its book (not in the estimate: see pipeline/memory.py)."""
+    """What one Environment uploads of its book (not in the estimate: see
+    pipeline/configure/memory.py)."""
     last = book.session_last()
     return (4 * book.T * book.L * 4 + book.session_first().nbytes + last.nbytes
             + start_ticks(last, history).nbytes)  # fmt: skip

@@ -1,6 +1,7 @@
-"""One live owner per run directory (pipeline/owner.py): a second run into an owned directory is
-refused naming its owner, a stale claim of a dead process is taken over, a fresh run never
-writes into a directory that holds another run, and a resume checks the directory's identity."""
+"""One live owner per run directory (pipeline/life/owner.py): a second run into an owned
+directory is refused naming its owner, a stale claim of a dead process is taken over, a fresh run
+never writes into a directory that holds another run, and a resume checks the directory's
+identity."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import numpy as np
 import pytest
 
 from alpha_rl.errors import CheckpointError
-from alpha_rl.pipeline import checkpoint, owner
-from alpha_rl.pipeline.identity import IDENTITY_FILE
-from alpha_rl.pipeline.owner import RunDirError
+from alpha_rl.pipeline.life import checkpoint, owner
+from alpha_rl.pipeline.life.identity import IDENTITY_FILE
+from alpha_rl.pipeline.life.owner import RunDirError
 from tests.helpers import start_train, train_in_process, write_quotes
 from tests.pipeline.test_run import client, job
 
@@ -27,7 +28,7 @@ ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
 HOLD = """
 import sys, time
 from pathlib import Path
-from alpha_rl.pipeline import owner
+from alpha_rl.pipeline.life import owner
 owner.claim(Path(sys.argv[1]))
 print("held", flush=True)
 time.sleep(120)

@@ -1,4 +1,4 @@
-"""Packs (pipeline/pack.py): several runs' trainers in one process on one backend. Agent s of a
+"""Packs (pipeline/step/pack.py): several runs' trainers in one process on one backend. Agent s of a
 pack is its run alone, bit for bit: every device array a resume needs, after the same steps."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.kernels.decl import Role
 from alpha_rl.market import load_market
-from alpha_rl.pipeline.config import layout_from_config, plan_run
-from alpha_rl.pipeline.lockstep import group_key, seats
-from alpha_rl.pipeline.pack import open_pack
-from alpha_rl.pipeline.run import Job, _drive, _step, run_jobs
-from alpha_rl.pipeline.scale import Markets
-from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, groups_line
-from alpha_rl.pipeline.workers import outcome, submitted, worker_count
+from alpha_rl.pipeline.configure.config import layout_from_config, plan_run
+from alpha_rl.pipeline.configure.scale import Markets
+from alpha_rl.pipeline.life.run import Job, _drive, _step, run_jobs
+from alpha_rl.pipeline.report.sweep_report import OUTCOME_FILE, groups_line
+from alpha_rl.pipeline.step.lockstep import group_key, seats
+from alpha_rl.pipeline.step.pack import open_pack
+from alpha_rl.pipeline.step.workers import outcome, submitted, worker_count
 from alpha_rl.session import open_sessions
 from tests.helpers import compose_train, seeded_store
 from tests.pipeline.test_run import ANNEAL, TINY, history, job, theta

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 
 pytestmark = pytest.mark.gpu
 
@@ -162,7 +162,7 @@ import sys
 from hydra import compose, initialize_config_dir
 import pycuda.driver as drv
 from alpha_rl import paths
-from alpha_rl.pipeline.run import Job, run_job
+from alpha_rl.pipeline.life.run import Job, run_job
 overrides = sys.argv[2:]
 with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
     for n, her in enumerate(["on", "off"]):
@@ -188,10 +188,10 @@ def test_jobs_in_one_process_leave_no_cuda_context(tmp_path: Path, built_cubins:
 OBSERVE = """
 import sys
 import numpy as np
-from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.scale import market_and_config
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure.config import plan_run, with_market
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.scale import market_and_config
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.session import open_session
 from tests.helpers import compose_train
 cfg, choices = compose_train(sys.argv[1:])

@@ -8,11 +8,11 @@ import pytest
 
 from alpha_rl.agent import ACTIONS
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.probe import FIELDS, ProbeLoss, collect_probe, probe_actions
-from alpha_rl.pipeline.scale import market_and_config
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure.config import plan_run, with_market
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.scale import market_and_config
+from alpha_rl.pipeline.evaluation.probe import FIELDS, ProbeLoss, collect_probe, probe_actions
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.session import open_session
 from tests.helpers import compose_train
 

@@ -8,9 +8,9 @@ import logging
 
 import matplotlib.pyplot as plt
 
-from alpha_rl.pipeline.curves import main, read_series
-from alpha_rl.pipeline.progress import Progress
-from alpha_rl.pipeline.summary import Summary
+from alpha_rl.pipeline.report.curves import main, read_series
+from alpha_rl.pipeline.report.progress import Progress
+from alpha_rl.pipeline.report.summary import Summary
 
 
 class Terminal(io.StringIO):
@@ -97,7 +97,7 @@ def test_curves_are_drawn_from_a_run_directory(tmp_path) -> None:
 
 
 def test_the_curves_say_what_run_they_show(tmp_path) -> None:
-    from alpha_rl.pipeline.labels import curves_title
+    from alpha_rl.pipeline.life.labels import curves_title
     from tests.helpers import compose_train
 
     overrides = ["experiment=her_walk_forward", "market=file", "seed=3", "her='off'",

@@ -10,9 +10,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.errors import CheckpointError, ConfigError
-from alpha_rl.pipeline import checkpoint
-from alpha_rl.pipeline import run as pipeline_run
-from alpha_rl.pipeline.run import Job, run_job
+from alpha_rl.pipeline.life import checkpoint
+from alpha_rl.pipeline.life import run as pipeline_run
+from alpha_rl.pipeline.life.run import Job, run_job
 from tests.helpers import compose_train, seeded_store
 
 TINY = ["backend=numpy", "debug=tiny"]

@@ -14,8 +14,8 @@ import pytest
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import MarketDataError
 from alpha_rl.market import Book, SingleSplit, divide
-from alpha_rl.pipeline.run import Job, run_job
-from alpha_rl.pipeline.scale import mean_move, reward_scale
+from alpha_rl.pipeline.configure.scale import mean_move, reward_scale
+from alpha_rl.pipeline.life.run import Job, run_job
 from tests.helpers import compose_train
 from tests.test_env import make_env
 

@@ -13,7 +13,7 @@ import yaml
 
 from alpha_rl.errors import CheckpointError
 from alpha_rl.masking import mask, secret_in, secrets
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 from tests.helpers import start_train, train_in_process
 from tests.pipeline.test_run import client, job
 

@@ -17,8 +17,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.commands import script_command
-from alpha_rl.pipeline import checkpoint
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.life import checkpoint
+from alpha_rl.pipeline.step.trainer import Trainer
 from tests.helpers import wait_for_step
 from tests.pipeline.test_run import ANNEAL, client, history, job, theta
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from alpha_rl.commands import script_command
-from alpha_rl.pipeline.sweep_report import (
+from alpha_rl.pipeline.report.sweep_report import (
     OUTCOME_FILE,
     job_states,
     next_commands,

@@ -11,13 +11,13 @@ from alpha_rl.agent import aux_calls
 from alpha_rl.errors import ReplayError
 from alpha_rl.kernels.per import HEAD
 from alpha_rl.nstep import OneStep
-from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.evaluate import Evaluator, direction, ledger_metrics, sharpe
-from alpha_rl.pipeline.ledger import UNITS, matched_random, settle
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.scale import market_and_config
-from alpha_rl.pipeline.stages import STAGES, stage_table
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure.config import plan_run, with_market
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.scale import market_and_config
+from alpha_rl.pipeline.evaluation.evaluate import Evaluator, direction, ledger_metrics, sharpe
+from alpha_rl.pipeline.evaluation.ledger import UNITS, matched_random, settle
+from alpha_rl.pipeline.step.stages import STAGES, stage_table
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.reference.per import STATUS, STATUS_EMPTY_SAMPLE
 from alpha_rl.session import open_session
 from alpha_rl.vocabulary import BASELINES, baseline_key, eval_key
@@ -365,7 +365,7 @@ def test_a_restore_keeps_the_her_variants_flags_of_the_config() -> None:
 
 
 def test_the_steps_stages_say_what_they_launch_read_and_write() -> None:
-    """The step as data (pipeline/stages.py): each stage's kernels and the arrays they read and
+    """The step as data (pipeline/step/stages.py): each stage's kernels and the arrays they read and
     write, read off a recorded step, in the contract's order."""
     with trainer_for([]) as (trainer, _):
         for _ in range(trainer.plan.agent.learn_start + 1):

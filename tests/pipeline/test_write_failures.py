@@ -19,7 +19,7 @@ import pytest
 
 from alpha_rl.commands import module_command
 from alpha_rl.errors import CheckpointError, WriteError
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 from alpha_rl.tracking import records
 from alpha_rl.tracking.records import DiagWriter, read_diag
 from alpha_rl.tracking.sync import sync_run

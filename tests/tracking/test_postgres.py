@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from alpha_rl.pipeline.run import Job, run_job
+from alpha_rl.pipeline.life.run import Job, run_job
 from alpha_rl.tracking.tracker import open_tracker
 from tests.helpers import compose_train
 from tests.mlflow_server import started_server

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking._tracking_service import utils as mlflow_utils
 
 from alpha_rl.commands import module_command
-from alpha_rl.pipeline.run import Job, Outcome, run_job
+from alpha_rl.pipeline.life.run import Job, Outcome, run_job
 from alpha_rl.tracking import TrackingConfig, open_tracker
 from alpha_rl.tracking.stores import TrackingReadError
 from tests.bad_stores import fingerprint

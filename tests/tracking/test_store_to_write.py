@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from alpha_rl import paths
-from alpha_rl.pipeline.run import Job, run_job
+from alpha_rl.pipeline.life.run import Job, run_job
 from alpha_rl.tracking import ParentRunCallback
 from alpha_rl.tracking.stores import WRITE_REMEDY, TrackingReadError, check_store_to_write
 from tests import helpers

@@ -70,7 +70,8 @@ SLOT_NAMES = {  # Slots' field -> the ISV slot it is
 @dataclass(frozen=True)
 class Slots:
     """The ISV slots the learner's kernels write (ABSENT where the layout has none, or with no
-    ISV at all) and those of the numbers they read (the learner part's: alpha_rl.pipeline.parts)."""
+    ISV at all) and those of the numbers they read (the learner part's:
+    alpha_rl.pipeline.configure.parts)."""
 
     loss_q: int
     loss_aux: int

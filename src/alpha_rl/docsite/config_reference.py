@@ -153,7 +153,7 @@ def package_of(path: Path, group: str) -> str:
 def checked_keys() -> dict[str, tuple[str, str, str]]:
     """{key: (type, range, file)} from parsing the default config, each group option and each
     preset with the readers recording."""
-    from alpha_rl.pipeline.config import plan_run
+    from alpha_rl.pipeline.configure.config import plan_run
 
     conf = paths.conf_dir()
     choices = [[]] + [[f"{d.name}={f.stem}", *COMPANIONS.get((d.name, f.stem), [])]

@@ -24,7 +24,7 @@ from alpha_rl.her_variant import TREATMENTS, HerVariant
 from alpha_rl.kernels import her as her_kernels
 from alpha_rl.killcheck.axes import Axis, her_variant
 from alpha_rl.killcheck.config import Criteria
-from alpha_rl.pipeline.labels import ORACLE_AUDIT
+from alpha_rl.pipeline.life.labels import ORACLE_AUDIT
 from alpha_rl.tracking import RunRecord
 
 PASS, KILL, NOT_EVALUATED, INFO = "PASS", "KILL", "NOT-EVALUATED", "INFO"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from alpha_rl.killcheck.axes import Axis
-from alpha_rl.pipeline.parts import recorded_init
+from alpha_rl.pipeline.configure.parts import recorded_init
 from alpha_rl.tracking import RunRecord
 
 Pair = tuple[RunRecord, RunRecord]  # (treatment, baseline)

@@ -37,7 +37,7 @@ from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
 from alpha_rl.masking import hide_password
-from alpha_rl.pipeline.objective import METRIC
+from alpha_rl.pipeline.configure.objective import METRIC
 from alpha_rl.search.shrinkage import Candidate, describe, report
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.pipeline.objective import METRIC
+from alpha_rl.pipeline.configure.objective import METRIC
 from alpha_rl.tracking import RunRecord
 from alpha_rl.vocabulary import PNL_KURTOSIS, PNL_SKEW, SHARPE, SHARPE_INTERVALS
 

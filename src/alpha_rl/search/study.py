@@ -3,8 +3,8 @@
 The sweeper (`hydra/sweeper=alpha_rl_optuna`, set by a `hparams_search=` preset) asks the study
 for `n_jobs` trials at a time, launches them as one batch of jobs (the basic launcher runs them
 one after another in this process; `hydra/launcher=local_gpus` one per GPU), and tells the study
-each job's return value: the run's objective (alpha_rl.pipeline.objective). A trial whose job
-fails (a config error, a diverged run, a crash) or returns NaN is told FAIL and the search goes
+each job's return value: the run's objective (alpha_rl.pipeline.configure.objective). A trial whose
+job fails (a config error, a diverged run, a crash) or returns NaN is told FAIL and the search goes
 on. Every trial is an MLflow run nested under the sweep's parent run and tagged with the study and
 its trial number; after each batch the parent gets the best trial so far as tags.
 
@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.objective import Objective
+from alpha_rl.pipeline.configure.objective import Objective
 from alpha_rl.search import space as search_space
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.parent import parent_run_for, set_parent_tags, stop_parent

@@ -3,7 +3,7 @@
 Each job is prepared as Hydra's basic launcher prepares it (its config, its output directory,
 the .hydra/ files beside it), then the jobs that open the same backend (`backend.name` and
 `backend.device`) are run as packs of at most `agents` runs
-(alpha_rl.task.run_pack, alpha_rl.pipeline.run.run_jobs): every run keeps its own directory,
+(alpha_rl.task.run_pack, alpha_rl.pipeline.life.run.run_jobs): every run keeps its own directory,
 MLflow run, checkpoints and outcome, and is bit for bit the run it is alone.
 
 With `processes: 1` the packs run one after another in this process. With `processes: P` each
@@ -81,7 +81,7 @@ class PackedLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]],
                initial_job_idx: int) -> Sequence[JobReturn]:  # fmt: skip
-        from alpha_rl.pipeline.lockstep import group_key
+        from alpha_rl.pipeline.step.lockstep import group_key
         from alpha_rl.task import job_of, run_pack
 
         assert self.config is not None and self.hydra_context is not None
@@ -142,7 +142,7 @@ def split(ready: list, agents: int, processes: int) -> list[list]:
     `processes` packs of equal size where there are jobs enough, the jobs of one shape
     (lockstep.group_key: agents of one launch) side by side. The backends' packs take turns in
     the order (one device's packs never wait for all of another's)."""
-    from alpha_rl.pipeline.lockstep import group_key
+    from alpha_rl.pipeline.step.lockstep import group_key
 
     by_backend = []
     for key in dict.fromkeys(backend_of(cfg) for _, cfg, _ in ready):
@@ -264,7 +264,7 @@ def pack_apart(jobs: list, cpus: int, logging_cfg: tuple, launcher: int,
     back (an error that cannot be pickled as its type, name and message) with the exit status a
     stop signal asked for (None: none did); with `mps`, only once its GPU context is known to be
     an MPS client (require_mps). SIGINT and SIGTERM come blocked from the launcher
-    (Stops.held) until the pack's runs take them (pipeline/stop.py, StopSignals)."""
+    (Stops.held) until the pack's runs take them (pipeline/life/stop.py, StopSignals)."""
     os.setpgrp()  # a terminal's Ctrl-C goes to the launcher, which passes it on once
     stop_with(launcher)
     configure_log(*logging_cfg)

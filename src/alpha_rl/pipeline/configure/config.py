@@ -28,11 +28,11 @@ from alpha_rl.kernels import dqn
 from alpha_rl.kernels.decl import RC_STRIDE
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.folds import validation_config
-from alpha_rl.pipeline.keys import check_added_keys, task_groups, task_overrides
-from alpha_rl.pipeline.memory import check_memory
-from alpha_rl.pipeline.objective import Objective
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.plan import (
+from alpha_rl.pipeline.configure.keys import check_added_keys, task_groups, task_overrides
+from alpha_rl.pipeline.configure.memory import check_memory
+from alpha_rl.pipeline.configure.objective import Objective
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.plan import (
     BackendConfig,
     BetaConfig,
     EvalConfig,
@@ -42,7 +42,7 @@ from alpha_rl.pipeline.plan import (
     RunConfig,
     learner_updates,
 )
-from alpha_rl.pipeline.scale import check_lot_mult, scale_setting
+from alpha_rl.pipeline.configure.scale import check_lot_mult, scale_setting
 from alpha_rl.replay import ReplayConfig
 
 log = logging.getLogger("alpha_rl")

@@ -1,16 +1,17 @@
 """Held-out evaluation: the greedy policy on the held-out split, in environments of its own,
-and the TD loss on the probe set (pipeline/probe.py).
+and the TD loss on the probe set (pipeline/evaluation/probe.py).
 
 Every evaluation resets its `eval.num_envs` environments to the same seeded start ticks of the
 held-out book, so successive evaluations differ only by the network. There is no exploration, no
 HER and no replay; the env kernels read the run's ISV (reward weights) but nothing writes it.
 The greedy actions are the run's (with α: on Q + w_α aux) and the env pays c6 on the run's aux
 head, exactly as in training.
-The money figures come from the held-out ledger (pipeline/ledger.py): the greedy positions step by
-step, marked to the mid, with the spread and fees of every fill, what is open at the end closed at
-the touch; beside them the same figures of the trivial baselines on the very same windows (flat,
-buy-and-hold, sell-and-hold, and a random walk trading as often as the agent did). Capture and
-trades come from the env kernel's closed-trade accumulators. Hindsight rewards never enter them.
+The money figures come from the held-out ledger (pipeline/evaluation/ledger.py): the greedy
+positions step by step, marked to the mid, with the spread and fees of every fill, what is open at
+the end closed at the touch; beside them the same figures of the trivial baselines on the very same
+windows (flat, buy-and-hold, sell-and-hold, and a random walk trading as often as the agent did).
+Capture and trades come from the env kernel's closed-trade accumulators. Hindsight rewards never
+enter them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from alpha_rl.agent import GreedyPolicy, Learner, called_right
 from alpha_rl.backend.graph import Graph
 from alpha_rl.env import STATS, Environment, TradeStats
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.ledger import (
+from alpha_rl.pipeline.configure.plan import Plan
+from alpha_rl.pipeline.evaluation.ledger import (
     RANDOM_WALKS,
     Costs,
     LedgerStats,
@@ -36,9 +38,8 @@ from alpha_rl.pipeline.ledger import (
     random_baseline,
     tick_path,
 )
-from alpha_rl.pipeline.plan import Plan
-from alpha_rl.pipeline.probe import ProbeLoss, collect_probe
-from alpha_rl.pipeline.workers import outcome, submitted
+from alpha_rl.pipeline.evaluation.probe import ProbeLoss, collect_probe
+from alpha_rl.pipeline.step.workers import outcome, submitted
 from alpha_rl.portable import mean, std
 from alpha_rl.session import Session
 from alpha_rl.vocabulary import (

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-from alpha_rl.pipeline.summary import signed, versus_baselines
+from alpha_rl.pipeline.report.summary import signed, versus_baselines
 from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, TRAIN_CAPTURE
 
 log = logging.getLogger("alpha_rl")

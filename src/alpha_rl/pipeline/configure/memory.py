@@ -5,12 +5,12 @@ machine cannot hold it.
 backend, from the shapes their constructors use: the replay (replay.py), the learner's networks
 with Adam's moments, the target and the gradient (agent/), the learner's activation and batch
 buffers, the n-step rings (nstep.py), HER's state and forward ring (hindsight.py), the training,
-evaluation and probe environments (env.py, pipeline/evaluate.py, pipeline/probe.py) and the
-ISV. A test builds a run and compares the estimate with the bytes its backend allocated. On the
-numpy backend the host also holds, for a moment, what the parameter initialisation and the
-kernels' NumPy oracles compute along the way (`transient`: the largest of their peaks, from
-per-element figures a test measures); on the cuda backend the host holds the initialisation's
-peak. Not counted, as the run is checked before the
+evaluation and probe environments (env.py, pipeline/evaluation/evaluate.py,
+pipeline/evaluation/probe.py) and the ISV. A test builds a run and compares the estimate with the
+bytes its backend allocated. On the numpy backend the host also holds, for a moment, what the
+parameter initialisation and the kernels' NumPy oracles compute along the way (`transient`: the
+largest of their peaks, from per-element figures a test measures); on the cuda backend the host
+holds the initialisation's peak. Not counted, as the run is checked before the
 market is built: the market's series and the books each environment uploads (4 float32 [T, L]
 sides: tens of MB for 200,000 ticks), nor the CUDA context, a CUDA graph or a checkpoint's host
 copies.
@@ -43,7 +43,7 @@ from alpha_rl.kernels.reward import DECOMP_ROWS, block_sums, blocks, decomp_cols
 from alpha_rl.replay import ReplayConfig
 
 if TYPE_CHECKING:
-    from alpha_rl.pipeline.plan import Plan
+    from alpha_rl.pipeline.configure.plan import Plan
 
 GIB = 2**30
 F32, I32, U8, U64 = 4, 4, 1, 8  # bytes per element
@@ -190,7 +190,7 @@ def her_bytes(cfg: HerConfig | None, num_envs: int, obs_dim: int) -> int:
 def evaluation_bytes(plan: Plan, layout: NetLayout, obs_dim: int, isv_size: int) -> int:
     """The evaluation's environments, greedy policy and observation, its per-step records, trade
     windows and start cursors, the probe's environment and observations, and ProbeLoss's inputs,
-    buffers and copy of the ISV (pipeline/evaluate.py, probe.py)."""
+    buffers and copy of the ISV (pipeline/evaluation/evaluate.py, probe.py)."""
     ev, agent, stride = plan.eval, plan.agent, plan.reward.stride
     E, n, H = ev.num_envs, ev.probe.size, obs_dim
     q = head_class(agent).q_elements  # elements of the head's Q buffer for `rows` rows

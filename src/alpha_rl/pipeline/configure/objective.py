@@ -15,7 +15,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.curves import read_series
+from alpha_rl.pipeline.report.curves import read_series
 from alpha_rl.portable import mean
 
 METRIC = "search/objective"

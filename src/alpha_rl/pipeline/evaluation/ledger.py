@@ -30,7 +30,7 @@ import numpy as np
 
 from alpha_rl.kernels.experience import start_index
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.summary import per_env_kstep
+from alpha_rl.pipeline.report.summary import per_env_kstep
 from alpha_rl.portable import total
 from alpha_rl.rng import Stream
 
@@ -163,7 +163,7 @@ class PricedPath(_Window):
     the mid move a position held there earns (both x lot x multiplier), so that every ledger of
     the evaluation (the agent's each time, the baselines') only weighs them by its positions.
     Row S is where the envs stand after the last step: it holds nothing. It holds only arrays
-    (no book), so a worker process is sent it whole (pipeline/evaluate.py, `ledgers`)."""
+    (no book), so a worker process is sent it whole (pipeline/evaluation/evaluate.py, `ledgers`)."""
 
     half: np.ndarray  # [S + 1, B] float64: half the spread at the tick a cell trades at
     move: np.ndarray  # [S + 1, B] float64: the mid move from that tick to the next

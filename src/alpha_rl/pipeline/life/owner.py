@@ -12,7 +12,7 @@ are not shared between nodes, that record is what still refuses). The claim is r
 run ends, however it ends (an exit through SystemExit too), and owner.json removed with it.
 
 What a run directory holds, the identity a resume checks and the Hydra callback that claims a
-run's or sweep's directory before Hydra writes into it are pipeline/identity.py's.
+run's or sweep's directory before Hydra writes into it are pipeline/life/identity.py's.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ declared only under a name the code reads: the SLOT_* names of alpha_rl.vocabula
 which every reader (env, hindsight, replay, the learner's batch, the trainer's log point) takes
 its index (tests/test_isv.py holds each name to a reader); any other is refused.
 
-Every number takes one route: the run's plan (`alpha_rl.pipeline.plan.Plan`, each part's
+Every number takes one route: the run's plan (`alpha_rl.pipeline.configure.plan.Plan`, each part's
 config parsed and checked once, reward.scale resolved from the market, β's anneal kept on a
 resume) -> its part's fill -> the ISV. `layout_from_plan(cfg, choices, plan)` is the validated
 layout: the slots' places from the composed config, their values from the plan.
@@ -36,7 +36,7 @@ from alpha_rl.kernels.reward import RC_AUX_ALIGN, has_aux_align
 from alpha_rl.replay import ReplayConfig
 
 if TYPE_CHECKING:
-    from alpha_rl.pipeline.plan import Plan
+    from alpha_rl.pipeline.configure.plan import Plan
 
 Values = dict[str, tuple[float, ...]]  # slot -> its initial values
 Fill = tuple[Values, list[tuple[str, str]]]  # and (slot, why) of each slot its kernels need
@@ -58,8 +58,8 @@ def _reward(plan: Plan) -> Fill:
     if r.scale is None:
         raise IsvLayoutError(
             "reward.scale=auto is resolved from the market's training ticks once the market is "
-            "built (alpha_rl.pipeline.scale): build the layout from the run's resolved config, "
-            "or pass a number"
+            "built (alpha_rl.pipeline.configure.scale): build the layout from the run's resolved "
+            "config, or pass a number"
         )
     values = {
         vocab.SLOT_REWARD_WEIGHT: r.weights,

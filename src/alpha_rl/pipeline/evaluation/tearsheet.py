@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.ledger import Costs, LedgerStats
+from alpha_rl.pipeline.evaluation.ledger import Costs, LedgerStats
 from alpha_rl.portable import mean
 
 log = logging.getLogger("alpha_rl")

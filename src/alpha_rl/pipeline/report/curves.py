@@ -1,5 +1,5 @@
 """A run's curves as one PNG, from its own diag.jsonl (no tracking store needed):
-`python -m alpha_rl.pipeline.curves <run dir> [--out file.png]`. Every run writes
+`python -m alpha_rl.pipeline.report.curves <run dir> [--out file.png]`. Every run writes
 `<run dir>/curves.png` at its end, and logs it as an artifact."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from alpha_rl.pipeline.summary import per_env_kstep
+from alpha_rl.pipeline.report.summary import per_env_kstep
 from alpha_rl.tracking.records import read_diag
 from alpha_rl.vocabulary import CAPTURE, L_Q, PNL, PROBE, SHARPE, TRAIN_CAPTURE
 
@@ -89,7 +89,9 @@ def eval_shape_of(run_dir: Path) -> tuple[int, int] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m alpha_rl.pipeline.curves", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m alpha_rl.pipeline.report.curves", description=__doc__
+    )
     p.add_argument("run_dir", type=Path, help="a run directory (it holds diag.jsonl)")
     p.add_argument("--out", type=Path, help="the PNG (default <run dir>/curves.png)")
     p.add_argument("--unit", default="USD", help="the PnL unit for the axis title")

@@ -1,6 +1,7 @@
-"""The checked configs of one run: the `Plan` that `plan_run` (pipeline/config.py) parses from the
-composed config, and the typed configs of the run's own settings. Nothing here parses: the
-parts, the memory estimate and the run's life read a plan; pipeline/config.py makes one.
+"""The checked configs of one run: the `Plan` that `plan_run` (pipeline/configure/config.py)
+parses from the composed config, and the typed configs of the run's own settings. Nothing here
+parses: the parts, the memory estimate and the run's life read a plan;
+pipeline/configure/config.py makes one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from alpha_rl.agent.config import AgentConfig, AlphaConfig
 from alpha_rl.env import EnvConfig
 from alpha_rl.hindsight import HerConfig
 from alpha_rl.market.folds import Validation, WalkForward
-from alpha_rl.pipeline.objective import Objective
+from alpha_rl.pipeline.configure.objective import Objective
 from alpha_rl.replay import ReplayConfig
 
 
@@ -63,7 +64,7 @@ class RunConfig:
 @dataclass(frozen=True)
 class RewardConfig:
     """The reward layout and its weights (conf/reward/*.yaml); the scale is resolved later, once
-    the market is built (pipeline/scale.py)."""
+    the market is built (pipeline/configure/scale.py)."""
 
     stride: int
     weights: tuple[float, ...]

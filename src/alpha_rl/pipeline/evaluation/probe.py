@@ -31,7 +31,7 @@ from alpha_rl.env import Environment
 from alpha_rl.isv import ABSENT
 from alpha_rl.kernels import dqn
 from alpha_rl.market.book import Book
-from alpha_rl.pipeline.plan import Plan
+from alpha_rl.pipeline.configure.plan import Plan
 from alpha_rl.portable import mean
 from alpha_rl.rng import Stream, draw_uniform
 from alpha_rl.session import Session

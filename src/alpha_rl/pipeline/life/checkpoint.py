@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 
 from alpha_rl import settings
 from alpha_rl.errors import CheckpointError
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.step.trainer import Trainer
 
 log = logging.getLogger("alpha_rl")
 
@@ -98,7 +98,7 @@ def save(run_dir: Path, trainer: Trainer, with_replay: bool, config_yaml: str,
          cfg: CheckpointConfig, identity: str | None = None) -> Path | None:  # fmt: skip
     """Write the trainer's state after its step `trainer.t` and prune beyond `cfg.keep`; the
     checkpoint's directory, or None when the write failed and on_error is `continue` (logged;
-    every earlier checkpoint stays valid). `identity`: the run directory's (pipeline/owner.py),
+    every earlier checkpoint stays valid). `identity`: the run directory's (pipeline/life/owner.py),
     which a resume checks. `config_yaml` is written as given: pass it with secrets masked."""
     final = _step_dir(run_dir, trainer.t)
     tmp = final.with_name(final.name + ".tmp")

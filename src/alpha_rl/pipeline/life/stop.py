@@ -12,7 +12,7 @@ Under submitit (hydra/launcher=slurm or submitit_local), whose SIGUSR2 handler r
 that times out or is preempted, `requeue=True` takes SIGUSR2 too: the run checkpoints at the end
 of its step, its MLflow run stays open, and then submitit's own handler is called (`requeue()`),
 which resubmits the job; the restarted job finds the checkpoint in its output directory and
-continues the same run (pipeline/run.py).
+continues the same run (pipeline/life/run.py).
 
 Before that, through the start-up (imports, Hydra composing the config), `sigint_held()` only
 records a SIGINT, and `sigint_raised()` (the task) raises it as KeyboardInterrupt where nothing is
@@ -31,8 +31,11 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from alpha_rl.pipeline.life import checkpoint
 
 log = logging.getLogger("alpha_rl")
 
@@ -71,6 +74,20 @@ class StopSignals:
         """Hand the job to submitit's own handler, which resubmits it and exits (SystemExit),
         or raises when the job may not be requeued again (max_num_timeout)."""
         self._submitit(REQUEUE, None)
+
+    def requeue_or_end(self, tracker: Any, reason: str | None) -> tuple[str, str]:
+        """Leave the run's MLflow run open (`tracker`'s) and let submitit resubmit the job (it
+        exits the process); when it may not (timed out max_num_timeout times), the run ends
+        KILLED: (status, reason)."""
+        try:
+            self.requeue()
+        except SystemExit:
+            tracker.suspend()
+            raise
+        except Exception as exc:  # submitit's UncompletedJobError: no requeue left
+            log.error("the job is not requeued again (%s); resume it by hand", exc)
+            return "KILLED", f"{reason}, not requeued: {exc}"
+        return "KILLED", f"{reason}, not requeued"
 
     @property
     def exit_status(self) -> int:
@@ -165,3 +182,8 @@ def _raise_held() -> None:
 def under_submitit() -> bool:
     """Whether this process is a job that submitit started (it sets SUBMITIT_EXECUTOR)."""
     return bool(os.environ.get("SUBMITIT_EXECUTOR"))
+
+
+def requeued_job(output_dir: Path) -> bool:
+    """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
+    return under_submitit() and bool(checkpoint.saved(output_dir))

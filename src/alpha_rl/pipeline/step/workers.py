@@ -1,9 +1,9 @@
 """Helpers for a pack's host work.
 
 A pack drives all its runs from one thread, so what a run does on the host runs one run after
-another: a lone run's evaluation ledgers (pipeline/evaluate.py) cost ~0.2 s of NumPy each at the
-reference scale, an audit's oracles and comparisons (kernels/audit.py) more, and a pack's runs
-evaluate and audit at the same steps. `open_workers` gives a pack of more than one run
+another: a lone run's evaluation ledgers (pipeline/evaluation/evaluate.py) cost ~0.2 s of NumPy
+each at the reference scale, an audit's oracles and comparisons (kernels/audit.py) more, and a
+pack's runs evaluate and audit at the same steps. `open_workers` gives a pack of more than one run
 - worker processes (`processes`) for the evaluations' ledgers and the end-of-run plots, and
 - a thread pool (`threads`) for the audits' oracles and comparisons, whose arrays (the replay
   among them) are too large to send to a process; their NumPy work releases the GIL,

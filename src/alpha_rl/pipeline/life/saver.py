@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from alpha_rl.errors import CheckpointError
-from alpha_rl.pipeline import checkpoint
+from alpha_rl.pipeline.life import checkpoint
 
 if TYPE_CHECKING:
-    from alpha_rl.pipeline.trainer import Trainer
+    from alpha_rl.pipeline.step.trainer import Trainer
 
 CHECKPOINT_TAG = "alpha_rl.checkpoint_missing"  # the last checkpoint failed (on_error=continue)
 

@@ -36,8 +36,8 @@ from alpha_rl.kernels.audit import KernelAudit
 from alpha_rl.kernels.reward import RC_CORE, has_aux_align
 from alpha_rl.market.book import Book
 from alpha_rl.nstep import NStep, OneStep
-from alpha_rl.pipeline.plan import Plan
-from alpha_rl.pipeline.stages import STAGES
+from alpha_rl.pipeline.configure.plan import Plan
+from alpha_rl.pipeline.step.stages import STAGES
 from alpha_rl.portable import mean
 from alpha_rl.replay import Replay
 from alpha_rl.session import Session
@@ -128,14 +128,14 @@ class Trainer:
 
     def record_step(self) -> list:
         """What one step queues, recorded instead of launched (kernels/tape.py): a Lockstep
-        launches it beside its other agents' (pipeline/lockstep.py)."""
+        launches it beside its other agents' (pipeline/step/lockstep.py)."""
         with self.session.runtime.recording() as tape:
             self.launch_step()
         return tape
 
     def launch_step(self) -> None:
         """Queue one step (DESIGN §9) on the trainer's stream: its stages in the contract's
-        order (pipeline/stages.py)."""
+        order (pipeline/step/stages.py)."""
         for stage in STAGES:
             stage.issue(self, self.stream)
         self.observed = True

@@ -25,8 +25,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from alpha_rl import paths
 from alpha_rl.errors import ConfigError
-from alpha_rl.pipeline.keys import file_keys, option_files
-from alpha_rl.pipeline.parts import PARTS
+from alpha_rl.pipeline.configure.keys import file_keys, option_files
+from alpha_rl.pipeline.configure.parts import PARTS
 
 _QUOTED = ("on", "off", "true", "false")  # option names that YAML would read as booleans
 

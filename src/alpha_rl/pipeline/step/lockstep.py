@@ -9,7 +9,7 @@ once with the agent axis, and once every agent learns, captured as one CUDA grap
 lockstep is its run alone, bit for bit: the same kernels on its own arrays, its own seed and its
 own numbers, only launched beside the others'.
 
-In a pack of runs (pipeline/run.py), each run is a generator the pack advances in turn: a run
+In a pack of runs (pipeline/life/run.py), each run is a generator the pack advances in turn: a run
 takes its step by arriving at its lockstep (a `Seat`), and the step of every agent is launched
 when the last live one arrives; the others wait for it (a Future) as they wait for any helper.
 A run that steps alone meanwhile (an audited step) or starts from a checkpoint is still each
@@ -30,8 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.backend.graph import Graph
 from alpha_rl.kernels.tape import MergeError, merge, run, run_alone
-from alpha_rl.pipeline.parts import PARTS
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure.parts import PARTS
+from alpha_rl.pipeline.step.trainer import Trainer
 
 log = logging.getLogger("alpha_rl")
 
@@ -199,7 +199,7 @@ class Lockstep:
 
 
 class Seat:
-    """One run's place in its group's Lockstep (a pack of runs, pipeline/run.py): its trainer
+    """One run's place in its group's Lockstep (a pack of runs, pipeline/life/run.py): its trainer
     joins once built, the run arrives at the lockstep for each step, and leaves when it ends."""
 
     def __init__(self, lockstep: Lockstep, key: Hashable) -> None:

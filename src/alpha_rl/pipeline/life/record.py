@@ -12,11 +12,11 @@ from typing import Any
 from omegaconf import DictConfig
 
 from alpha_rl.market import Market
-from alpha_rl.pipeline import tearsheet
-from alpha_rl.pipeline.curves import plot_run
-from alpha_rl.pipeline.evaluate import Evaluator
-from alpha_rl.pipeline.job import Job
-from alpha_rl.pipeline.labels import (
+from alpha_rl.pipeline.configure.plan import Plan
+from alpha_rl.pipeline.evaluation import tearsheet
+from alpha_rl.pipeline.evaluation.evaluate import Evaluator
+from alpha_rl.pipeline.life.job import Job
+from alpha_rl.pipeline.life.labels import (
     ORACLE_AUDIT,
     config_yaml,
     flatten,
@@ -24,10 +24,10 @@ from alpha_rl.pipeline.labels import (
     resolved,
     tags,
 )
-from alpha_rl.pipeline.plan import Plan
-from alpha_rl.pipeline.summary import Summary
-from alpha_rl.pipeline.sweep_report import OUTCOME_FILE, write_outcome
-from alpha_rl.pipeline.workers import outcome, submitted
+from alpha_rl.pipeline.report.curves import plot_run
+from alpha_rl.pipeline.report.summary import Summary
+from alpha_rl.pipeline.report.sweep_report import OUTCOME_FILE, write_outcome
+from alpha_rl.pipeline.step.workers import outcome, submitted
 from alpha_rl.session import Session
 from alpha_rl.tracking import Tracker
 

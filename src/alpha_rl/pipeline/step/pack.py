@@ -2,7 +2,7 @@
 
 Each agent is a whole `Trainer` of its own config (its seed, its ISV values, its kernels and
 shapes even): its own ISV, kernel runtime and device arrays, so agent s of a pack does exactly
-what its run alone does, bit for bit. Agents whose shapes agree (pipeline/lockstep.py's
+what its run alone does, bit for bit. Agents whose shapes agree (pipeline/step/lockstep.py's
 `group_key`) step as one: their arrays are slices of one pool and each kernel of their step is
 launched once for all of them, with the agent axis (as one CUDA graph once learning has
 started). Groups of other shapes step beside them, each on its own stream, so the device runs
@@ -19,11 +19,11 @@ from contextlib import ExitStack, contextmanager
 from omegaconf import DictConfig
 
 from alpha_rl.kernels.audit import KernelAudit
-from alpha_rl.pipeline.config import plan_run, with_market
-from alpha_rl.pipeline.lockstep import group_key, locksteps, seats
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.scale import Markets, market_and_config
-from alpha_rl.pipeline.trainer import Trainer
+from alpha_rl.pipeline.configure.config import plan_run, with_market
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.scale import Markets, market_and_config
+from alpha_rl.pipeline.step.lockstep import group_key, locksteps, seats
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.session import open_sessions
 
 

@@ -15,8 +15,8 @@ from alpha_rl import paths
 from alpha_rl.build.manifest import Manifest
 from alpha_rl.errors import CheckpointError
 from alpha_rl.masking import mask
-from alpha_rl.pipeline.ledger import UNITS
-from alpha_rl.pipeline.parts import recorded_init
+from alpha_rl.pipeline.configure.parts import recorded_init
+from alpha_rl.pipeline.evaluation.ledger import UNITS
 from alpha_rl.session import Session, cubin_dir
 
 # the `audit` tag of a run whose kernels are the NumPy oracles: nothing to audit them against

@@ -4,7 +4,7 @@ Order of failure: a bad config raises before the market is built or a device is 
 run that diverges (NaN/inf in l_q or the parameters) stops, keeps its last checkpoint and ends as
 FAILED in MLflow with the reason as a tag; any other error ends it as FAILED too and is re-raised.
 SIGTERM or SIGINT stops it after the current step with a checkpoint at that step, KILLED, the
-resume command in the log and as a tag (pipeline/stop.py). The tracker writes the diag JSONL
+resume command in the log and as a tag (pipeline/life/stop.py). The tracker writes the diag JSONL
 locally before it talks to the store, so a store outage never loses a metric. Each run records
 its host and pid and, at every log point, a `sys/heartbeat` (unix time), so that a run whose
 process died can be told from one still going (`python -m alpha_rl.tracking reap`).
@@ -26,10 +26,19 @@ from typing import Any
 from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
-from alpha_rl.pipeline import checkpoint, owner
-from alpha_rl.pipeline.config import keep_beta_anneal, log_beta_anneal, plan_run, with_market
-from alpha_rl.pipeline.evaluate import Evaluator
-from alpha_rl.pipeline.identity import (
+from alpha_rl.pipeline.configure.config import (
+    keep_beta_anneal,
+    log_beta_anneal,
+    plan_run,
+    with_market,
+)
+from alpha_rl.pipeline.configure.objective import METRIC as OBJECTIVE_METRIC
+from alpha_rl.pipeline.configure.parts import layout_from_plan
+from alpha_rl.pipeline.configure.plan import Plan
+from alpha_rl.pipeline.configure.scale import Markets, market_and_config
+from alpha_rl.pipeline.evaluation.evaluate import Evaluator
+from alpha_rl.pipeline.life import checkpoint, owner
+from alpha_rl.pipeline.life.identity import (
     IDENTITY_FILE,
     check_identity,
     check_resume_store,
@@ -41,26 +50,22 @@ from alpha_rl.pipeline.identity import (
     set_identity_run,
     write_identity,
 )
-from alpha_rl.pipeline.job import Job, Outcome
-from alpha_rl.pipeline.labels import (
+from alpha_rl.pipeline.life.job import Job, Outcome
+from alpha_rl.pipeline.life.labels import (
     check_resumable,
     config_yaml,
     curves_title,
     money_units,
     run_name,
 )
-from alpha_rl.pipeline.lockstep import Seat, group_key, locksteps, seats
-from alpha_rl.pipeline.objective import METRIC as OBJECTIVE_METRIC
-from alpha_rl.pipeline.parts import layout_from_plan
-from alpha_rl.pipeline.plan import Plan
-from alpha_rl.pipeline.progress import Progress
-from alpha_rl.pipeline.record import describe_run, say_outcome, search_tags, write_plots
-from alpha_rl.pipeline.saver import Saver, resume_dir
-from alpha_rl.pipeline.scale import Markets, market_and_config
-from alpha_rl.pipeline.stop import StopSignals, under_submitit
-from alpha_rl.pipeline.summary import Summary
-from alpha_rl.pipeline.trainer import Trainer
-from alpha_rl.pipeline.workers import Workers, open_workers
+from alpha_rl.pipeline.life.record import describe_run, say_outcome, search_tags, write_plots
+from alpha_rl.pipeline.life.saver import Saver, resume_dir
+from alpha_rl.pipeline.life.stop import StopSignals, requeued_job
+from alpha_rl.pipeline.report.progress import Progress
+from alpha_rl.pipeline.report.summary import Summary
+from alpha_rl.pipeline.step.lockstep import Seat, group_key, locksteps, seats
+from alpha_rl.pipeline.step.trainer import Trainer
+from alpha_rl.pipeline.step.workers import Workers, open_workers
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
 from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
@@ -134,7 +139,7 @@ def _drive(live: dict[int, Generator], sessions: dict[int, Session],
     Outcome or raised; a run that raises leaves the pack with its exception as its result. A run
     waiting on a helper yields that work's Future: when every live run waits, the pack sleeps
     until one of them is done rather than spin. `places`: each run's Seat in its group's
-    Lockstep (pipeline/lockstep.py), sent with its session."""
+    Lockstep (pipeline/step/lockstep.py), sent with its session."""
     places = places or {}
 
     def advance(i: int, sent: Any = None) -> Any:
@@ -165,7 +170,7 @@ def _job_steps(cfg: DictConfig, job: Job, stop: StopSignals, workers: Workers | 
                ) -> Generator[Any, Session | None, Outcome]:  # fmt: skip
     """One job as a generator: it yields its scaled config and ISV layout once (send it its
     session), then after every step; it returns the job's Outcome. `workers`: a pack's pool
-    for the evaluations' ledgers (pipeline/workers.py); `markets`: the markets its runs
+    for the evaluations' ledgers (pipeline/step/workers.py); `markets`: the markets its runs
     share."""
     if job.gpu is not None and job.gpu.ordinal is not None:
         cfg = cfg.copy()
@@ -373,7 +378,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     finally:
         progress.close()
         if status == "REQUEUED":
-            status, reason = _requeue(stop, tracker, reason)
+            status, reason = stop.requeue_or_end(tracker, reason)
         if not plotted:  # a run that failed: here and now
             for _ in write_plots(run_dir, tracker, evaluator, summary, inline=True):
                 pass
@@ -383,22 +388,3 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     return Outcome(status, run_dir, tracker.run_id, trainer.t, reason, tuple(summary.lines()),
                    stop.signum, objective=objective,
                    experiment_id=tracker.experiment_id)  # fmt: skip
-
-
-def _requeue(stop: StopSignals, tracker: Tracker, reason: str | None) -> tuple[str, str]:
-    """Leave the MLflow run open and let submitit resubmit the job (it exits the process); when
-    it may not (timed out max_num_timeout times), the run ends KILLED: (status, reason)."""
-    try:
-        stop.requeue()
-    except SystemExit:
-        tracker.suspend()
-        raise
-    except Exception as exc:  # submitit's UncompletedJobError: no requeue left
-        log.error("the job is not requeued again (%s); resume it by hand", exc)
-        return "KILLED", f"{reason}, not requeued: {exc}"
-    return "KILLED", f"{reason}, not requeued"
-
-
-def requeued_job(output_dir: Path) -> bool:
-    """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
-    return under_submitit() and bool(checkpoint.saved(output_dir))

@@ -9,7 +9,7 @@ started over by the same command, and so may a cluster job requeued before its f
 (its earlier attempt's diag.jsonl is set aside, not mixed in). A resume is refused when the
 directory's identity disagrees with the config (seed), the market (digest), its tracking.json
 (run id) or the checkpoint it restores. RunDirCallback (conf/train.yaml's callbacks) claims a run's
-or sweep's directory (pipeline/owner.py) and makes these refusals before Hydra writes into it.
+or sweep's directory (pipeline/life/owner.py) and makes these refusals before Hydra writes into it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from alpha_rl.errors import CheckpointError, WriteError
 from alpha_rl.masking import MASK, mask
-from alpha_rl.pipeline.owner import RunDirError, claim, job_id, release, write_record
+from alpha_rl.pipeline.life.owner import RunDirError, claim, job_id, release, write_record
 from alpha_rl.tracking.delivery import TRACKING_FILE
 from alpha_rl.tracking.records import dumps, read_diag, replace_text, why
 from alpha_rl.tracking.relocate import check_continued_store
@@ -56,7 +56,7 @@ def market_digest(*books: Any) -> str:
 def holds_run(directory: Path) -> list[str]:
     """What in `directory` shows that a run recorded results there ([] when nothing): a diag.jsonl
     with a line, a checkpoint (a `<step>.tmp/` of a save cut short does not count)."""
-    from alpha_rl.pipeline.checkpoint import saved
+    from alpha_rl.pipeline.life.checkpoint import saved
 
     directory = Path(directory)
     found = []
