@@ -13,7 +13,7 @@ report can name the kernel, the array and the index.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 import numpy as np
@@ -102,16 +102,17 @@ class KernelAudit:
                if arg.role == Role.OUT and raw is not None}  # fmt: skip
         self.judge(decl, host_values, got)
 
-    def judge(self, decl: Any, host_values: list, got: dict[str, np.ndarray]) -> None:
+    def judge(self, decl: Any, host_values: list, got: dict[str, np.ndarray]) -> Future | None:
         """Count one launch of `decl`: its oracle on `host_values` (the launch's inputs, host
         copies of its arrays, written in place) against `got` (what the device wrote, by array),
-        here or in `judges`."""
+        here or in `judges` (its Future)."""
         self.launches[decl.name] = self.launches.get(decl.name, 0) + 1
         if self.judges is None:
             self._count(decl.name, self._judge(decl, host_values, got))
-        else:
-            self._pending.append((decl.name, self.judges.submit(self._judge, decl, host_values,
-                                                                got)))  # fmt: skip
+            return None
+        done = self.judges.submit(self._judge, decl, host_values, got)
+        self._pending.append((decl.name, done))
+        return done
 
     def _judge(self, decl: Any, host_values: list, got: dict[str, np.ndarray]) -> list:
         """The oracle on the host inputs, then each written array against it: [(array, indices
@@ -145,7 +146,8 @@ def audit_agents(call: Any, launch: Callable[[], None]) -> None:
     one), the kernel launched once for all (`launch`), and each agent whose run audits this step
     (its recorded call's `audit`) judged on its own slices, by its own runtime's oracle, into its
     own KernelAudit: what the agents' host copies cost together is one read per array, and their
-    oracles run side by side in the judges' threads."""
+    oracles run side by side in the judges' threads (waited for before it returns, so that the
+    host holds one kernel's copies at a time)."""
     calls = call.calls
     first, agents = calls[0], len(calls)
     decl, be = first.kernel.decl, first.kernel.backend
@@ -184,7 +186,9 @@ def audit_agents(call: Any, launch: Callable[[], None]) -> None:
     after: dict = {}  # what the launch wrote, read now: the step's next kernels may change it
     written = {arg.name: read(i, after) for i, arg in enumerate(decl.args)
                if arg.role == Role.OUT and first.args[i] is not None}  # fmt: skip
-    for agent, c in enumerate(calls):
-        if c.audit is not None:
-            c.audit.judge(decl, [values[agent] for values in inputs],
-                          {name: views[agent] for name, views in written.items()})  # fmt: skip
+    judging = [c.audit.judge(decl, [values[agent] for values in inputs],
+                             {name: views[agent] for name, views in written.items()})
+               for agent, c in enumerate(calls) if c.audit is not None]  # fmt: skip
+    # the group's host copies of this kernel's arrays (the replay's storage among them: A times
+    # a run's) are let go before the next kernel's are read
+    wait([done for done in judging if done is not None])
