@@ -59,8 +59,8 @@ from alpha_rl.pipeline.life.labels import (
     run_name,
 )
 from alpha_rl.pipeline.life.record import describe_run, say_outcome, search_tags, write_plots
-from alpha_rl.pipeline.life.saver import Saver, resume_dir
-from alpha_rl.pipeline.life.stop import StopSignals, requeued_job
+from alpha_rl.pipeline.life.saver import Saver, requeued_job, resume_dir
+from alpha_rl.pipeline.life.stop import StopSignals
 from alpha_rl.pipeline.report.progress import Progress
 from alpha_rl.pipeline.report.summary import Summary
 from alpha_rl.pipeline.step.lockstep import Seat, group_key, locksteps, seats

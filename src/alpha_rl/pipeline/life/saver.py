@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from alpha_rl.errors import CheckpointError
 from alpha_rl.pipeline.life import checkpoint
+from alpha_rl.pipeline.life.stop import under_submitit
 
 if TYPE_CHECKING:
     from alpha_rl.pipeline.step.trainer import Trainer
@@ -54,3 +55,8 @@ class Saver:
         newest = checkpoint.saved(self.run_dir)
         kept = f"the newest is {newest[0]}" if newest else "there is none"
         return {CHECKPOINT_TAG: f"no checkpoint at step {self.trainer.t}; {kept}"}
+
+
+def requeued_job(output_dir: Path) -> bool:
+    """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
+    return under_submitit() and bool(checkpoint.saved(output_dir))

@@ -31,11 +31,8 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from types import FrameType
 from typing import Any
-
-from alpha_rl.pipeline.life import checkpoint
 
 log = logging.getLogger("alpha_rl")
 
@@ -182,8 +179,3 @@ def _raise_held() -> None:
 def under_submitit() -> bool:
     """Whether this process is a job that submitit started (it sets SUBMITIT_EXECUTOR)."""
     return bool(os.environ.get("SUBMITIT_EXECUTOR"))
-
-
-def requeued_job(output_dir: Path) -> bool:
-    """Whether this is a restart of a submitit job that checkpointed before it was requeued."""
-    return under_submitit() and bool(checkpoint.saved(output_dir))
