@@ -6,6 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.kernels import reward
@@ -142,3 +143,60 @@ def test_a_bound_counts_equal_infinities_as_equal_and_an_inf_bound_as_no_licence
     got = np.array([np.inf, -np.inf, 3.0, 1.5], np.float32)
     bound = np.array([1.0, 1.0, np.inf, 0.25])
     assert count_mismatches("C", got, want, bound).tolist() == [2, 3]
+
+
+def _count_everywhere(name, got, want, bound=None) -> np.ndarray:
+    """count_mismatches' rule written plainly, over every element."""
+    from alpha_rl.kernels.audit import RTOL
+
+    got, want = got.reshape(-1), want.reshape(-1)
+    if got.dtype.kind != "f":
+        return np.flatnonzero(got != want)
+    both_nan = np.isnan(got) & np.isnan(want)
+    if bound is not None:
+        n = bound.size
+        g, w = got[:n].astype(np.float64), want[:n].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            within = np.isfinite(bound) & (np.abs(g - w) <= bound)
+        close = np.concatenate([(g == w) | within, got[n:] == want[n:]])
+    elif name in RTOL:
+        close = np.isclose(got, want, rtol=RTOL[name], atol=0)
+    else:
+        close = got == want
+    return np.flatnonzero(~(close | both_nan))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8])
+@pytest.mark.parametrize("name", ["C", "leaves"])
+def test_counting_only_where_the_bits_differ_finds_what_every_element_compared_finds(
+    dtype, name
+) -> None:
+    """NaNs of other payloads, -0.0 against 0.0, infinities, values within and beyond a bound or
+    a relative tolerance, 2-D arrays: the same indices as the plain rule."""
+    from alpha_rl.kernels.audit import count_mismatches
+
+    rng = np.random.default_rng(7)
+    want = rng.normal(size=(40, 25)).astype(dtype) if dtype in (np.float32, np.float64) else (
+        rng.integers(0, 200, size=(40, 25)).astype(dtype))  # fmt: skip
+    got = want.copy()
+    flat = got.reshape(-1)
+    picks = rng.choice(flat.size, 120, replace=False)
+    if flat.dtype.kind == "f":
+        bits = flat.view(np.dtype(f"u{flat.dtype.itemsize}"))
+        flat[picks[:10]] += 1e-7 * flat[picks[:10]]  # within a relative tolerance
+        flat[picks[10:20]] += 1.0
+        flat[picks[20:30]] = np.nan
+        want.reshape(-1)[picks[20:25]] = np.nan
+        bits[picks[25:30]] |= 1  # another NaN payload where the oracle has one too
+        want.reshape(-1)[picks[25:30]] = np.nan
+        flat[picks[30:40]] = -0.0
+        want.reshape(-1)[picks[30:40]] = 0.0
+        flat[picks[40:50]] = np.inf
+        want.reshape(-1)[picks[40:45]] = np.inf
+    else:
+        flat[picks[:20]] += 1
+    for bound in (None, np.full(500, 1e-3), np.full(0, 1e-3), rng.uniform(0, 2, 1000)):
+        if bound is not None and flat.dtype.kind != "f":
+            continue
+        np.testing.assert_array_equal(count_mismatches(name, got, want, bound),
+                                      _count_everywhere(name, got, want, bound))  # fmt: skip
