@@ -117,3 +117,27 @@ def test_one_agent_runs_its_tape_as_recorded() -> None:
     _, backends = agents(1)
     tape = recorded_fill(backends)[0][0]
     assert merge([tape]) == tape
+
+
+def test_one_array_every_agent_writes_does_not_merge() -> None:
+    """Agents that pass the very same array as an output (stride 0) would race on it in one
+    launch: refused, naming the argument."""
+    _, backends = agents(2)
+    shared = backends[0].zeros(6, np.uint32)
+    tapes = []
+    for be in backends:
+        runtime = KernelRuntime(be, {})
+        fill = runtime.bind(rng.FILL)
+        with runtime.recording() as tape:
+            fill(out_u32=shared, out_uniform=be.zeros(6, np.float32), n=6, seed=9,
+                 rng_stream=Stream.TEST, offset=0)  # fmt: skip
+        tapes.append(tape)
+    with pytest.raises(MergeError, match=r"out_u32 is one array every agent writes"):
+        merge(tapes)
+
+
+def test_a_strided_view_is_no_stretch_of_a_block() -> None:
+    pool, backends = agents(2)
+    x = [be.zeros(8, np.float32) for be in backends]
+    assert pool.region(x[0][1:3], 8, 2).size == 8 + 2  # from agent 0's x[1] to agent 1's x[2]
+    assert pool.region(x[0][::2], 8, 2) is None

@@ -23,6 +23,7 @@ from alpha_rl.backend.base import RunBackend
 from alpha_rl.backend.numpy import NumpyBackend
 from alpha_rl.errors import ConfigError
 from alpha_rl.kernels.decl import Role
+from alpha_rl.kernels.tape import AgentCall
 from alpha_rl.market import load_market
 from alpha_rl.pipeline.configure.config import layout_from_config, plan_run
 from alpha_rl.pipeline.configure.scale import Markets
@@ -146,23 +147,53 @@ def sabotage(runtime, kernel: str) -> None:
     runtime.oracle = oracle
 
 
-def check_audited_together(base: list[str], steps: int, team: list[list[str]],
-                           wrong: int) -> None:  # fmt: skip
+def fault(kernel: str, backend):
+    """AgentCall.launch that, after `kernel`'s merged launch, makes the device's output wrong for
+    the agent of `backend` alone (its first float output's element 0, + 1): a fault in that
+    agent's slice."""
+    real = AgentCall.launch
+
+    def launch(self, stream):
+        real(self, stream)
+        for call in self.calls:
+            if call.kernel.decl.name != kernel or call.kernel.backend is not backend:
+                continue
+            decl, be = call.kernel.decl, call.kernel.backend
+            out = next(i for i, a in enumerate(decl.args)
+                       if a.role == Role.OUT and a.dtype.kind == "f")  # fmt: skip
+            host = be.download(call.args[out])
+            host.reshape(-1)[0] += 1
+            be.write(call.args[out], host)
+
+    return launch
+
+
+def check_audited_together(base: list[str], steps: int, team: list[list[str]], wrong: int,
+                           faulty: int) -> None:  # fmt: skip
     """`team` stepped `steps` times as a pack, then one audited step of all (each group's
     audited kernels read once and launched once for its agents), agent `wrong`'s oracle of
-    per_push made wrong: every agent's audit checks the kernels its run alone checks, the same
-    number of times; only agent `wrong` finds mismatches, and only in per_push; each agent's
-    state after it is its run alone's after the same audited step."""
+    per_push made wrong and agent `faulty`'s env step written wrong on the device (both of one
+    group): every agent's audit checks the kernels its run alone checks, the same number of
+    times; only agent `wrong` finds mismatches in per_push and only agent `faulty` in the env
+    step; every other agent's state after it is its run alone's after the same audited step."""
     with open_pack([compose_train([*base, *agent]) for agent in team]) as pack:
         for _ in range(steps):
             pack.step()
         sabotage(pack.trainers[wrong].session.runtime, "per_push")
-        with ThreadPoolExecutor(2) as judges:
-            audits = pack.audited_step(judges)
-            found = [(dict(a.mismatches), dict(a.launches), list(a.first)) for a in audits]
+        real = AgentCall.launch
+        AgentCall.launch = fault("experience_env_step", pack.trainers[faulty].backend)
+        try:
+            with ThreadPoolExecutor(2) as judges:
+                audits = pack.audited_step(judges)
+                found = [(dict(a.mismatches), dict(a.launches), list(a.first)) for a in audits]
+        finally:
+            AgentCall.launch = real
         packed = [state(t) for t in pack.trainers]
-        assert any(len(lockstep.trainers) > 1 for lockstep in pack.locksteps)
+        group = next(lockstep for lockstep in pack.locksteps
+                     if pack.trainers[wrong] in lockstep.trainers)  # fmt: skip
+        assert pack.trainers[faulty] in group.trainers
         assert all(lockstep.apart is None for lockstep in pack.locksteps)
+    expect = {wrong: "per_push", faulty: "experience_env_step"}
     for i, agent in enumerate(team):
         with trainer_for(agent, tuple(base)) as (lone, _):
             for _ in range(steps):
@@ -174,14 +205,15 @@ def check_audited_together(base: list[str], steps: int, team: list[list[str]],
         assert launches == alone[1] and set(launches) >= {"per_push", "experience_env_step"}
         assert mismatches.keys() == alone[2].keys() and not any(alone[2].values())
         bad = {k for k, v in mismatches.items() if v}
-        assert bad == ({"per_push"} if i == wrong else set()), f"agent {i}: {mismatches}"
-        assert all(f.startswith("per_push.") for f in first)
-        for key, value in alone[0].items():
-            np.testing.assert_array_equal(packed[i][key], value, err_msg=f"agent {i}: {key}")
+        assert bad == ({expect[i]} if i in expect else set()), f"agent {i}: {mismatches}"
+        assert all(f.startswith(f"{expect.get(i)}.") for f in first)
+        if i != faulty:
+            for key, value in alone[0].items():
+                np.testing.assert_array_equal(packed[i][key], value, err_msg=f"agent {i}: {key}")
 
 
 def test_agents_audited_together_are_each_judged_on_their_own_arrays() -> None:
-    check_audited_together(TINY, steps=25, team=agents(5), wrong=1)
+    check_audited_together(TINY, steps=25, team=agents(5), wrong=1, faulty=4)
 
 
 @pytest.mark.gpu
@@ -191,7 +223,7 @@ def test_agents_audited_together_on_the_gpu(built_cubins: Path) -> None:
     launched once with the agent axis, every agent judged on its own slices."""
     base = ["backend=cuda", "debug=tiny", "env.num_envs=256", f"backend.cubin_dir={built_cubins}"]
     in_a_process_of_its_own(f"check_audited_together({base!r}, steps=40, team=agents(7), "
-                            "wrong=2)")  # fmt: skip
+                            "wrong=4, faulty=0)")  # fmt: skip
 
 
 def in_a_process_of_its_own(call: str) -> None:

@@ -79,6 +79,8 @@ class AgentPool:
         """The stretch of a block from `first` (agent 0's array, or a part of it) through the
         same place in agent `agents - 1`'s slice, `stride` elements on per agent: what one read
         of every agent's copy covers (an audit's). None when `first` is in no block."""
+        if not first.flags.c_contiguous:  # a strided view: its elements are not one stretch
+            return None
         start, itemsize = address(first), np.dtype(first.dtype).itemsize
         for base, _, dtype in self.blocks:
             lo = address(base)

@@ -24,7 +24,7 @@ from typing import Any
 from alpha_rl.backend.base import Copy, DeviceArray, Fill
 from alpha_rl.backend.pool import address
 from alpha_rl.kernels.audit import audit_agents
-from alpha_rl.kernels.decl import AGENT_SLOTS, NO_AXIS
+from alpha_rl.kernels.decl import AGENT_SLOTS, NO_AXIS, Role
 
 Span = Callable[[DeviceArray], DeviceArray | None]  # agent 0's pooled array -> its whole block
 
@@ -123,8 +123,12 @@ def _merge_calls(position: int, calls: Sequence[Call]) -> AgentCall:
                     raise MergeError(f"{where}: agent {agent}'s {arg.name} is "
                                      f"{call.values[i]}, agent 0's {first.values[i]}")  # fmt: skip
             continue
-        strides.append(_stride(where, arg.name, arg.dtype.itemsize,
-                               [address(call.values[i]) for call in calls]))  # fmt: skip
+        stride = _stride(where, arg.name, arg.dtype.itemsize,
+                         [address(call.values[i]) for call in calls])  # fmt: skip
+        if stride == 0 and arg.role == Role.OUT and address(first.values[i]):
+            raise MergeError(f"{where}: {arg.name} is one array every agent writes (their "
+                             "launches would race)")  # fmt: skip
+        strides.append(stride)
     axis = tuple(strides) + NO_AXIS[: AGENT_SLOTS - len(strides)]
     return AgentCall(tuple(calls), axis)
 

@@ -12,8 +12,9 @@ own numbers, only launched beside the others'.
 In a pack of runs (pipeline/life/run.py), each run is a generator the pack advances in turn: a run
 takes its step by arriving at its lockstep (a `Seat`), and the step of every agent is launched
 when the last live one arrives; the others wait for it (a Future) as they wait for any helper.
-A run that steps alone meanwhile (an audited step) or starts from a checkpoint is still each
-agent's own next step when they are launched together.
+A run that arrives audited is audited with the others (kernels/audit.py's audit_agents); a run
+that starts from a checkpoint, at another step count, still takes each agent's own next step
+when they are launched together.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ class Lockstep:
         unless the step is `audited`: then each launch is checked as it goes)."""
         trainers = self.trainers
         # each agent's launches are then the same at every step, whatever its step count (a
-        # run resumed at another step, one audited alone in between)
+        # run resumed at another step)
         ready = all(t.graph_ready for t in trainers)
         if self.graph is not None and not ready:  # a restore made one observe afresh
             self.graph.close()
