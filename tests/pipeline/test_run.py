@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +12,12 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from alpha_rl.errors import CheckpointError, ConfigError
+from alpha_rl.pipeline.evaluation import evaluate
 from alpha_rl.pipeline.life import checkpoint
 from alpha_rl.pipeline.life import run as pipeline_run
+from alpha_rl.pipeline.life.record import Point
 from alpha_rl.pipeline.life.run import Job, run_job
+from alpha_rl.tracking.reap import HEARTBEAT
 from tests.helpers import compose_train, seeded_store
 
 TINY = ["backend=numpy", "debug=tiny"]
@@ -200,3 +205,47 @@ def test_forward_her_judges_from_its_first_lookahead_with_the_auto_ring(tmp_path
     )  # predicted at the start
     assert f"closed by step {first} " in warned[0]
     assert "her.max_overwritten=0.01: its ring of 4096" in warned[0] and "16384" in warned[0]
+
+
+def _points(run_dir: Path) -> list[dict]:
+    """diag.jsonl's lines less what the clock decides (the time, perf/*, the heartbeat)."""
+    lines = [json.loads(line) for line in (run_dir / "diag.jsonl").read_text().splitlines()]
+    for line in lines:
+        line.pop("time")
+        line["metrics"] = {k: v for k, v in line["metrics"].items()
+                           if not k.startswith("perf/") and k != HEARTBEAT}  # fmt: skip
+    return lines
+
+
+def test_an_evaluation_whose_ledgers_come_late_writes_the_same_points(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A run steps on while its evaluation's ledgers are computed (in a pack's workers): the
+    evaluation's log point is written once they are done, whole and before any later point, so
+    diag.jsonl and the store hold what ledgers computed at once give, line for line."""
+    (tmp_path / "now").mkdir(), (tmp_path / "late").mkdir()
+    now = job(tmp_path / "now", ["eval.every=10", "log_every=5"])
+    slow = ThreadPoolExecutor(1)  # each ledger done 0.3 s after it is asked for
+
+    def late(pool, fn, *args):
+        return slow.submit(lambda: (time.sleep(0.3), fn(*args))[1])
+
+    monkeypatch.setattr(evaluate, "submitted", late)
+    written, write = [], Point.write
+
+    def spy(self, tracker, summary, progress, now):
+        written.append((self.t, now))
+        return write(self, tracker, summary, progress, now)
+
+    monkeypatch.setattr(Point, "write", spy)
+    then = job(tmp_path / "late", ["eval.every=10", "log_every=5"])
+    slow.shutdown()
+    assert written and all(now > t for t, now in written)  # it stepped on meanwhile
+    assert now.status == then.status == "FINISHED"
+    points = _points(then.run_dir)
+    assert [p["step"] for p in points] == sorted({p["step"] for p in points})  # each step once
+    assert sum("eval/pnl" in p["metrics"] for p in points) >= 4
+    assert points == _points(now.run_dir)
+    for key in ("eval/pnl", "eval/l_q_probe", "loss/l_q"):
+        assert history(tmp_path / "late", then.run_id, key) == history(tmp_path / "now",
+                                                                       now.run_id, key)  # fmt: skip

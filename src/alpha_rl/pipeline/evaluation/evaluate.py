@@ -189,17 +189,17 @@ class Evaluator:
                 wait([waiting])
 
     def steps(self) -> Generator[Future | None, None, dict[str, float]]:
-        """One evaluation as a generator: it queues the evaluation (`launch`, or its graph),
-        yields once while the device runs it (a pack's other runs go on meanwhile), then reads
-        the records (and, with `workers`, yields the ledgers' future until it is done) and
-        returns the metrics: the agent's ledger figures (eval/pnl net of costs,
-        eval/pnl_gross, eval/cost_spread, eval/cost_fees, eval/turnover, eval/exposure,
-        eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep: ledger.UNITS) and eval/sharpe
-        over its `sharpe_window` intervals (with their number and their PnL's skewness and
-        kurtosis); eval/capture_ratio and eval/trades of the closed trades; eval/aux_accuracy
-        (the share of steps whose next mid move the aux head called right, p_up > 0.5 for up,
-        over the steps where the mid moved); each baseline's figures under
-        eval/baseline/<name>/; and the probe's eval/l_q_probe and eval/q_probe_mean."""
+        """One evaluation as a generator: `start`, then (with `workers`) it yields the ledgers'
+        future until it is done and returns the metrics (`Reading.metrics`)."""
+        reading = yield from self.start()
+        return (yield from reading.wait())
+
+    def start(self) -> Generator[Future | None, None, Pending]:
+        """An evaluation's device part as a generator: it queues the evaluation (`launch`, or
+        its graph), yields once while the device runs it (a pack's other runs go on meanwhile),
+        reads the records and runs the probe (the nets as they are now), and hands the ledgers
+        to its workers (or computes them here): the `Pending` evaluation, whose metrics need
+        nothing more of the device, so the run may step on while its ledgers are computed."""
         if self.use_graph:
             if self.graph is None:
                 self.graph = Graph(self.stream, self.launch)
@@ -215,24 +215,48 @@ class Evaluator:
         # each window's accumulators summed as a harvest sums them, then the windows added
         trades = TradeStats.total([TradeStats.summed({k: read[k][w] for k in STATS})
                                    for w in range(self.windows)])  # fmt: skip
+        found = {CAPTURE: trades.capture_ratio, TRADES: float(trades.trades),
+                 "eval/aux_accuracy": right / labeled if labeled else float("nan")}  # fmt: skip
+        found |= self.probe.run(self.stream)
         # the ledgers: in a worker process while the pack's thread goes on, or here
         task = (self.priced, targets, c.sharpe_window, self.seed, self.copies)
-        done = submitted(self.workers, ledgers, *task)
-        while not done.done():
-            yield done
-        agent, rand = outcome(done, ledgers, *task)
-        self.last = Reading(agent, self.holds | {"random": rand})
+        return Pending(self, submitted(self.workers, ledgers, *task), task, found)
+
+
+class Pending:
+    """An evaluation whose device part is done and whose ledgers may still be computing: the
+    agent's, each baseline's, with the figures read off the device (`found`)."""
+
+    def __init__(self, evaluator: Evaluator, done: Future, task: tuple,
+                 found: dict[str, float]) -> None:  # fmt: skip
+        self.evaluator, self.done, self.task, self.found = evaluator, done, task, found
+
+    def waiting(self) -> Future | None:
+        """The ledgers' future while they are computed; None once they are."""
+        return None if self.done.done() else self.done
+
+    def wait(self) -> Generator[Future, None, dict[str, float]]:
+        """`metrics` once the ledgers are done, yielding their future until then."""
+        while (waiting := self.waiting()) is not None:
+            yield waiting
+        return self.metrics()
+
+    def metrics(self) -> dict[str, float]:
+        """The evaluation's metrics (waiting for the ledgers if they are not done): the agent's
+        ledger figures (eval/pnl net of costs, eval/pnl_gross, eval/cost_spread, eval/cost_fees,
+        eval/turnover, eval/exposure, eval/max_drawdown, eval/hit_rate, eval/pnl_per_env_kstep:
+        ledger.UNITS) and eval/sharpe over its `sharpe_window` intervals (with their number and
+        their PnL's skewness and kurtosis); eval/capture_ratio and eval/trades of the closed
+        trades; eval/aux_accuracy (the share of steps whose next mid move the aux head called
+        right, p_up > 0.5 for up, over the steps where the mid moved); each baseline's figures
+        under eval/baseline/<name>/; and the probe's eval/l_q_probe and eval/q_probe_mean. The
+        evaluator's `last` reading becomes this one's."""
+        agent, rand = outcome(self.done, ledgers, *self.task)
+        ev = self.evaluator
+        ev.last = Reading(agent, ev.holds | {"random": rand})
         out = ledger_metrics(agent, eval_key)
         out[SHARPE_INTERVALS] = float(agent.intervals.size)
-        for name, stats in self.last.baselines.items():
+        for name, stats in ev.last.baselines.items():
             figures = ledger_metrics(stats, lambda f, n=name: baseline_key(n, f))
             out |= {k: v for k, v in figures.items() if np.isfinite(v)}  # none: undefined
-        return (
-            out
-            | {
-                CAPTURE: trades.capture_ratio,
-                TRADES: float(trades.trades),
-                "eval/aux_accuracy": right / labeled if labeled else float("nan"),
-            }
-            | self.probe.run(self.stream)
-        )
+        return out | self.found

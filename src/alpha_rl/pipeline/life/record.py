@@ -3,7 +3,9 @@ start, its plots (curves, tear sheet) and its outcome file at the end."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from pathlib import Path
@@ -14,7 +16,7 @@ from omegaconf import DictConfig
 from alpha_rl.market import Market
 from alpha_rl.pipeline.configure.plan import Plan
 from alpha_rl.pipeline.evaluation import tearsheet
-from alpha_rl.pipeline.evaluation.evaluate import Evaluator
+from alpha_rl.pipeline.evaluation.evaluate import Evaluator, Pending
 from alpha_rl.pipeline.life.job import Job
 from alpha_rl.pipeline.life.labels import (
     ORACLE_AUDIT,
@@ -25,11 +27,14 @@ from alpha_rl.pipeline.life.labels import (
     tags,
 )
 from alpha_rl.pipeline.report.curves import plot_run
+from alpha_rl.pipeline.report.progress import Progress
 from alpha_rl.pipeline.report.summary import Summary
 from alpha_rl.pipeline.report.sweep_report import OUTCOME_FILE, write_outcome
+from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.pipeline.step.workers import outcome, submitted
 from alpha_rl.session import Session
 from alpha_rl.tracking import Tracker
+from alpha_rl.tracking.reap import HEARTBEAT
 
 log = logging.getLogger("alpha_rl")
 
@@ -102,3 +107,52 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
             tracker.log_artifact(path)
         if what == "tear sheet":
             log.info("tear sheet: %s", ", ".join(map(str, paths)))
+
+
+@dataclasses.dataclass
+class Point:
+    """A log point of step `t` held back while its evaluation's ledgers are computed (in a
+    pack's worker processes): written, whole and in step order, before anything after it."""
+
+    t: int
+    metrics: dict[str, float]
+    diag: dict[str, Any]
+    reading: Pending
+
+    def ready(self) -> bool:
+        return self.reading.waiting() is None
+
+    def write(self, tracker: Tracker, summary: Summary, progress: Progress,
+              now: int) -> Generator[Future, None, None]:  # fmt: skip
+        """Wait for the ledgers (yielding their future), then record the point."""
+        self.metrics |= yield from self.reading.wait()
+        tracker.log_point(self.t, self.metrics, self.diag)
+        summary.update(self.t, self.metrics)
+        progress.update(now, self.metrics, at=self.t)
+
+    def write_now(self, tracker: Tracker, summary: Summary) -> None:
+        """The same, waiting here (a run that ends by an error); a failure is only said."""
+        try:
+            self.metrics |= self.reading.metrics()
+            tracker.log_point(self.t, self.metrics, self.diag)
+            summary.update(self.t, self.metrics)
+        except Exception as exc:
+            log.warning("the evaluation at step %d is not recorded: %s", self.t, exc)
+
+
+def log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
+               metrics: dict[str, float], diag: dict[str, Any]) -> tuple[float, int]:  # fmt: skip
+    """The log point's metrics and diag blocks added to the step's, with the steps per second
+    since `mark` (time, step); a metric that is not finite is recorded, then raises
+    DivergenceError. The new mark."""
+    t = trainer.t
+    point, blocks = trainer.read_log_point()
+    now = time.perf_counter()
+    sps = (t - mark[1]) / (now - mark[0])
+    metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * trainer.env.num_envs,
+                        HEARTBEAT: time.time()}  # fmt: skip
+    diag |= blocks
+    if not trainer.finite(point):
+        tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
+        trainer.check_finite(point)  # raises DivergenceError
+    return now, t

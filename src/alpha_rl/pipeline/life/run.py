@@ -58,7 +58,14 @@ from alpha_rl.pipeline.life.labels import (
     money_units,
     run_name,
 )
-from alpha_rl.pipeline.life.record import describe_run, say_outcome, search_tags, write_plots
+from alpha_rl.pipeline.life.record import (
+    Point,
+    describe_run,
+    log_point,
+    say_outcome,
+    search_tags,
+    write_plots,
+)
 from alpha_rl.pipeline.life.saver import Saver, requeued_job, resume_dir
 from alpha_rl.pipeline.life.stop import StopSignals
 from alpha_rl.pipeline.report.progress import Progress
@@ -68,7 +75,7 @@ from alpha_rl.pipeline.step.trainer import Trainer
 from alpha_rl.pipeline.step.workers import Workers, open_workers
 from alpha_rl.session import Session, open_sessions
 from alpha_rl.tracking import Tracker, TrackingConfig, open_tracker, parent_run_for
-from alpha_rl.tracking.reap import HEARTBEAT, HOST_TAG, PID_TAG, RESUME_TAG
+from alpha_rl.tracking.reap import HOST_TAG, PID_TAG, RESUME_TAG
 from alpha_rl.tracking.stores import check_store_to_write
 from alpha_rl.tracking.system import SystemMetrics
 from alpha_rl.tracking.tracker import DIAG_FILE
@@ -305,24 +312,6 @@ def _stopped(trainer: Trainer, tracker: Tracker, saver: Saver,
     return "KILLED", f"stopped by {stop.name} at step {trainer.t}"
 
 
-def _log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
-               metrics: dict[str, float], diag: dict[str, Any]) -> tuple[float, int]:  # fmt: skip
-    """The log point's metrics and diag blocks added to the step's, with the steps per second
-    since `mark` (time, step); a metric that is not finite is recorded, then raises
-    DivergenceError. The new mark."""
-    t = trainer.t
-    point, blocks = trainer.read_log_point()
-    now = time.perf_counter()
-    sps = (t - mark[1]) / (now - mark[0])
-    metrics |= point | {"perf/sps": sps, "perf/env_sps": sps * trainer.env.num_envs,
-                        HEARTBEAT: time.time()}  # fmt: skip
-    diag |= blocks
-    if not trainer.finite(point):
-        tracker.log_point(t, metrics, diag)  # the NaN itself is the evidence
-        trainer.check_finite(point)  # raises DivergenceError
-    return now, t
-
-
 def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, summary: Summary,
           saver: Saver, stop: StopSignals, system: SystemMetrics, judges: Executor | None = None,
           seat: Seat | None = None) -> Generator[Future | None, Any, Outcome]:  # fmt: skip
@@ -334,16 +323,26 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     progress = Progress(run.steps, start=trainer.t)
     status, reason, mark = "FINISHED", None, (time.perf_counter(), trainer.t)
     objective, plotted = math.nan, False
+    pending: Point | None = None  # a log point whose evaluation's ledgers are being computed
     try:
         while trainer.t < run.steps and not stop.requested:
             t = trainer.t + 1
             metrics, diag = yield from _step(trainer, t, audit_on and t % run.audit_every == 0,
                                              judges, seat)  # fmt: skip
-            if t % run.log_every == 0 or t == run.steps:
-                mark = _log_point(trainer, tracker, mark, metrics, diag)
-            if evaluator.due(t, run.steps):  # a step at a time: a pack's other runs go on
-                metrics |= yield from evaluator.steps()
+            logs, evaluates = t % run.log_every == 0 or t == run.steps, evaluator.due(t, run.steps)
+            saves = t == run.steps or bool(run.checkpoint_every and t % run.checkpoint_every == 0)
+            if pending is not None and (metrics or logs or evaluates or saves or pending.ready()):
+                point, pending = pending, None  # written once, as any point is
+                yield from point.write(tracker, summary, progress, trainer.t)  # in step order
+            if logs:
+                mark = log_point(trainer, tracker, mark, metrics, diag)
+            if evaluates:  # a step at a time: a pack's other runs go on
+                reading = yield from evaluator.start()
                 mark = (time.perf_counter(), t)  # evaluation time is not training time
+                if saves:  # its figures go with the checkpoint (and the objective) of this step
+                    metrics |= yield from reading.wait()
+                else:  # the run steps on while its ledgers are computed; the point waits
+                    pending, metrics = Point(t, metrics, diag, reading), {}
             if t == run.steps and plan.objective is not None:  # with the last point's metrics
                 objective = plan.objective.value(run_dir / DIAG_FILE, run.steps, (t, metrics))
                 if math.isfinite(objective):
@@ -351,13 +350,16 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             if metrics:
                 tracker.log_point(t, metrics, diag)
                 summary.update(t, metrics)
-            if t == run.steps or (run.checkpoint_every and t % run.checkpoint_every == 0):
+            if saves:
                 tracker.flush()
                 saver.save()
                 if t == run.steps and saver.missing_final():
                     tracker.set_tags(saver.missing_final())
             progress.update(t, metrics)
             yield  # the pack's other runs take their step
+        if pending is not None:  # a stop signal's step: its point before the checkpoint
+            point, pending = pending, None
+            yield from point.write(tracker, summary, progress, trainer.t)
         if stop.requested:
             status, reason = _stopped(trainer, tracker, saver, stop)
         if status != "REQUEUED":  # a requeue leaves at once (the cluster's grace is short)
@@ -376,6 +378,8 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if pending is not None:  # a run that failed: the evaluation it made is still recorded
+            pending.write_now(tracker, summary)
         progress.close()
         if status == "REQUEUED":
             status, reason = stop.requeue_or_end(tracker, reason)

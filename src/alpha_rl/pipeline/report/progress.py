@@ -39,8 +39,10 @@ class Progress:
         elapsed = time.perf_counter() - self.t0
         return (self.done - self.start) / elapsed if elapsed > 0 else 0.0
 
-    def update(self, done: int, metrics: dict[str, float] | None = None) -> None:
-        """Record `done` steps (and a log point's metrics); redraw at most ten times a second."""
+    def update(self, done: int, metrics: dict[str, float] | None = None,
+               at: int | None = None) -> None:  # fmt: skip
+        """Record `done` steps (and the metrics of a log point, of step `at` when that is an
+        earlier one); redraw at most ten times a second."""
         self.done = done
         if metrics:
             self.l_q = metrics.get(L_Q, self.l_q)
@@ -49,7 +51,7 @@ class Progress:
                 capture = metrics.get(CAPTURE, float("nan"))
                 beat, lost = versus_baselines(metrics)
                 versus = f"{len(beat)}/{len(beat) + len(lost)}" if beat or lost else "-"
-                self.held_out = (done, metrics[PNL], capture, versus)
+                self.held_out = (done if at is None else at, metrics[PNL], capture, versus)
         if self.tty:
             now = time.perf_counter()
             if now - self._drawn >= 0.1 or done == self.total:
