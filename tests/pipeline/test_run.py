@@ -233,14 +233,15 @@ def test_an_evaluation_whose_ledgers_come_late_writes_the_same_points(
     monkeypatch.setattr(evaluate, "submitted", late)
     written, write = [], Point.write
 
-    def spy(self, tracker, summary, progress, now):
-        written.append((self.t, now))
-        return write(self, tracker, summary, progress, now)
+    def spy(self, tracker, summary, progress):
+        written.append((self.t, progress.done, self.reading.waiting() is not None))
+        return write(self, tracker, summary, progress)
 
     monkeypatch.setattr(Point, "write", spy)
     then = job(tmp_path / "late", ["eval.every=10", "log_every=5"])
     slow.shutdown()
-    assert written and all(now > t for t, now in written)  # it stepped on meanwhile
+    # it stepped on while the ledgers were computed, and wrote each point at a later step
+    assert written and all(now > t for t, now, _ in written) and any(w for *_, w in written)
     assert now.status == then.status == "FINISHED"
     points = _points(then.run_dir)
     assert [p["step"] for p in points] == sorted({p["step"] for p in points})  # each step once

@@ -190,7 +190,7 @@ class Evaluator:
 
     def steps(self) -> Generator[Future | None, None, dict[str, float]]:
         """One evaluation as a generator: `start`, then (with `workers`) it yields the ledgers'
-        future until it is done and returns the metrics (`Reading.metrics`)."""
+        future until it is done and returns the metrics (`Pending.metrics`)."""
         reading = yield from self.start()
         return (yield from reading.wait())
 

@@ -122,13 +122,13 @@ class Point:
     def ready(self) -> bool:
         return self.reading.waiting() is None
 
-    def write(self, tracker: Tracker, summary: Summary, progress: Progress,
-              now: int) -> Generator[Future, None, None]:  # fmt: skip
+    def write(self, tracker: Tracker, summary: Summary,
+              progress: Progress) -> Generator[Future, None, None]:  # fmt: skip
         """Wait for the ledgers (yielding their future), then record the point."""
         self.metrics |= yield from self.reading.wait()
         tracker.log_point(self.t, self.metrics, self.diag)
         summary.update(self.t, self.metrics)
-        progress.update(now, self.metrics, at=self.t)
+        progress.record(self.metrics, self.t)
 
     def write_now(self, tracker: Tracker, summary: Summary) -> None:
         """The same, waiting here (a run that ends by an error); a failure is only said."""

@@ -326,23 +326,25 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
     pending: Point | None = None  # a log point whose evaluation's ledgers are being computed
     try:
         while trainer.t < run.steps and not stop.requested:
-            t = trainer.t + 1
+            t, shown = trainer.t + 1, {}
             metrics, diag = yield from _step(trainer, t, audit_on and t % run.audit_every == 0,
                                              judges, seat)  # fmt: skip
             logs, evaluates = t % run.log_every == 0 or t == run.steps, evaluator.due(t, run.steps)
             saves = t == run.steps or bool(run.checkpoint_every and t % run.checkpoint_every == 0)
             if pending is not None and (metrics or logs or evaluates or saves or pending.ready()):
-                point, pending = pending, None  # written once, as any point is
-                yield from point.write(tracker, summary, progress, trainer.t)  # in step order
+                point, pending, began = pending, None, time.perf_counter()  # written once
+                yield from point.write(tracker, summary, progress)  # in step order
+                mark = (mark[0] + time.perf_counter() - began, mark[1])  # not training time
             if logs:
                 mark = log_point(trainer, tracker, mark, metrics, diag)
             if evaluates:  # a step at a time: a pack's other runs go on
                 reading = yield from evaluator.start()
-                mark = (time.perf_counter(), t)  # evaluation time is not training time
-                if saves:  # its figures go with the checkpoint (and the objective) of this step
+                held = not saves and reading.waiting() is not None  # (a checkpoint's: not)
+                if not held:  # done (a run without workers), or due with this step's checkpoint
                     metrics |= yield from reading.wait()
-                else:  # the run steps on while its ledgers are computed; the point waits
-                    pending, metrics = Point(t, metrics, diag, reading), {}
+                mark = (time.perf_counter(), t)  # evaluation time is not training time
+                if held:  # the run steps on while its ledgers are computed; the point waits
+                    pending, shown, metrics = Point(t, metrics, diag, reading), metrics, {}
             if t == run.steps and plan.objective is not None:  # with the last point's metrics
                 objective = plan.objective.value(run_dir / DIAG_FILE, run.steps, (t, metrics))
                 if math.isfinite(objective):
@@ -355,11 +357,11 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
                 saver.save()
                 if t == run.steps and saver.missing_final():
                     tracker.set_tags(saver.missing_final())
-            progress.update(t, metrics)
+            progress.update(t, metrics or shown)  # a held point's figures so far
             yield  # the pack's other runs take their step
         if pending is not None:  # a stop signal's step: its point before the checkpoint
             point, pending = pending, None
-            yield from point.write(tracker, summary, progress, trainer.t)
+            yield from point.write(tracker, summary, progress)
         if stop.requested:
             status, reason = _stopped(trainer, tracker, saver, stop)
         if status != "REQUEUED":  # a requeue leaves at once (the cluster's grace is short)

@@ -39,19 +39,11 @@ class Progress:
         elapsed = time.perf_counter() - self.t0
         return (self.done - self.start) / elapsed if elapsed > 0 else 0.0
 
-    def update(self, done: int, metrics: dict[str, float] | None = None,
-               at: int | None = None) -> None:  # fmt: skip
-        """Record `done` steps (and the metrics of a log point, of step `at` when that is an
-        earlier one); redraw at most ten times a second."""
+    def update(self, done: int, metrics: dict[str, float] | None = None) -> None:
+        """Record `done` steps (and a log point's metrics); redraw at most ten times a second."""
         self.done = done
         if metrics:
-            self.l_q = metrics.get(L_Q, self.l_q)
-            self.capture = metrics.get(TRAIN_CAPTURE, self.capture)
-            if PNL in metrics:
-                capture = metrics.get(CAPTURE, float("nan"))
-                beat, lost = versus_baselines(metrics)
-                versus = f"{len(beat)}/{len(beat) + len(lost)}" if beat or lost else "-"
-                self.held_out = (done if at is None else at, metrics[PNL], capture, versus)
+            self.record(metrics, done)
         if self.tty:
             now = time.perf_counter()
             if now - self._drawn >= 0.1 or done == self.total:
@@ -61,6 +53,17 @@ class Progress:
         elif metrics and done >= self._next_log:
             log.info("%s", self.line())
             self._next_log = done + max(1, self.total // 10)
+
+    def record(self, metrics: dict[str, float], at: int) -> None:
+        """The figures of step `at`'s log point (a held one's, written after later steps), drawn
+        at the next update."""
+        self.l_q = metrics.get(L_Q, self.l_q)
+        self.capture = metrics.get(TRAIN_CAPTURE, self.capture)
+        if PNL in metrics:
+            capture = metrics.get(CAPTURE, float("nan"))
+            beat, lost = versus_baselines(metrics)
+            versus = f"{len(beat)}/{len(beat) + len(lost)}" if beat or lost else "-"
+            self.held_out = (at, metrics[PNL], capture, versus)
 
     def line(self) -> str:
         """`step 1200/2000 [#####...] 850 steps/s  l_q 0.0123  train capture -1.9  held-out

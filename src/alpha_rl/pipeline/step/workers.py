@@ -9,9 +9,10 @@ pack's runs evaluate and audit at the same steps. `open_workers` gives a pack of
   among them) are too large to send to a process; their NumPy work releases the GIL,
 while the pack's thread goes on stepping the runs that are not waiting on them (a run whose
 evaluation's ledgers are being computed steps on, its log point held: pipeline/life/record.py's
-Point). A lone run does this work in its own thread, as before. A worker process is started with `spawn` (never `fork`:
-the parent holds a CUDA context and threads), imports no GPU code, and ignores SIGINT and
-SIGTERM: a stop signal is the pack's to handle, and the pools are shut down with it.
+Point). A lone run does this work in its own thread, as before. A worker process is started
+with `spawn` (never `fork`: the parent holds a CUDA context and threads), imports no GPU code,
+and ignores SIGINT and SIGTERM: a stop signal is the pack's to handle, and the pools are shut
+down with it.
 """
 
 from __future__ import annotations
