@@ -115,10 +115,11 @@ def audit_cost(agents: int, envs: int, overrides: list[str], axis: bool,
     arrays read, the oracles and comparisons done in a pool of threads, one per agent up to
     the CPUs but one), median of `repeats`: with the agent axis (each group's arrays read once
     and its kernels launched once for all) or each agent alone."""
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
-    threads = max(1, min(agents, len(os.sched_getaffinity(0)) - 1))
+    from alpha_rl.pipeline.step.workers import worker_count
+
+    threads = max(1, worker_count(agents))  # a pack's judges (one for a lone agent)
     with open_pack(jobs_of(agents, [f"env.num_envs={envs}", *overrides]), axis) as pack:
         for _ in range(WARM):
             pack.step()

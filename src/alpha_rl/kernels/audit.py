@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from alpha_rl.backend.pool import address
 from alpha_rl.kernels.decl import Role
 
 RTOL = {"leaves": 1e-6, "max_leaf": 1e-6}  # powf on both sides: an ulp or two apart
@@ -163,8 +162,6 @@ def audit_agents(call: Any, launch: Callable[[], None]) -> None:
     pool = getattr(be, "pool", None)
     strides = dict(zip([i for i, arg in enumerate(decl.args) if arg.is_pointer], call.axis,
                        strict=False))  # fmt: skip
-    written_at = {address(first.args[i]) for i, arg in enumerate(decl.args)
-                  if arg.role == Role.OUT}  # fmt: skip
 
     def read(i: int, cache: dict) -> list:
         """Argument i of every agent on the host (views of one read where the pool allows)."""
@@ -175,11 +172,9 @@ def audit_agents(call: Any, launch: Callable[[], None]) -> None:
         if key in cache:
             return cache[key]
         stride = strides[i]
-        region = None if pool is None or stride == 0 else pool.region(arrays[0], stride, agents)
-        if stride == 0:  # one array for every agent: written, each agent's oracle its own copy
-            host = be.download(arrays[0])
-            shared = address(arrays[0]) not in written_at
-            views = [host if shared or a == 0 else host.copy() for a in range(agents)]
+        region = pool.region(arrays[0], stride, agents) if pool is not None and stride else None
+        if stride == 0:  # one array every agent reads (merge refuses one they all write)
+            views = [be.download(arrays[0])] * agents
         elif region is None:
             views = [be.download(array) for array in arrays]
         else:

@@ -126,22 +126,24 @@ class Point:
               progress: Progress) -> Generator[Future, None, None]:  # fmt: skip
         """Wait for the ledgers (yielding their future), then record the point."""
         self.metrics |= yield from self.reading.wait()
-        tracker.log_point(self.t, self.metrics, self.diag)
-        summary.update(self.t, self.metrics)
+        self._record(tracker, summary)
         progress.record(self.metrics, self.t)
 
     def write_now(self, tracker: Tracker, summary: Summary) -> None:
         """The same, waiting here (a run that ends by an error); a failure is only said."""
         try:
             self.metrics |= self.reading.metrics()
-            tracker.log_point(self.t, self.metrics, self.diag)
-            summary.update(self.t, self.metrics)
+            self._record(tracker, summary)
         except Exception as exc:
             log.warning("the evaluation at step %d is not recorded: %s", self.t, exc)
 
+    def _record(self, tracker: Tracker, summary: Summary) -> None:
+        tracker.log_point(self.t, self.metrics, self.diag)
+        summary.update(self.t, self.metrics)
+
 
 def log_point(trainer: Trainer, tracker: Tracker, mark: tuple[float, int],
-               metrics: dict[str, float], diag: dict[str, Any]) -> tuple[float, int]:  # fmt: skip
+              metrics: dict[str, float], diag: dict[str, Any]) -> tuple[float, int]:  # fmt: skip
     """The log point's metrics and diag blocks added to the step's, with the steps per second
     since `mark` (time, step); a metric that is not finite is recorded, then raises
     DivergenceError. The new mark."""
