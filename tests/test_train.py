@@ -108,7 +108,7 @@ def test_a_run_on_real_closes_logs_its_costs_baselines_and_tear_sheet(tmp_path: 
     run_dir = tmp_path / "run"
     assert f"tear sheet: {run_dir}/tearsheet.png, {run_dir}/tearsheet.html" in out
     html = (run_dir / "tearsheet.html").read_text()
-    assert "net of spread and fees; benchmark buy_and_hold" in html and "Max Drawdown" in html
+    assert "benchmark buy_and_hold on the same ticks" in html and "Max Drawdown" in html
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     run_id = json.loads((run_dir / "tracking.json").read_text())["run_id"]
     names = {a.path for a in client.list_artifacts(run_id)}

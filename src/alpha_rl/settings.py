@@ -98,6 +98,17 @@ def flag(cfg: DictConfig, key: str, where: str) -> bool:
     return value
 
 
+def flag_or_auto(cfg: DictConfig, key: str, where: str) -> bool | None:
+    """The true/false at `key`, or None for `auto` (the caller decides from what it knows)."""
+    _note(key, "true / false / auto", "", where)
+    value = _value(cfg, key, where)
+    if value == "auto":
+        return None
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r} must be true, false or auto (see {where})")
+    return value
+
+
 def choice(cfg: DictConfig, key: str, options: Sequence[str], where: str) -> str:
     """The string at `key`, one of `options`."""
     _note(key, "choice", f"one of {', '.join(options)}", where)

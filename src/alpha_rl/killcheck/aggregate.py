@@ -1,7 +1,7 @@
 """Aggregates across runs as the field reports them (Agarwal et al. 2021, "Deep RL at the edge of
 the statistical precipice"): the mean and the interquartile mean (IQM: the mean of the middle 50%
 of runs, scipy.stats.trim_mean with 0.25 cut from each end), and the probability of improvement
-P(X > Y) = P(a treatment run beats a baseline run, ties counting a half), the Mann-Whitney U
+P(X > Y) = P(a treatment run scores above a baseline run, ties counting a half), the Mann-Whitney U
 statistic over n m, averaged over strata.
 
 Their intervals are the methods whose coverage the calibration suite measured closest to nominal

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from alpha_rl.killcheck.aggregate import arm_stats, improvement, stratum, t_estimate
+from alpha_rl.killcheck.aggregate import Estimate, arm_stats, improvement, stratum, t_estimate
 from alpha_rl.killcheck.axes import Axis
 from alpha_rl.killcheck.broken import broke
 from alpha_rl.killcheck.config import Criteria
@@ -326,10 +326,24 @@ def margin_over_baselines(run: RunRecord, crit: Criteria) -> tuple[float, str] |
     return agent - means[best], best
 
 
+def margin_reading(estimate: Estimate, n: int) -> str:
+    """What the mean margin over the best trivial baseline shows, from its (mean, low, high) over
+    `n` runs: above or below that baseline only where the interval excludes 0."""
+    _, lo, hi = estimate
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return f"nothing shown (no interval{' from one run' * (n < 2)})"
+    if lo > 0:
+        return "shown above the best trivial policy"
+    if hi < 0:
+        return "shown below the best trivial policy"
+    return "not shown above the best trivial policy (the interval holds 0)"
+
+
 def judge_baselines(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -> list[Judgement]:
     """Per arm (INFO, never deciding): each run's held-out net PnL less the best of its trivial
     baselines on the same windows (flat, buy-and-hold, sell-and-hold, random at its turnover),
-    the mean with its interval, how many runs beat their best, and which baseline was best."""
+    the mean with its interval and what that interval shows, how many runs were above their best
+    (each one run's net, no interval), and which baseline was best."""
     arms = ({t.run_id: t for t, _ in pairs}, {b.run_id: b for _, b in pairs})
     rows = []
     for label, runs in zip(labels, arms, strict=True):
@@ -344,17 +358,19 @@ def judge_baselines(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) 
         n = sum(len(v) for v in margins.values())
         if n == 0:
             continue  # runs recorded before the baselines were
-        beat = sum(v > 0 for vs in margins.values() for v in vs)
-        shown = ", ".join(f"{name} x{k}" for name, k in sorted(best.items(), key=lambda i: -i[1]))
+        above = sum(v > 0 for vs in margins.values() for v in vs)
+        bests = ", ".join(f"{name} x{k}" for name, k in sorted(best.items(), key=lambda i: -i[1]))
         estimate = t_estimate(margins, crit) if n >= 2 else (next(iter(margins.values()))[0],
                                                               math.nan, math.nan)  # fmt: skip
         rows.append(Judgement(
             VS_BASELINE.format(arm=label),
-            f"mean margin {fmt_interval(*estimate, sign=True)}; {beat} of {n} runs beat their "
-            f"best baseline (best: {shown})",
+            f"mean margin {fmt_interval(*estimate, sign=True)} over {n} run{'s' * (n > 1)}: "
+            f"{margin_reading(estimate, n)}; {above} of {n} runs above their best baseline, "
+            f"each one run's net (no interval); best: {bests}",
             f"reported: net of costs, mean over the last {crit.window:.0%} of training; the "
             "best chosen after the fact (no policy knows beforehand whether to hold long or "
-            "short); > 0 beats every trivial policy", INFO, False,
+            f"short); shown above or below it only where the mean margin's {crit.confidence:.0%} "
+            "interval over the runs (stratified t) excludes 0", INFO, False,
             {"margins": margins, "best_baselines": best, "n": n},
         ))  # fmt: skip
     return rows

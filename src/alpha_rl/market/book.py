@@ -26,6 +26,8 @@ class Book:
     # [S] int64, strictly increasing ticks in 1..T-1 that begin a new trading session (the time
     # since the tick before exceeded market.session_gap); empty: one session
     breaks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    times: bool = False  # True: `timestamps` are times, int64 ns since the epoch, UTC (else the
+    # file's own numbers, which name no date)
 
     def __post_init__(self) -> None:
         for name in _SIDES:

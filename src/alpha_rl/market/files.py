@@ -132,9 +132,8 @@ def read_quotes_file(
     if doubt:
         log.warning("%s: %s", file, doubt)
     stamp_values = None if stamps is None else stamps.values
-    return Book(
-        **sides, tick_size=float(tick), source=str(file), timestamps=stamp_values, breaks=breaks
-    )
+    return Book(**sides, tick_size=float(tick), source=str(file), timestamps=stamp_values,
+                breaks=breaks, times=stamps is not None and stamps.times)  # fmt: skip
 
 
 def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str], *,

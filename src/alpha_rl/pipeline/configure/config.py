@@ -102,6 +102,8 @@ def eval_config(cfg: DictConfig) -> EvalConfig:
             size, whole("probe.envs", lambda v: 1 <= v <= size, f"in 1..eval.probe.size={size}")
         ),
         tearsheet=settings.flag(cfg, "eval.tearsheet", where),
+        backtest=settings.flag_or_auto(cfg, "eval.backtest.enabled", where),
+        backtest_envs=whole("backtest.envs", lambda v: v >= 1, ">= 1 (1: one env walks it all)"),
     )
 
 

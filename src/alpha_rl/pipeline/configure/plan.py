@@ -41,6 +41,13 @@ class EvalConfig:
     sharpe_window: int
     probe: ProbeConfig
     tearsheet: bool  # tearsheet.html / .png of the last evaluation at the end of each start
+    backtest: bool | None  # the held-out span walked in calendar order at the end (None: auto)
+    backtest_envs: int  # the envs that walk it side by side, each its own stretch of time
+
+    def backtests(self, dated: bool) -> bool:
+        """Whether the run ends with the calendar backtest: `eval.backtest.enabled`, or with
+        `auto` whether the market has timestamps (`dated`)."""
+        return dated if self.backtest is None else self.backtest
 
     def due(self, t: int, steps: int) -> bool:
         """Whether an evaluation runs after env step `t`: at the steps of `first`, every

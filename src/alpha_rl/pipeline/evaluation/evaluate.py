@@ -28,7 +28,9 @@ from alpha_rl.agent import GreedyPolicy, Learner, called_right
 from alpha_rl.backend.graph import Graph
 from alpha_rl.env import STATS, Environment, TradeStats
 from alpha_rl.market.book import Book
+from alpha_rl.market.calendar import Calendar, times
 from alpha_rl.pipeline.configure.plan import Plan
+from alpha_rl.pipeline.evaluation.backtest import Backtest, backtest, round_path, rounds, segments
 from alpha_rl.pipeline.evaluation.ledger import (
     RANDOM_WALKS,
     Costs,
@@ -111,7 +113,8 @@ class Evaluator:
     the trade accumulators' windows) is one CUDA graph captured at the first evaluation."""
 
     def __init__(self, session: Session, book: Book, plan: Plan, learner: Learner,
-                 stream: Any = None, workers: Executor | None = None) -> None:  # fmt: skip
+                 stream: Any = None, workers: Executor | None = None,
+                 calendar: Calendar | None = None) -> None:  # fmt: skip
         self.cfg = c = plan.eval
         be = session.backend
         env_cfg = dataclasses.replace(plan.env, num_envs=c.num_envs)
@@ -145,6 +148,10 @@ class Evaluator:
         self.use_graph = plan.backend.graph and be.name == "cuda" and stream is not None
         self.graph: Graph | None = None
         self.last: Reading | None = None  # the latest evaluation's ledgers (the tear sheet's)
+        self.walk = None  # the calendar backtest at the end (with eval.backtest)
+        if c.backtests(dated=book.timestamps is not None):
+            self.walk = CalendarWalk(session, book, plan, learner, stream, calendar)
+        self.backtest: Backtest | None = None  # its result, once the last evaluation is done
 
     def due(self, t: int, steps: int) -> bool:
         """Whether an evaluation runs after env step `t` (`eval.first`, every `eval.every`, the
@@ -194,12 +201,13 @@ class Evaluator:
         reading = yield from self.start()
         return (yield from reading.wait())
 
-    def start(self) -> Generator[Future | None, None, Pending]:
+    def start(self, final: bool = False) -> Generator[Future | None, None, Pending]:
         """An evaluation's device part as a generator: it queues the evaluation (`launch`, or
         its graph), yields once while the device runs it (a pack's other runs go on meanwhile),
         reads the records and runs the probe (the nets as they are now), and hands the ledgers
         to its workers (or computes them here): the `Pending` evaluation, whose metrics need
-        nothing more of the device, so the run may step on while its ledgers are computed."""
+        nothing more of the device, so the run may step on while its ledgers are computed.
+        The `final` evaluation (the run's last step) walks the calendar backtest too."""
         if self.use_graph:
             if self.graph is None:
                 self.graph = Graph(self.stream, self.launch)
@@ -220,7 +228,11 @@ class Evaluator:
         found |= self.probe.run(self.stream)
         # the ledgers: in a worker process while the pack's thread goes on, or here
         task = (self.priced, targets, c.sharpe_window, self.seed, self.copies)
-        return Pending(self, submitted(self.workers, ledgers, *task), task, found)
+        pending = Pending(self, submitted(self.workers, ledgers, *task), task, found)
+        if final and self.walk is not None:
+            walked = yield from self.walk.run()
+            pending.walked(self.workers, self.walk.task(walked, c.sharpe_window, self.seed))
+        return pending
 
 
 class Pending:
@@ -230,10 +242,16 @@ class Pending:
     def __init__(self, evaluator: Evaluator, done: Future, task: tuple,
                  found: dict[str, float]) -> None:  # fmt: skip
         self.evaluator, self.done, self.task, self.found = evaluator, done, task, found
+        self.walk: tuple[Future, tuple] | None = None  # the backtest's ledgers, and their task
+
+    def walked(self, workers: Executor | None, task: tuple) -> None:
+        """The calendar backtest's ledgers too (`backtest(*task)`, in `workers` when given)."""
+        self.walk = submitted(workers, backtest, *task), task
 
     def waiting(self) -> Future | None:
-        """The ledgers' future while they are computed; None once they are."""
-        return None if self.done.done() else self.done
+        """A future of the ledgers while they are computed; None once they all are."""
+        futures = [self.done] + ([self.walk[0]] if self.walk else [])
+        return next((f for f in futures if not f.done()), None)
 
     def wait(self) -> Generator[Future, None, dict[str, float]]:
         """`metrics` once the ledgers are done, yielding their future until then."""
@@ -250,13 +268,65 @@ class Pending:
         trades; eval/aux_accuracy (the share of steps whose next mid move the aux head called
         right, p_up > 0.5 for up, over the steps where the mid moved); each baseline's figures
         under eval/baseline/<name>/; and the probe's eval/l_q_probe and eval/q_probe_mean. The
-        evaluator's `last` reading becomes this one's."""
+        evaluator's `last` reading becomes this one's. With the calendar backtest, its backtest/*
+        (pipeline/evaluation/backtest.py) too, and it becomes the evaluator's `backtest`."""
         agent, rand = outcome(self.done, ledgers, *self.task)
-        ev = self.evaluator
+        ev, out = self.evaluator, {}
+        if self.walk is not None:
+            ev.backtest = outcome(self.walk[0], backtest, *self.walk[1])
+            out = ev.backtest.metrics()
         ev.last = Reading(agent, ev.holds | {"random": rand})
-        out = ledger_metrics(agent, eval_key)
+        out |= ledger_metrics(agent, eval_key)
         out[SHARPE_INTERVALS] = float(agent.intervals.size)
         for name, stats in ev.last.baselines.items():
             figures = ledger_metrics(stats, lambda f, n=name: baseline_key(n, f))
             out |= {k: v for k, v in figures.items() if np.isfinite(v)}  # none: undefined
         return out | self.found
+
+
+class CalendarWalk:
+    """The calendar backtest's device part (pipeline/evaluation/backtest.py): `eval.backtest.envs`
+    envs of their own on the held-out book walk its segments a round at a time, greedy, each
+    round from the segments' first ticks (flat), launched op by op on the run's stream (once a
+    run: no graph); each step's effective action is kept on the device until the round's end."""
+
+    def __init__(self, session: Session, book: Book, plan: Plan, learner: Learner,
+                 stream: Any, calendar: Calendar | None) -> None:  # fmt: skip
+        self.envs = B = plan.eval.backtest_envs
+        env_cfg = dataclasses.replace(plan.env, num_envs=B)
+        self.env = Environment(env_cfg, book, session.runtime, session.isv, plan.run.seed,
+                               int(session.cfg.reward.stride))  # fmt: skip
+        self.policy = GreedyPolicy(learner, B)
+        self.backend, self.stream, be = session.backend, stream, session.backend
+        self.h = be.zeros(B * self.env.obs_dim, F32)
+        first = max(plan.env.perception.horizons)  # the first tick with its whole history
+        session_last = book.session_last()
+        self.plan = rounds(segments(session_last, first, B), B)
+        costs = Costs(plan.env.lot, plan.env.multiplier, plan.env.fee_per_lot)
+        paths = [round_path(g, session_last, B) for g in self.plan]
+        self.priced = [PricedPath.of(book, costs, p) for p in paths]
+        self.cursors = [be.upload(p.ticks[0].astype(np.int32)) for p in paths]  # each round's
+        steps = max(p.steps for p in self.priced)
+        self.record = be.zeros(steps * B, self.env.arrays["eff_action"].dtype)
+        self.dates, self.calendar = times(book), calendar
+        self.capital = costs.lot_mult * float(mean(book.mid[first:]))  # one position's notional
+
+    def run(self) -> Generator[None, None, list[np.ndarray]]:
+        """Each round's effective positions [S, envs], yielding while the device walks it."""
+        env, be, s, B = self.env, self.backend, self.stream, self.envs
+        out = []
+        for cursors, priced in zip(self.cursors, self.priced, strict=True):
+            env.restart(cursors, s)
+            for step in range(priced.steps):
+                env.perceive(self.h, s)
+                env.step(self.policy.act(self.h, s), self.policy.p_up, s)
+                be.copy(self.record[step * B : (step + 1) * B], env.arrays["eff_action"], s)
+            yield
+            read = be.download(self.record, s).reshape(-1, B)[: priced.steps]
+            out.append(direction(read).astype(np.int64))
+        return out
+
+    def task(self, targets: list[np.ndarray], window: int, seed: int) -> tuple:
+        """The arguments of `backtest` for the walked `targets`."""
+        return (self.priced, self.plan, targets, self.dates, self.calendar, self.capital, window,
+                seed)  # fmt: skip

@@ -203,6 +203,14 @@ class PricedPath(_Window):
         closes, opens = change & (held != 0), change & (want != 0)
         return float(np.count_nonzero(closes) + np.count_nonzero(opens))
 
+    def flows(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(gross, spread, fees) [S + 1, B] of `targets`, cell by cell as `settle` sums them (row
+        S: the closing fill of what is open after the last step)."""
+        want, held = self.positions(targets)
+        change = want != held
+        fills = (change & (held != 0)).astype(np.int64) + (change & (want != 0))
+        return want * self.move, self.half * fills, self.fee * fills
+
     def settle(self, targets: np.ndarray, window: int) -> LedgerStats:
         """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's
         tick to the next); see the module docstring. The last row closes what is open at the

@@ -85,11 +85,16 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
         ("curves", plot_run, (run_dir, run_dir / "curves.png", title, summary.currency,
                               (summary.eval_envs, summary.eval_steps))),
     ]  # fmt: skip
-    reading = evaluator.last
-    if reading is not None and evaluator.cfg.tearsheet:
+    reading, walked = evaluator.last, evaluator.backtest
+    summary.sharpe_window = evaluator.cfg.sharpe_window
+    if walked is not None:
+        summary.backtest = walked.lines(summary.currency)
+        tracker.set_tags(walked.tags())
+    if evaluator.cfg.tearsheet and (reading or walked) is not None:
+        windows = None if reading is None else (reading.agent, reading.baselines)
         plots.append(("tear sheet", tearsheet.write_tearsheet,
-                      (run_dir, reading.agent, reading.baselines, evaluator.book,
-                       evaluator.costs, title)))  # fmt: skip
+                      (run_dir, title, summary.currency, walked, windows,
+                       tearsheet.undated(evaluator.book))))  # fmt: skip
     workers = None if inline else evaluator.workers
     drawn = [(what, fn, args, submitted(workers, fn, *args)) for what, fn, args in plots]
     for what, fn, args, future in drawn:

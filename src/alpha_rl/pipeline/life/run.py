@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig, open_dict
 
 from alpha_rl.errors import CheckpointError, DivergenceError, WriteError
+from alpha_rl.market.calendar import calendar_of
 from alpha_rl.pipeline.configure.config import (
     keep_beta_anneal,
     log_beta_anneal,
@@ -233,7 +234,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     if seat is not None:  # an agent of its group's lockstep
         seat.join(trainer)
     evaluator = Evaluator(session, market.heldout, plan, trainer.learner, trainer.stream,
-                          workers and workers.processes)  # fmt: skip
+                          workers and workers.processes, calendar_of(market.book))  # fmt: skip
     resume_id = None
     if meta is not None:
         meta = checkpoint.restore(run_dir, trainer)
@@ -338,7 +339,7 @@ def _loop(trainer: Trainer, evaluator: Evaluator, tracker: Tracker, plan: Plan, 
             if logs:
                 mark = log_point(trainer, tracker, mark, metrics, diag)
             if evaluates:  # a step at a time: a pack's other runs go on
-                reading = yield from evaluator.start()
+                reading = yield from evaluator.start(final=t == run.steps)
                 held = not saves and reading.waiting() is not None  # (a checkpoint's: not)
                 if not held:  # done (a run without workers), or due with this step's checkpoint
                     metrics |= yield from reading.wait()

@@ -30,7 +30,7 @@ class Progress:
         self.l_q: float | None = None
         self.capture: float | None = None  # training: under exploration
         self.held_out: tuple[int, float, float, str] | None = None  # (step, pnl, capture,
-        # the baselines beaten of those logged, "2/4")
+        # the baselines this evaluation's net was above, of those logged, "2/4")
         self._next_log = start
         self._drawn = 0.0
 
@@ -61,14 +61,15 @@ class Progress:
         self.capture = metrics.get(TRAIN_CAPTURE, self.capture)
         if PNL in metrics:
             capture = metrics.get(CAPTURE, float("nan"))
-            beat, lost = versus_baselines(metrics)
-            versus = f"{len(beat)}/{len(beat) + len(lost)}" if beat or lost else "-"
+            above, below = versus_baselines(metrics)
+            versus = f"{len(above)}/{len(above) + len(below)}" if above or below else "-"
             self.held_out = (at, metrics[PNL], capture, versus)
 
     def line(self) -> str:
         """`step 1200/2000 [#####...] 850 steps/s  l_q 0.0123  train capture -1.9  held-out
-        @1000: pnl +1,234 capture 0.41 beats 2/4 baselines  eta 1s` (training figures are
-        under exploration; pnl net of costs)."""
+        @1000: pnl +1,234 capture 0.41 above 2/4 baselines' net (these windows)  eta 1s`
+        (training figures are under exploration; pnl net of costs; one evaluation of one run on
+        its windows, no interval: a comparison, not a win)."""
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(frac * WIDTH) + "." * (WIDTH - int(frac * WIDTH))
         sps = self.steps_per_s
@@ -77,7 +78,7 @@ class Progress:
         if self.held_out is not None:
             step, pnl, capture, versus = self.held_out
             held = (f"held-out@{step}: pnl {signed(pnl)} capture {_fmt(capture, '.3f')} "
-                    f"beats {versus} baselines")  # fmt: skip
+                    f"above {versus} baselines' net (these windows)")  # fmt: skip
         return (
             f"step {self.done}/{self.total} [{bar}] {sps:7.1f} steps/s  "
             f"l_q {_fmt(self.l_q, '.4g')}  train capture {_fmt(self.capture, '.3f')}  "

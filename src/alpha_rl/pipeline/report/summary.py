@@ -36,7 +36,8 @@ def _number(value: object) -> bool:
 
 
 def versus_baselines(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
-    """The baselines an evaluation's net PnL beat, and those it did not (of those logged)."""
+    """The baselines an evaluation's net PnL is above, and those it is not (of those logged):
+    one evaluation's figures, no interval."""
     beat, lost = [], []
     for name in BASELINES:
         key = baseline_key(name, "pnl")
@@ -70,6 +71,8 @@ class Summary:
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     curves: Path | None = None  # the PNG of the run's curves, once written
+    sharpe_window: int | None = None  # steps per interval of the evaluation's Sharpe
+    backtest: list[str] = field(default_factory=list)  # the calendar backtest's lines
     title: str = ""  # what the run is (variant, seed, market), the curves' title
 
     def per_env_kstep(self, pnl: float) -> float:
@@ -95,6 +98,12 @@ class Summary:
                 self.update(int(record["step"]), {k: float(v) for k, v in metrics.items()
                                                   if _number(v)})  # fmt: skip
 
+    def interval(self) -> str:
+        """`20-step interval` (the evaluation's Sharpe is not annualised)."""
+        if self.sharpe_window is None:
+            return "eval.sharpe_window-step interval"
+        return f"{self.sharpe_window}-step interval"
+
     def l_q_trend(self) -> str:
         """`0.83 -> 0.31`: the mean of the first and of the last quarter of the log points."""
         if not self.l_q:
@@ -116,7 +125,8 @@ class Summary:
                 f"{signed(pnl, self.currency)} in all ({signed(self.per_env_kstep(pnl))} per env "
                 f"per 1,000 steps), capture "
                 f"{e.get('eval/capture_ratio', math.nan):.3f}, Sharpe "
-                f"{e.get('eval/sharpe', math.nan):.3g}, trades {e.get('eval/trades', 0):.0f}"
+                f"{e.get('eval/sharpe', math.nan):.3g} per {self.interval()}, trades "
+                f"{e.get('eval/trades', 0):.0f}"
             )
             if PNL_GROSS in e:
                 spread, fees = (signed(e.get(k, math.nan)).lstrip("+") for k in COSTS[:2])
@@ -132,12 +142,13 @@ class Summary:
                     for name in BASELINES
                     if baseline_key(name, "pnl") in e
                 )
-                verdict = f"the agent beat {', '.join(beat) or 'none of them'}" + (
-                    f"; not {', '.join(lost)}" if lost else ": every one"
-                )
-                out.append(f"baselines on the same windows, net ({shown}): {verdict}")
+                said = "; ".join(f"{side} {', '.join(names)}" for side, names in
+                                 (("above", beat), ("not above", lost)) if names)  # fmt: skip
+                out.append(f"baselines on the same windows, net ({shown}): this run's net is "
+                           f"{said} (one evaluation's windows, no interval)")  # fmt: skip
         else:
             out.append("held-out: no evaluation ran")
+        out.extend(self.backtest)
         out.append(f"l_q {self.l_q_trend()}")
         if self.curves is not None:
             out.append(f"curves: {self.curves}")
