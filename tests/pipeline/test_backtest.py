@@ -228,3 +228,42 @@ def test_a_run_on_the_sp500_preset_reports_its_backtest_by_date(tmp_path: Path) 
         100 * m["backtest/total_return"], abs=0.01
     )
     assert run.data.tags["backtest.span"].startswith("2016-")
+
+
+def _slice_run(tmp_path: Path, backend: str, *more: str) -> dict[str, float]:
+    """A run on the S&P 500's closes of 2007-2012 (debug=tiny), its backtest/* metrics."""
+    import json
+
+    import mlflow
+
+    from alpha_rl.market.files import package_file
+    from tests.test_train import _train
+
+    tmp_path.mkdir(exist_ok=True)
+    raw = pd.read_csv(package_file("package:skfolio/datasets/data/sp500_index.csv.gz"))
+    raw[(raw["Date"] >= "2007-01-01") & (raw["Date"] < "2013-01-01")].to_csv(
+        tmp_path / "slice.csv", index=False
+    )
+    proc = _train(tmp_path, f"backend={backend}", "market=sp500_daily",
+                  f"market.path={tmp_path}/slice.csv", *more)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "held-out backtest, 2011-" in proc.stdout + proc.stderr
+    run_id = json.loads((tmp_path / "run" / "tracking.json").read_text())["run_id"]
+    store = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    return {k: v for k, v in store.get_run(run_id).data.metrics.items() if "backtest/" in k}
+
+
+@pytest.mark.gpu
+def test_the_walk_on_the_gpu_trades_the_planned_ticks(tmp_path: Path, built_cubins: Path) -> None:
+    """The cuda walk steps through the same segments as the numpy one: the same steps, and
+    the baselines' figures (which depend on the ticks walked alone) equal to the bit; the agent's
+    own may differ with its network's float rounding."""
+    cuda = _slice_run(tmp_path / "cuda", "cuda", f"backend.cubin_dir={built_cubins}")
+    host = _slice_run(tmp_path / "numpy", "numpy")
+    assert cuda["backtest/steps"] == host["backtest/steps"] > 200
+    assert cuda["backtest/segments"] == host["backtest/segments"] == 16
+    for name in ("flat", "buy_and_hold", "sell_and_hold"):
+        for figure in ("pnl", "pnl_gross", "cost_spread", "max_drawdown", "sharpe"):
+            key = f"backtest/baseline/{name}/{figure}"
+            assert cuda.get(key) == host.get(key), key
+    assert 0.0 <= cuda["backtest/exposure"] <= 1.0 and cuda["backtest/turnover"] >= 0.0
