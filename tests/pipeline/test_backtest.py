@@ -84,7 +84,7 @@ def test_the_stitched_series_and_its_dates_by_hand(tmp_path: Path) -> None:
     a = walked.agent
     assert a.ticks.tolist() == [2, 3, 4, 5, 7, 8, 9, 10]
     assert a.net.tolist() == [0.5, -1.0, -5.0, -1.5, 0.0, -3.5, 3.0, -1.5]
-    assert a.held.tolist() == [1, 1, -1, 0, 0, 1, 1, 0]
+    assert a.exposed.tolist() == [1, 1, 1, 0, 0, 1, 1, 0]
     assert (a.fills, a.round_trips, a.wins) == (6.0, 3.0, 0.0)  # each lost its spread and more
     hours = [f"2024-03-04 {h:02d}:00" for h in (12, 13, 14, 15)]
     hours += [f"2024-03-05 {h:02d}:00" for h in (10, 11, 12, 13)]

@@ -298,6 +298,8 @@ def judge_held_out(pairs: list[Pair], labels: tuple[str, str], crit: Criteria) -
                     "probability_of_improvement": poi, "paired_difference": diff,
                     "treatment_values": t_vals, "baseline_values": b_vals}  # fmt: skip
         where = f"reported: mean over the last {crit.window:.0%} of training, per run"
+        if metric == "sharpe":  # the windows' Sharpe: named by its interval, never annualised
+            where += "; eval/sharpe is per eval.sharpe_window steps, not annualised"
         rows += [
             Judgement(f"held-out {metric} at the end: mean",
                       f"{tl} {fmt_interval(*t_arm.mean)} vs {bl} {fmt_interval(*b_arm.mean)}; "

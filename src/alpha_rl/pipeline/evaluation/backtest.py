@@ -110,7 +110,7 @@ class Track:
     gross: np.ndarray
     spread: np.ndarray
     fees: np.ndarray
-    held: np.ndarray  # the position held over the step (-1, 0, +1)
+    exposed: np.ndarray  # 1 where the step holds a position (a mean of walks: the share that do)
     fills: float
     round_trips: float
     wins: float
@@ -135,9 +135,9 @@ def track(priced: list[PricedPath], plan: list[list[Segment]], targets: list[np.
             for f in cells:  # the closing fill after the last step counts in the last step
                 f[seg.steps - 1] += f[seg.steps]
             parts.append((np.arange(seg.start, seg.start + seg.steps), *(f[:-1] for f in cells),
-                          held[: seg.steps, lanes].mean(axis=1)))  # fmt: skip
-    ticks, gross, spread, fees, position = (np.concatenate(p) for p in zip(*parts, strict=True))
-    return Track(ticks, gross - spread - fees, gross, spread, fees, position, fills / walks,
+                          (held[: seg.steps, lanes] != 0).mean(axis=1)))  # fmt: skip
+    ticks, gross, spread, fees, exposed = (np.concatenate(p) for p in zip(*parts, strict=True))
+    return Track(ticks, gross - spread - fees, gross, spread, fees, exposed, fills / walks,
                  trips / walks, wins / walks)  # fmt: skip
 
 
@@ -216,7 +216,7 @@ class Backtest:
         out = {"pnl": float(total(t.net)), "pnl_gross": float(total(t.gross)),
                "cost_spread": float(total(t.spread)), "cost_fees": float(total(t.fees)),
                "steps": float(N), "turnover": turnover(t),
-               "exposure": float(total(np.abs(t.held))) / N,
+               "exposure": float(total(t.exposed)) / N,
                "hit_rate": t.wins / t.round_trips if t.round_trips else math.nan,
                "pnl_per_kstep": float(total(t.net)) / N * 1000.0}  # fmt: skip
         if not ratios:
