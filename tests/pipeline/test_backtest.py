@@ -267,3 +267,20 @@ def test_the_walk_on_the_gpu_trades_the_planned_ticks(tmp_path: Path, built_cubi
             key = f"backtest/baseline/{name}/{figure}"
             assert cuda.get(key) == host.get(key), key
     assert 0.0 <= cuda["backtest/exposure"] <= 1.0 and cuda["backtest/turnover"] >= 0.0
+
+
+def test_days_are_the_market_s_own_in_its_timezone(tmp_path: Path) -> None:
+    """Daily closes dated in Tokyo (market.timezone) keep their weekdays: Monday 2024-03-04 is
+    2024-03-03 15:00 UTC, a Sunday, but a day of the market's is its own date."""
+    days = pd.bdate_range("2024-03-04", periods=60)
+    mid = 100.0 + np.arange(days.size)
+    frame = pd.DataFrame({"timestamp": days.strftime("%Y-%m-%d"), "bid_px_0": mid - 1,
+                          "ask_px_0": mid + 1})  # fmt: skip
+    frame.to_csv(tmp_path / "tokyo.csv", index=False)
+    book = read_quotes_file(tmp_path / "tokyo.csv", tick_size=1.0, min_rows=2,
+                            default_size=1.0, timezone="Asia/Tokyo")  # fmt: skip
+    index = times(book)
+    assert index[0].strftime("%Y-%m-%d %a") == "2024-03-04 Mon"
+    assert set(index.strftime("%a")) == {"Mon", "Tue", "Wed", "Thu", "Fri"}
+    calendar = calendar_of(book)
+    assert calendar.ticks_per_day == 1.0 and calendar.describe().endswith("2024-05-24 JST)")

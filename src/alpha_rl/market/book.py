@@ -28,6 +28,7 @@ class Book:
     breaks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     times: bool = False  # True: `timestamps` are times, int64 ns since the epoch, UTC (else the
     # file's own numbers, which name no date)
+    zone: str | None = None  # market.timezone: the zone its days are dated in (None: UTC)
 
     def __post_init__(self) -> None:
         for name in _SIDES:

@@ -1,6 +1,7 @@
 """A market's calendar: how many of its ticks make a year, measured from its own timestamps.
 
-A year's ticks are the ticks of a trading day (a UTC date with at least one tick) times the
+A year's ticks are the ticks of a trading day (a date with at least one tick, in the market's
+`market.timezone`, UTC without one) times the
 trading days of a year, both measured over the whole source series:
 
     ticks_per_day = T / dates              days_per_year = dates / span_days x 365.25
@@ -23,7 +24,6 @@ import pandas as pd
 
 from alpha_rl.market.book import Book
 
-NS_PER_DAY = 86_400 * 10**9
 YEAR_DAYS = 365.25
 MIN_SPAN_DAYS = 28
 ASSUMED_DAYS = 252.0
@@ -36,7 +36,7 @@ class Calendar:
     ticks_per_day: float
     days_per_year: float
     measured: bool  # days_per_year measured (False: ASSUMED_DAYS, the span being too short)
-    first: pd.Timestamp  # the series' first and last times (UTC)
+    first: pd.Timestamp  # the series' first and last times (in the market's zone)
     last: pd.Timestamp
     ticks: int
 
@@ -53,7 +53,7 @@ class Calendar:
         return (
             f"{self.periods_per_year:,.4g} ticks a year ({self.ticks_per_day:,.4g} a trading day "
             f"x {self.days_per_year:.4g} trading days a year, {how}; over {self.ticks:,} ticks, "
-            f"{day(self.first)} .. {day(self.last)} UTC)"
+            f"{day(self.first)} .. {day(self.last)} {self.first.tzname()})"
         )
 
 
@@ -63,10 +63,12 @@ def day(stamp: pd.Timestamp) -> str:
 
 
 def times(book: Book) -> pd.DatetimeIndex | None:
-    """The book's ticks as UTC times; None when it has none (no timestamps, or plain numbers)."""
+    """The book's ticks as times in its zone (`market.timezone`, UTC without one), so that a
+    day is the market's own; None when it has none (no timestamps, or plain numbers)."""
     if book.timestamps is None or not book.times:
         return None
-    return pd.DatetimeIndex(np.asarray(book.timestamps, np.int64), tz="UTC")
+    index = pd.DatetimeIndex(np.asarray(book.timestamps, np.int64), tz="UTC")
+    return index if book.zone is None else index.tz_convert(book.zone)
 
 
 def calendar_of(book: Book) -> Calendar | None:
@@ -74,10 +76,9 @@ def calendar_of(book: Book) -> Calendar | None:
     index = times(book)
     if index is None:
         return None
-    ns = np.asarray(book.timestamps, np.int64)
-    dates = ns // NS_PER_DAY
-    count = int(np.unique(dates).size)
-    span = int(dates[-1] - dates[0]) + 1
+    dates = index.normalize()  # midnight of each tick's day, in the market's zone
+    count = int(dates.unique().size)
+    span = (dates[-1].date() - dates[0].date()).days + 1
     measured = span >= MIN_SPAN_DAYS
     per_year = count / span * YEAR_DAYS if measured else ASSUMED_DAYS
     return Calendar(book.T / count, per_year, measured, index[0], index[-1], book.T)

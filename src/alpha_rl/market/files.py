@@ -133,7 +133,8 @@ def read_quotes_file(
         log.warning("%s: %s", file, doubt)
     stamp_values = None if stamps is None else stamps.values
     return Book(**sides, tick_size=float(tick), source=str(file), timestamps=stamp_values,
-                breaks=breaks, times=stamps is not None and stamps.times)  # fmt: skip
+                breaks=breaks, times=stamps is not None and stamps.times,
+                zone=None if zone is None else str(zone))  # fmt: skip
 
 
 def _checked(file: Path, frame: pd.DataFrame, renames: dict[str, str], *,

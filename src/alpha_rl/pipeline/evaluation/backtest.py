@@ -179,7 +179,7 @@ class Backtest:
     seed: int
 
     def returns(self, t: Track) -> pd.Series:
-        """Net PnL a day as a return on `capital`, by UTC date (needs dates)."""
+        """Net PnL a day as a return on `capital`, by date in the market's zone (needs dates)."""
         assert self.dates is not None
         daily = pd.Series(t.net, index=self.dates.normalize()).groupby(level=0).sum()
         return daily / self.capital
@@ -242,16 +242,17 @@ class Backtest:
         return self.dates[max(top - 1, 0)], self.dates[trough - 1]
 
     def span(self) -> str:
-        """`2016-08-22 .. 2022-12-28 UTC` (the dates its steps' moves end at), or the steps."""
+        """`2016-08-22 .. 2022-12-28 UTC` (the dates its steps' moves end at, in the market's
+        zone), or that it has none."""
         if self.dates is None:
-            return f"{self.agent.net.size:,} steps (no dates: the market has no timestamps)"
-        return f"{day(self.dates[0])} .. {day(self.dates[-1])} UTC"
+            return "no dates (the market has no timestamps that are times)"
+        return f"{day(self.dates[0])} .. {day(self.dates[-1])} {self.dates[0].tzname()}"
 
     def lines(self, currency: str) -> list[str]:
         """What the backtest says in the run's last lines: its figures, what annualises them,
         and the margin over each baseline with its interval (a claim only where it excludes 0)."""
         a, f = self.agent, self.figures(self.agent)
-        head = (f"held-out backtest, {self.span()}: {a.net.size:,} steps in calendar order, each "
+        head = (f"held-out backtest, {self.span()}: {a.net.size:,} steps in time order, each "
                 f"tick once, {self.segments} segments side by side, greedy: net "
                 f"{signed(f['pnl'], currency)} (gross {signed(f['pnl_gross'])} - spread "
                 f"{f['cost_spread']:,.0f} - fees {f['cost_fees']:,.0f}), turnover "

@@ -50,8 +50,9 @@ def write_tearsheet(out_dir: Path, title: str, currency: str, walked: Backtest |
         return [png, *_quantstats(page, walked, title, currency)]
     if walked is not None:
         curves = {"agent": walked.agent.net} | {n: t.net for n, t in walked.baselines.items()}
-        figures = {"agent": walked.figures(walked.agent)} | {
-            n: walked.figures(t) for n, t in walked.baselines.items()}  # fmt: skip
+        figures = {"agent": walked.figures(walked.agent)}
+        for n, t in walked.baselines.items():  # a mean of random walks: no path's ratios
+            figures[n] = walked.figures(t, ratios=n != "random")
         what = f"the held-out span walked in order, {walked.agent.net.size:,} steps"
     elif windows is not None:
         agent, baselines = windows
@@ -68,12 +69,18 @@ def write_tearsheet(out_dir: Path, title: str, currency: str, walked: Backtest |
     return [png, page]
 
 
-def undated(book: Book) -> str:
-    """Why a run on `book` has a tear sheet without dates (when it has one)."""
+def undated(book: Book, walks: bool) -> str:
+    """Why a run on `book` has a tear sheet without dates (when it has one); `walks`: whether
+    the run was to end with the backtest."""
     if book.timestamps is None:
         return "the market has no timestamps (the synthetic market, or a file without them)"
     if not book.times:
         return "the market's timestamps are plain numbers, not times"
+    if walks:
+        return (
+            "the run ended before its last step, where the backtest walks the held-out span "
+            "in order: the last evaluation's windows are seeded stretches of it"
+        )
     return (
         "eval.backtest.enabled=false: the evaluation's windows are seeded stretches of the "
         "held-out span, not the span in order"

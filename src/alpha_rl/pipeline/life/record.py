@@ -94,7 +94,7 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
         windows = None if reading is None else (reading.agent, reading.baselines)
         plots.append(("tear sheet", tearsheet.write_tearsheet,
                       (run_dir, title, summary.currency, walked, windows,
-                       tearsheet.undated(evaluator.book))))  # fmt: skip
+                       tearsheet.undated(evaluator.book, evaluator.walk is not None))))  # fmt: skip
     workers = None if inline else evaluator.workers
     drawn = [(what, fn, args, submitted(workers, fn, *args)) for what, fn, args in plots]
     for what, fn, args, future in drawn:
