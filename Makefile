@@ -73,6 +73,12 @@ ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlf
 tracking-server: $(STAMP) ## tracking server for a cluster's jobs (DB=postgresql://user@dbhost/mlflow HOST PORT ARTIFACTS; beyond loopback ARGS="--auth --credentials FILE")
 	$(PY) -m alpha_rl.tracking server --db "$(DB)" --artifacts "$(ARTIFACTS)" --host $(HOST) --port $(PORT) $(ARGS)
 
+slurm-up: $(STAMP) ## a throw-away SLURM cluster on this host, as the tests start one (as root; DIR=/tmp/alpha_rl_slurm): then export SLURM_CONF=$(DIR)/slurm.conf
+	$(PY) -m tests.slurm_cluster up $(or $(DIR),/tmp/alpha_rl_slurm)
+
+slurm-down: $(STAMP) ## stop the cluster of slurm-up (DIR=/tmp/alpha_rl_slurm), every process of it
+	$(PY) -m tests.slurm_cluster down $(or $(DIR),/tmp/alpha_rl_slurm)
+
 bench: $(STAMP) ## GPU: the full step (eager, graph, per kernel), its peers (torch eager/graph/compile, JAX), GEMMs, learner, replay
 	$(PY) -m benchmarks.peers.run --envs 4096 65536
 	$(PY) benchmarks/gemm_shapes.py

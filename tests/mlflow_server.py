@@ -30,10 +30,10 @@ class TrackingServer:
     would), `start()` brings it back on the same port."""
 
     def __init__(self, db: str, root: Path, *, credentials: Path | None = None, workers: int = 4,
-                 start_timeout_s: float = 180.0) -> None:  # fmt: skip
-        self.db, self.root = db, root
+                 start_timeout_s: float = 180.0, host: str = "127.0.0.1") -> None:  # fmt: skip
+        self.db, self.root, self.host = db, root, host
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.credentials, self.workers = credentials, workers
         self.start_timeout_s = start_timeout_s
         self.log_path = root / "mlflow_server.log"
@@ -42,7 +42,7 @@ class TrackingServer:
     def command(self) -> list[str]:
         auth = ["--auth", "--credentials", str(self.credentials)] if self.credentials else []
         return [sys.executable, "-m", "alpha_rl.tracking", "server", "--db", self.db,
-                "--artifacts", str(self.root / "mlartifacts"), "--host", "127.0.0.1",
+                "--artifacts", str(self.root / "mlartifacts"), "--host", self.host,
                 "--port", str(self.port), "--workers", str(self.workers), *auth]  # fmt: skip
 
     def _checked(self) -> int:

@@ -131,11 +131,12 @@ def track(priced: list[PricedPath], plan: list[list[Segment]], targets: list[np.
         flows = path.flows(want)
         for b, seg in enumerate(group):
             lanes = [b + envs * k for k in range(walks)]
-            cells = [f[: seg.steps + 1, lanes].mean(axis=1) for f in flows]
+            cells = [mean(f[: seg.steps + 1, lanes], axis=1) for f in flows]
             for f in cells:  # the closing fill after the last step counts in the last step
                 f[seg.steps - 1] += f[seg.steps]
+            holding = (held[: seg.steps, lanes] != 0).astype(np.float64)
             parts.append((np.arange(seg.start, seg.start + seg.steps), *(f[:-1] for f in cells),
-                          (held[: seg.steps, lanes] != 0).mean(axis=1)))  # fmt: skip
+                          mean(holding, axis=1)))  # fmt: skip
     ticks, gross, spread, fees, exposed = (np.concatenate(p) for p in zip(*parts, strict=True))
     return Track(ticks, gross - spread - fees, gross, spread, fees, exposed, fills / walks,
                  trips / walks, wins / walks)  # fmt: skip
@@ -181,8 +182,10 @@ class Backtest:
     def returns(self, t: Track) -> pd.Series:
         """Net PnL a day as a return on `capital`, by date in the market's zone (needs dates)."""
         assert self.dates is not None
-        daily = pd.Series(t.net, index=self.dates.normalize()).groupby(level=0).sum()
-        return daily / self.capital
+        days = self.dates.normalize()  # in time order: a day's steps are consecutive
+        new = np.concatenate([[True], days[1:] != days[:-1]])
+        daily = np.bincount(np.cumsum(new) - 1, weights=t.net)  # added in step order
+        return pd.Series(daily / self.capital, index=days[new])
 
     def periods(self, t: Track) -> np.ndarray:
         """The net PnL a period: a day with dates, `window` steps without."""
@@ -317,7 +320,8 @@ def annualised(daily: np.ndarray, days_per_year: float) -> dict[str, float]:
     sd = float(std(daily, ddof=1)) if n > 1 else math.nan
     out["annual_volatility"] = sd * math.sqrt(days_per_year)
     out["sharpe"] = float(mean(daily)) / sd * math.sqrt(days_per_year) if sd > 0 else math.nan
-    down = float(np.sqrt(mean(np.minimum(daily, 0.0) ** 2))) if n else math.nan
+    losses = np.minimum(daily, 0.0)
+    down = float(np.sqrt(mean(losses * losses))) if n else math.nan
     out["sortino"] = (float(mean(daily)) / down * math.sqrt(days_per_year) if down > 0
                       else math.nan)  # fmt: skip
     fall = drawdown(np.cumsum(daily))
@@ -333,13 +337,15 @@ def block_interval(x: np.ndarray, seed: int, resamples: int = RESAMPLES,
     n = x.size
     if n < 2:
         return math.nan, math.nan
-    block = max(1, round(n ** (1 / 3)))
+    block = 1
+    while block * block * block < n:  # the cube root of n, rounded up
+        block += 1
     count = -(-n // block)
     bits = np.random.Philox(key=[int(seed) & (2**64 - 1), Stream.BASELINE], counter=[0, 0, 0, 1])
     rng = np.random.Generator(bits)
     starts = rng.integers(0, n, (resamples, count))
     index = (starts[:, :, None] + np.arange(block)).reshape(resamples, -1)[:, :n] % n
-    sums = x[index].sum(axis=1)
+    sums = total(x[index], axis=1)
     tail = (1 - level) / 2
     return float(np.quantile(sums, tail)), float(np.quantile(sums, 1 - tail))
 
