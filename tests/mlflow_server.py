@@ -41,6 +41,8 @@ class TrackingServer:
 
     def command(self) -> list[str]:
         auth = ["--auth", "--credentials", str(self.credentials)] if self.credentials else []
+        if self.host != "127.0.0.1":  # MLflow answers only localhost and private addresses
+            auth += ["--allowed-hosts", f"{self.host},{self.host}:{self.port}"]
         return [sys.executable, "-m", "alpha_rl.tracking", "server", "--db", self.db,
                 "--artifacts", str(self.root / "mlartifacts"), "--host", self.host,
                 "--port", str(self.port), "--workers", str(self.workers), *auth]  # fmt: skip

@@ -112,5 +112,6 @@ def test_a_sweep_runs_as_a_job_array_and_is_judged(tmp_path: Path, cluster, serv
         text=True,
         timeout=300,
     )  # fmt: skip
-    assert "verdict" in check.stdout and check.returncode in (0, 1, 3), check.stdout + check.stderr
+    # 2 pairs, fewer than min_seeds: judged from the server's store to UNDECIDED (exit 2)
+    assert "verdict: UNDECIDED" in check.stdout and check.returncode == 2, check.stdout[-3000:]
     print(f"the array sweep took {took:.0f} s")
