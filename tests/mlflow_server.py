@@ -40,12 +40,12 @@ class TrackingServer:
         self._proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        auth = ["--auth", "--credentials", str(self.credentials)] if self.credentials else []
+        extra = ["--auth", "--credentials", str(self.credentials)] if self.credentials else []
         if self.host != "127.0.0.1":  # MLflow answers only localhost and private addresses
-            auth += ["--allowed-hosts", f"{self.host},{self.host}:{self.port}"]
+            extra += ["--allowed-hosts", f"{self.host},{self.host}:{self.port}"]
         return [sys.executable, "-m", "alpha_rl.tracking", "server", "--db", self.db,
                 "--artifacts", str(self.root / "mlartifacts"), "--host", self.host,
-                "--port", str(self.port), "--workers", str(self.workers), *auth]  # fmt: skip
+                "--port", str(self.port), "--workers", str(self.workers), *extra]  # fmt: skip
 
     def _checked(self) -> int:
         """How many times the log says the launcher checked the server's listening sockets."""

@@ -82,23 +82,9 @@ class Cluster:
             raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout}")
         return done.stdout
 
-    def jobs(self) -> list[str]:
-        """The ids of the jobs in the queue (pending or running)."""
-        return self.run("squeue", "-h", "-o", "%i").split()
-
     def log(self, daemon: str) -> str:
         path = self.root / "log" / f"{daemon}.log"
         return path.read_text() if path.exists() else ""
-
-    def pids(self) -> list[int]:
-        """The daemons' processes still alive (by their pid files)."""
-        alive = []
-        for name in DAEMONS:
-            with suppress(OSError, ValueError):
-                pid = int((self.root / f"{name}.pid").read_text().split()[0])
-                os.kill(pid, 0)
-                alive.append(pid)
-        return alive
 
     def processes(self) -> list[int]:
         """Every process of the cluster still alive: daemons, job steps, jobs."""

@@ -41,7 +41,7 @@ def test_the_line_shows_the_latest_held_out_result_beside_the_training_figures()
 
 
 def test_a_run_ends_with_its_held_out_result_and_l_q_trend() -> None:
-    summary = Summary("USD", 16, 200, sharpe_window=20)
+    summary = Summary("USD", 16, 200, 20)
     for step, l_q in zip(
         range(100, 900, 100), [4.0, 3.0, 2.0, 2.0, 1.0, 1.0, 0.5, 0.5], strict=True
     ):

@@ -1,8 +1,8 @@
 """A market's calendar: how many of its ticks make a year, measured from its own timestamps.
 
 A year's ticks are the ticks of a trading day (a date with at least one tick, in the market's
-`market.timezone`, UTC without one) times the
-trading days of a year, both measured over the whole source series:
+`market.timezone`, UTC without one) times the trading days of a year, both measured over the
+whole source series:
 
     ticks_per_day = T / dates              days_per_year = dates / span_days x 365.25
 
@@ -46,7 +46,7 @@ class Calendar:
         return self.ticks_per_day * self.days_per_year
 
     def describe(self) -> str:
-        """`252 ticks a year (1 a trading day x 252 trading days a year, measured over 8,313
+        """`252 ticks a year (1 a trading day x 252 trading days a year, measured; over 8,313
         ticks, 1990-01-02 .. 2022-12-28 UTC)`."""
         how = ("measured" if self.measured else
                f"assumed: the series spans under {MIN_SPAN_DAYS} days")  # fmt: skip

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,6 @@ from alpha_rl.market.calendar import Calendar, day
 from alpha_rl.pipeline.evaluation.ledger import (
     FILLS_PER_CHANGE,
     RANDOM_WALKS,
-    LedgerStats,
     PricedPath,
     TickPath,
     drawdown,
@@ -127,8 +127,7 @@ def track(priced: list[PricedPath], plan: list[list[Segment]], targets: list[np.
         want = within(group, want, envs)
         ledger = path.settle(want, 1)
         fills, trips, wins = fills + ledger.fills, trips + ledger.round_trips, wins + ledger.wins
-        held, _ = path.positions(want)  # the position each step holds to the next tick
-        flows = path.flows(want)
+        held, *flows = path.flows(want)  # the position each step holds, and its money
         for b, seg in enumerate(group):
             lanes = [b + envs * k for k in range(walks)]
             cells = [mean(f[: seg.steps + 1, lanes], axis=1) for f in flows]
@@ -179,25 +178,35 @@ class Backtest:
     segments: int
     seed: int
 
-    def returns(self, t: Track) -> pd.Series:
-        """Net PnL a day as a return on `capital`, by date in the market's zone (needs dates)."""
+    def daily(self, t: Track) -> pd.Series:
+        """Net PnL a day, by date in the market's zone (needs dates)."""
         assert self.dates is not None
         days = self.dates.normalize()  # in time order: a day's steps are consecutive
         new = np.concatenate([[True], days[1:] != days[:-1]])
-        daily = np.bincount(np.cumsum(new) - 1, weights=t.net)  # added in step order
-        return pd.Series(daily / self.capital, index=days[new])
+        net = np.bincount(np.cumsum(new) - 1, weights=t.net)  # added in step order
+        return pd.Series(net, index=days[new])
+
+    def returns(self, t: Track) -> pd.Series:
+        """Net PnL a day as a return on `capital` (needs dates)."""
+        return self.daily(t) / self.capital
 
     def periods(self, t: Track) -> np.ndarray:
         """The net PnL a period: a day with dates, `window` steps without."""
         if self.dates is not None:
-            return self.returns(t).to_numpy() * self.capital
+            return self.daily(t).to_numpy()
         pad = np.concatenate([t.net, np.zeros(-t.net.size % self.window)])
         return total(pad.reshape(-1, self.window), axis=1)
 
-    def margin(self, name: str) -> tuple[float, float, float]:
-        """The agent's net less `name`'s over the span, with the block bootstrap's interval."""
-        diff = self.periods(self.agent) - self.periods(self.baselines[name])
-        return float(total(diff)), *block_interval(diff, self.seed)
+    @cached_property
+    def margins(self) -> dict[str, tuple[float, float, float]]:
+        """Per baseline, the agent's net less its over the span, with the block bootstrap's
+        interval (bootstrapped once: the metrics and the lines read the same)."""
+        agent = self.periods(self.agent)
+        out = {}
+        for name, t in self.baselines.items():
+            diff = agent - self.periods(t)
+            out[name] = (float(total(diff)), *block_interval(diff, self.seed))
+        return out
 
     def metrics(self) -> dict[str, float]:
         """backtest/* of the agent and backtest/baseline/<name>/* (with its margin)."""
@@ -208,7 +217,7 @@ class Backtest:
             out["backtest/days_per_year"] = self.calendar.days_per_year
         for name, t in self.baselines.items():
             figures = self.figures(t, ratios=name != "random")  # a mean of walks: no path's
-            figures |= dict(zip(("margin", "margin_lo", "margin_hi"), self.margin(name),
+            figures |= dict(zip(("margin", "margin_lo", "margin_hi"), self.margins[name],
                                 strict=True))  # fmt: skip
             out |= {f"backtest/baseline/{name}/{k}": v for k, v in figures.items()}
         return {k: v for k, v in out.items() if math.isfinite(v)}
@@ -226,9 +235,9 @@ class Backtest:
             return out
         out["max_drawdown"] = drawdown(np.cumsum(t.net))
         if self.calendar is None:
-            per = t.net
-            sd = float(std(per, ddof=1)) if N > 1 else math.nan
-            out["sharpe_kstep"] = float(mean(per)) / sd * math.sqrt(1000.0) if sd > 0 else math.nan
+            sd = float(std(t.net, ddof=1)) if N > 1 else math.nan
+            ratio = float(mean(t.net)) / sd if sd > 0 else math.nan
+            out["sharpe_kstep"] = ratio * math.sqrt(1000.0)
             return out
         return out | annualised(self.returns(t).to_numpy(), self.calendar.days_per_year)
 
@@ -273,7 +282,7 @@ class Backtest:
                     f"{f.get('calmar', math.nan):.3g}; a year: "
                     f"{self.calendar.describe()}")  # fmt: skip
         unit = "day" if self.dates is not None else f"{self.window}-step interval"
-        margins = ", ".join(f"{name} {claim(*self.margin(name))}" for name in self.baselines)
+        margins = ", ".join(f"{name} {claim(*m)}" for name, m in self.margins.items())
         nets = ", ".join(f"{name} {signed(float(total(t.net)))}"
                          for name, t in self.baselines.items())  # fmt: skip
         return [head, rate,
@@ -358,6 +367,3 @@ def backtest(priced: list[PricedPath], plan: list[list[Segment]], targets: list[
     at = None if dates is None else dates[agent.ticks + 1]
     return Backtest(agent, baselines(priced, plan, agent, seed), at, calendar, capital,
                     window, sum(map(len, plan)), seed)  # fmt: skip
-
-
-__all__ = ["Backtest", "LedgerStats", "Segment", "backtest", "rounds", "segments"]

@@ -196,30 +196,33 @@ class PricedPath(_Window):
         held[1:] = want[:-1]
         return want, held
 
+    def changes(self, targets: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(want, close, opening) [S + 1, B]: `positions`' want, and where a step closes the
+        position it held and where it opens one (a flip does both)."""
+        want, held = self.positions(targets)
+        change = want != held
+        return want, change & (held != 0), change & (want != 0)
+
     def fills(self, targets: np.ndarray) -> float:
         """The fills of `targets` (a close and an open one each, the liquidation's included)."""
-        want, held = self.positions(targets)
-        change = want != held
-        closes, opens = change & (held != 0), change & (want != 0)
+        _, closes, opens = self.changes(targets)
         return float(np.count_nonzero(closes) + np.count_nonzero(opens))
 
-    def flows(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(gross, spread, fees) [S + 1, B] of `targets`, cell by cell as `settle` sums them (row
-        S: the closing fill of what is open after the last step)."""
-        want, held = self.positions(targets)
-        change = want != held
-        fills = (change & (held != 0)).astype(np.int64) + (change & (want != 0))
-        return want * self.move, self.half * fills, self.fee * fills
+    def flows(self, targets: np.ndarray) -> tuple[np.ndarray, ...]:
+        """(want, gross, spread, fees) [S + 1, B] of `targets`: the position each step holds
+        (`positions`) and its money, cell by cell as `settle` sums it (row S: the closing fill of
+        what is open after the last step)."""
+        want, close, opening = self.changes(targets)
+        fills = close.astype(np.int64) + opening
+        return want, want * self.move, self.half * fills, self.fee * fills
 
     def settle(self, targets: np.ndarray, window: int) -> LedgerStats:
         """The ledger of `targets` [S, B] (-1, 0, +1: the position each env holds from step s's
         tick to the next); see the module docstring. The last row closes what is open at the
         touch of where the envs stand after the last step; its costs count in the last step."""
         S, B = self.steps, self.envs
-        want, held = self.positions(targets)
+        want, close, opening = self.changes(targets)
         half, fee = self.half, self.fee
-        change = want != held
-        close, opening = change & (held != 0), change & (want != 0)
         fills = close.astype(np.int64) + opening
         gross = want * self.move
         net = total(gross, axis=1) - total(half * fills, axis=1) - fee * total(fills, axis=1)

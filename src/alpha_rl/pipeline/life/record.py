@@ -86,7 +86,6 @@ def write_plots(run_dir: Path, tracker: Tracker, evaluator: Evaluator, summary: 
                               (summary.eval_envs, summary.eval_steps))),
     ]  # fmt: skip
     reading, walked = evaluator.last, evaluator.backtest
-    summary.sharpe_window = evaluator.cfg.sharpe_window
     if walked is not None:
         summary.backtest = walked.lines(summary.currency)
         tracker.set_tags(walked.tags())

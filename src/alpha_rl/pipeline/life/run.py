@@ -255,6 +255,7 @@ def _owned_job(cfg: DictConfig, job: Job, plan: Plan, saving: checkpoint.Checkpo
     tracker.set_tags({HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                       RESUME_TAG: job.resume_command(run_dir)})  # fmt: skip
     summary = Summary(str(cfg.market.currency), plan.eval.num_envs, plan.eval.steps,
+                      plan.eval.sharpe_window,
                       title=curves_title(cfg, job.choices, run_dir))  # fmt: skip
     if meta is not None:  # the run's log points before this start, up to its checkpoint
         summary.read_history(run_dir / DIAG_FILE)

@@ -38,12 +38,12 @@ def _number(value: object) -> bool:
 def versus_baselines(metrics: dict[str, float]) -> tuple[list[str], list[str]]:
     """The baselines an evaluation's net PnL is above, and those it is not (of those logged):
     one evaluation's figures, no interval."""
-    beat, lost = [], []
+    above, below = [], []
     for name in BASELINES:
         key = baseline_key(name, "pnl")
         if key in metrics and PNL in metrics:
-            (beat if metrics[PNL] > metrics[key] else lost).append(name)
-    return beat, lost
+            (above if metrics[PNL] > metrics[key] else below).append(name)
+    return above, below
 
 
 def signed(value: float, unit: str = "") -> str:
@@ -67,11 +67,11 @@ class Summary:
     currency: str
     eval_envs: int
     eval_steps: int
+    sharpe_window: int  # steps per interval of the evaluation's Sharpe
     l_q: list[float] = field(default_factory=list)
     last_eval: dict[str, float] = field(default_factory=dict)
     last_eval_step: int = 0
     curves: Path | None = None  # the PNG of the run's curves, once written
-    sharpe_window: int | None = None  # steps per interval of the evaluation's Sharpe
     backtest: list[str] = field(default_factory=list)  # the calendar backtest's lines
     title: str = ""  # what the run is (variant, seed, market), the curves' title
 
@@ -98,12 +98,6 @@ class Summary:
                 self.update(int(record["step"]), {k: float(v) for k, v in metrics.items()
                                                   if _number(v)})  # fmt: skip
 
-    def interval(self) -> str:
-        """`20-step interval` (the evaluation's Sharpe is not annualised)."""
-        if self.sharpe_window is None:
-            return "eval.sharpe_window-step interval"
-        return f"{self.sharpe_window}-step interval"
-
     def l_q_trend(self) -> str:
         """`0.83 -> 0.31`: the mean of the first and of the last quarter of the log points."""
         if not self.l_q:
@@ -125,8 +119,8 @@ class Summary:
                 f"{signed(pnl, self.currency)} in all ({signed(self.per_env_kstep(pnl))} per env "
                 f"per 1,000 steps), capture "
                 f"{e.get('eval/capture_ratio', math.nan):.3f}, Sharpe "
-                f"{e.get('eval/sharpe', math.nan):.3g} per {self.interval()}, trades "
-                f"{e.get('eval/trades', 0):.0f}"
+                f"{e.get('eval/sharpe', math.nan):.3g} per {self.sharpe_window}-step interval, "
+                f"trades {e.get('eval/trades', 0):.0f}"
             )
             if PNL_GROSS in e:
                 spread, fees = (signed(e.get(k, math.nan)).lstrip("+") for k in COSTS[:2])
