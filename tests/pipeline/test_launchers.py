@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
@@ -30,6 +32,7 @@ from hydra_plugins.alpha_rl_launcher.packed import (
     sendable,
     split,
 )
+from hydra_plugins.alpha_rl_launcher.slurm import SETUP_TRAP, guarded
 from tests.pipeline.test_cli import nested_sweep_runs, train
 
 SWEEP = ["-m", "experiment=her_ablation", "steps=60", "hydra.sweep.dir=multirun/sweep"]
@@ -60,8 +63,27 @@ def test_slurm_preset_composes_for_submitit() -> None:
     with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
         cfg = compose("train", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
-    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert launcher._target_ == "hydra_plugins.alpha_rl_launcher.slurm.SlurmLauncher"
     assert (launcher.partition, launcher.gpus_per_node, launcher.timeout_min) == ("gpu", 1, 120)
+    made = instantiate(launcher)
+    assert isinstance(made, submitit_launcher.SlurmLauncher)
+    assert made.params["setup"] == [SETUP_TRAP, "source .venv/bin/activate", "trap - ERR"]
+
+
+def test_the_first_setup_line_that_fails_ends_the_job_naming_it(tmp_path: Path) -> None:
+    """The lines as submitit writes them into the sbatch script, run by bash."""
+    lines = guarded(["echo ready", "source ./absent/bin/activate", "echo never"])
+    script = tmp_path / "job.sh"
+    script.write_text("\n".join(["#!/bin/bash", *lines, "echo the job ran"]) + "\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == "ready\n"
+    assert done.stderr.splitlines()[-1] == (
+        "alpha_rl: a setup line failed (exit 1): source ./absent/bin/activate"
+    )
+    # after the setup a failing command is the job's own business again
+    script.write_text("\n".join(["#!/bin/bash", *guarded(["true"]), "false", "echo on"]) + "\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "on\n")
 
 
 def test_local_gpus_launches_a_worker_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from tests.mlflow_server import free_port
 from tests.tracking.conftest import make_cfg
 from tests.tracking.test_mounts import mountinfo
 
-SLURM = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+SLURM = "hydra_plugins.alpha_rl_launcher.slurm.SlurmLauncher"  # hydra/launcher=slurm
 JOBLIB = "hydra_plugins.alpha_rl_launcher.local_gpus.LocalGpusLauncher"
 BASIC = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 

@@ -32,6 +32,7 @@ SERVERS = ("http", "https")
 # Hydra launchers whose jobs run on other machines than the sweep (hydra/launcher=slurm)
 MULTI_NODE_LAUNCHERS = frozenset({
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+    "hydra_plugins.alpha_rl_launcher.slurm.SlurmLauncher",
 })  # fmt: skip
 ACCEPTED_URIS = (
     "a database (sqlite:///mlflow.db, postgresql://, mysql:// or mssql://, each also as "

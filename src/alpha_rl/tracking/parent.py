@@ -36,6 +36,7 @@ log = logging.getLogger("alpha_rl.tracking")
 
 PARENT_FILE = "mlflow_parent.json"
 FAILED_JOBS_FILE = "failed_jobs.jsonl"  # jobs of the sweep that did not start (a config error)
+OUTCOME_FILE = "outcome.json"  # in each job's directory: how its run ended
 LOCK_FILE = "mlflow_parent.lock"
 SWEEP_TAG = "alpha_rl.sweep_dir"
 
@@ -94,12 +95,16 @@ class ParentRunCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Mark the parent run FINISHED, or FAILED with a `failed_jobs` tag when jobs did not
-        start (retrying up to tracking.final_retry_s); then exit 2 if any job did not start."""
+        start, or KILLED when a signal stopped a job's run (a cluster's other jobs went on)
+        (retrying up to tracking.final_retry_s); then exit 2 if any job did not start."""
         cfg = TrackingConfig.from_cfg(config.tracking)
         sweep_dir = Path(config.hydra.sweep.dir)
-        failed = failed_jobs(sweep_dir)
+        failed, stopped = failed_jobs(sweep_dir), stopped_jobs(sweep_dir)
         _, run_id = _read(sweep_dir, cfg)
-        if run_id:
+        if run_id and stopped:  # as its jobs' stop made it; a later FINISHED would hide them
+            _close_parent(cfg, run_id, failed, status="KILLED",
+                          reason=f"job(s) {', '.join(stopped)} stopped by a signal")  # fmt: skip
+        elif run_id:
             _close_parent(cfg, run_id, failed)
         if failed:
             for f in failed:
@@ -150,6 +155,19 @@ def failed_jobs(sweep_dir: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def stopped_jobs(sweep_dir: Path) -> list[str]:
+    """The sweep's jobs whose run a signal stopped (KILLED in their outcome.json): under a
+    cluster's launcher (scancel) the other jobs went on to their end, and the sweep is not whole."""
+    stopped = []
+    for outcome in sorted(sweep_dir.glob("*/" + OUTCOME_FILE)):
+        try:
+            if json.loads(outcome.read_text()).get("status") == "KILLED":
+                stopped.append(outcome.parent.name)
+        except (OSError, ValueError, AttributeError):
+            continue
+    return stopped
 
 
 def stop_parent(sweep_dir: Path, cfg: TrackingConfig, reason: str, status: str = "KILLED") -> None:

@@ -12,7 +12,12 @@ Under submitit (hydra/launcher=slurm or submitit_local), whose SIGUSR2 handler r
 that times out or is preempted, `requeue=True` takes SIGUSR2 too: the run checkpoints at the end
 of its step, its MLflow run stays open, and then submitit's own handler is called (`requeue()`),
 which resubmits the job; the restarted job finds the checkpoint in its output directory and
-continues the same run (pipeline/life/run.py).
+continues the same run (pipeline/life/run.py). SLURM itself requeues with SIGTERM (`scontrol
+requeue`, a preemption that requeues, a node that failed): a SIGTERM under submitit on SLURM asks
+slurmctld whether this job is being requeued (its restart count is past this attempt's) and, if
+so, is a requeue too, one that SLURM has already made; otherwise (scancel) it stops the run as
+anywhere else. A SIGTERM that follows a requeue is SLURM ending this attempt: the checkpoint is
+written, the process is on its way out, and KillWait's SIGKILL comes if it is not.
 
 Before that, through the start-up (imports, Hydra composing the config), `sigint_held()` only
 records a SIGINT, and `sigint_raised()` (the task) raises it as KeyboardInterrupt where nothing is
@@ -28,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -53,6 +60,7 @@ class StopSignals:
         self._previous: dict[int, Any] = {}
         self._requeue = requeue  # False: SIGUSR2 stops the run like SIGTERM, without a requeue
         self._submitit: Any = None  # submitit's SIGUSR2 handler, called by requeue()
+        self._slurm_requeues: bool | None = None  # SIGTERM: asked of slurmctld once
 
     @property
     def requested(self) -> bool:
@@ -64,12 +72,24 @@ class StopSignals:
 
     @property
     def requeued(self) -> bool:
-        """Whether the cluster asked for a requeue (SIGUSR2 under submitit, checkpoint.requeue)."""
-        return self.signum == REQUEUE and self._requeue
+        """Whether the cluster asked for a requeue (SIGUSR2 under submitit, checkpoint.requeue),
+        or requeues the job itself (a SIGTERM of SLURM's requeue)."""
+        if not self._requeue:
+            return False
+        if self.signum == signal.SIGTERM and under_submitit():
+            if self._slurm_requeues is None:
+                self._slurm_requeues = slurm_requeues_this_job()
+            return self._slurm_requeues
+        return self.signum == REQUEUE
 
     def requeue(self) -> None:
         """Hand the job to submitit's own handler, which resubmits it and exits (SystemExit),
-        or raises when the job may not be requeued again (max_num_timeout)."""
+        or raises when the job may not be requeued again (max_num_timeout). A job that SLURM
+        requeues already (SIGTERM) only exits: submitit waits for its next attempt."""
+        if self.signum == signal.SIGTERM:
+            log.warning("SLURM requeues this job: the next attempt continues this run from its "
+                        "checkpoint")  # fmt: skip
+            raise SystemExit(self.exit_status)
         self._submitit(REQUEUE, None)
 
     def requeue_or_end(self, tracker: Any, reason: str | None) -> tuple[str, str]:
@@ -111,6 +131,9 @@ class StopSignals:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum == REQUEUE and self._requeue and signum == signal.SIGTERM:
+            log.info("SIGTERM after the requeue: SLURM ends this attempt of the job")
+            return
         if self.signum is not None:  # the second: stop now
             self._restore()
             log.warning("%s again: stopping at once (the last checkpoint stays valid)",
@@ -121,9 +144,14 @@ class StopSignals:
             os.kill(os.getpid(), signum)
             return
         self.signum = signum
-        if self.requeued:
+        if self.requeued and signum == REQUEUE:
             log.warning("SIGUSR2 from the cluster (a time limit or preemption): a checkpoint "
                         "after the current step, then the job is requeued and continues "
+                        "this run")  # fmt: skip
+            return
+        if self.requeued:
+            log.warning("SIGTERM: SLURM requeues this job (a preemption, scontrol requeue): a "
+                        "checkpoint after the current step, then the next attempt continues "
                         "this run")  # fmt: skip
             return
         log.warning("%s: stopping after the current step (a checkpoint at that step, then exit); "
@@ -174,6 +202,27 @@ def _raise_held() -> None:
     if _sigint_held:
         _sigint_held = False
         raise KeyboardInterrupt
+
+
+def slurm_requeues_this_job() -> bool:
+    """Whether SLURM is requeueing this job: the restart count slurmctld holds for it is past
+    this attempt's (SLURM_RESTART_COUNT, absent on the first), as it is from the moment
+    `scontrol requeue`, a requeueing preemption or a failed node sends SIGTERM; scancel leaves it
+    as it was. False outside SLURM and, with a warning, when slurmctld does not answer."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return False
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
+                               text=True, timeout=10)  # fmt: skip
+        restarts = re.search(r"\bRestarts=(\d+)", shown.stdout)
+        if shown.returncode or restarts is None:
+            raise OSError(shown.stderr.strip() or f"no Restarts= in {shown.stdout[:200]!r}")
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("cannot ask SLURM whether job %s is being requeued (%s): the run ends as "
+                    "stopped", job, exc)  # fmt: skip
+        return False
+    return int(restarts.group(1)) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
 
 
 def under_submitit() -> bool:

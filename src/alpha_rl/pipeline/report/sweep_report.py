@@ -22,12 +22,11 @@ from alpha_rl.commands import script_command
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.masking import redact, secrets
 from alpha_rl.tracking import TrackingConfig
-from alpha_rl.tracking.parent import failed_jobs, recorded_parent, ui_opening
+from alpha_rl.tracking.parent import OUTCOME_FILE, failed_jobs, recorded_parent, ui_opening
 from alpha_rl.tracking.records import write_json
 
 log = logging.getLogger("alpha_rl")
 
-OUTCOME_FILE = "outcome.json"
 # what a sweep varies besides its variant: the pairs of a kill check, never its axis
 PAIRING_KEYS = ("seed", "market.fold")
 # the kill check's name of the axis a swept group belongs to (any other key is its own axis)
