@@ -101,8 +101,9 @@ class Cluster:
         """The node dies: its slurmd and every job process on it killed (SIGKILL), as when its
         machine loses power; slurmctld finds out after SlurmdTimeout."""
         pid = int((self.root / f"slurmd.{name}.pid").read_text().split()[0])
-        os.kill(pid, signal.SIGKILL)
-        for proc in _processes_in(self.root, node=name):
+        jobs = _processes_in(self.root, node=name)
+        stepds = {_parent(proc) for proc in jobs} - {None}  # each job step's slurmstepd
+        for proc in [pid, *(p for p in stepds if _command(p) == "slurmstepd"), *jobs]:
             with suppress(OSError):
                 os.kill(proc, signal.SIGKILL)
 
@@ -250,6 +251,20 @@ def stop(cluster: Cluster, timeout_s: float = 30.0) -> None:
     for pid in [*filter(_alive, pids), *_processes_in(cluster.root)]:
         with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:

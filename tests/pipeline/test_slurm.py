@@ -137,12 +137,10 @@ def histories(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, fl
 def slurm_jobs(sweep_dir: Path) -> dict[int, str]:
     """The sweep's SLURM job ids by job number, from submitit's folder names: <array>_<task>, or
     the job's id alone when the sweep was one job (submitted as a plain job, not an array)."""
-    found = {}
-    for folder in (sweep_dir / ".submitit").iterdir():
-        array, _, task = folder.name.partition("_")
-        if array.isdigit() and (task.isdigit() or not task):
-            found[int(task or 0)] = folder.name
-    return found
+    names = [folder.name for folder in (sweep_dir / ".submitit").iterdir()]
+    tasks = {int(name.partition("_")[2]): name for name in names
+             if name.partition("_")[0].isdigit() and name.partition("_")[2].isdigit()}  # fmt: skip
+    return tasks or dict(enumerate(name for name in names if name.isdigit()))
 
 
 def log_of(job_dir: Path) -> str:
@@ -270,7 +268,7 @@ def test_a_cancelled_job_ends_killed_and_a_dead_nodes_job_finishes_on_another(
     wait_until("the job on another node", lambda: resumed in log_of(sweep_dir / "1"), proc, 240)
     cluster.start_node(node)
     out, _ = proc.communicate(timeout=600)
-    assert "2 jobs: 1 FINISHED, 1 KILLED" in out, out[-3000:]
+    assert re.search(r"2 jobs: (1 FINISHED, 1 KILLED|1 KILLED, 1 FINISHED)", out), out[-3000:]
     assert f"SLURM job {jobs[0]} ended CANCELLED" in out, out[-3000:]
     assert "to continue it: " in log_of(sweep_dir / "0")
     states = cluster.run("sacct", "-n", "-X", "-D", "-P", "-o", "JobID,State,NodeList", "-j",
