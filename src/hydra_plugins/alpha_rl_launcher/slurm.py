@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,8 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
                                       for key, value in params.items()})  # fmt: skip
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:  # as submitit's launcher does
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
         job_params = []
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
