@@ -209,3 +209,22 @@ def test_packs_whose_launcher_is_killed_stop_with_their_checkpoints(tmp_path: Pa
         assert json.loads(outcome.read_text())["status"] == "KILLED"
         step = json.loads((checkpoint.latest(outcome.parent) / "meta.json").read_text())["step"]
         assert 30 <= step < 5000
+
+
+def test_a_sigterm_is_a_requeue_only_when_slurmctld_says_the_job_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Outside SLURM a SIGTERM is a stop; inside, a slurmctld that cannot be asked (no scontrol
+    here) makes it a stop too, said. The answer of a real slurmctld is tests/pipeline/
+    test_slurm.py's."""
+    from alpha_rl.pipeline.life.stop import StopSignals, slurm_requeues_this_job
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert not slurm_requeues_this_job()
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol
+    stop = StopSignals(requeue=True)
+    stop.signum = signal.SIGTERM
+    assert not stop.requeued
+    assert "cannot ask SLURM whether job 7 is being requeued" in caplog.text

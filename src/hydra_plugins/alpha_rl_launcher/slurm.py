@@ -3,12 +3,14 @@ the other launchers do when a job dies without a word.
 
 - Its `setup` lines run under a trap: the first that fails ends the job (exit 1), its stderr
   naming the line, instead of the job going on in an environment half set up.
-- It waits for every job of the array. A job that ended without a result (cancelled, a failed
-  setup line, killed out of memory) no longer aborts the sweep with the first such job's error
-  while the others still run: its state (from sacct) and the last line of its stderr are said,
-  and one that never started its run is noted in <sweep dir>/failed_jobs.jsonl, so the sweep's
-  last lines count it and the sweep exits 2, as for a job refused under the basic launcher. A
-  job whose run ended (KILLED by scancel, say) is counted from its outcome.json.
+- It waits for every job of the array, through the attempts of one that SLURM requeued (a
+  failed node: sacct says NODE_FAIL while the job is back in the queue). A job that ended
+  without a result (cancelled, a failed setup line, killed out of memory) no longer aborts the
+  sweep with the first such job's error while the others still run: its state (from sacct) and
+  the last line of its stderr are said, and one that never started its run is noted in
+  <sweep dir>/failed_jobs.jsonl, so the sweep's last lines count it and the sweep exits 2, as
+  for a job refused under the basic launcher. A job whose run ended (KILLED by scancel, say) is
+  counted from its outcome.json.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ log = logging.getLogger(__name__)
 SETUP_TRAP = ("trap 'status=$?; echo \"alpha_rl: a setup line failed (exit $status): "
               "$BASH_COMMAND\" >&2; exit 1' ERR")  # fmt: skip
 SETUP_END = "trap - ERR"
+REQUEUE_POLL_S = 5.0  # how often a job SLURM requeued is looked for in squeue
 
 
 class LostJobError(AlphaRlError):
@@ -42,6 +47,37 @@ class LostJobError(AlphaRlError):
 def guarded(setup: list[str] | None) -> list[str] | None:
     """The setup lines between a trap that ends the job at the first that fails and its end."""
     return [SETUP_TRAP, *setup, SETUP_END] if setup else setup
+
+
+def result(job: Any) -> JobReturn:
+    """The job's result. One that ended without it (sacct says NODE_FAIL, say) but that SLURM
+    requeued (it is in squeue again) is waited for through its next attempts."""
+    import submitit
+
+    while True:
+        try:
+            return job.results()[0]
+        except submitit.core.utils.FailedJobError:
+            raise
+        except submitit.core.utils.UncompletedJobError:
+            if not in_queue(job.job_id):
+                raise
+            log.warning("SLURM job %s ended %s and was requeued: waiting for its next attempt",
+                        job.job_id, job.state)  # fmt: skip
+            while in_queue(job.job_id):
+                time.sleep(REQUEUE_POLL_S)
+            job.get_info(mode="force")  # sacct's state of the last attempt, not the cached one
+
+
+def in_queue(job_id: str) -> bool:
+    """Whether SLURM still holds the job (pending, running, completing: squeue lists it)."""
+    try:
+        shown = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                               text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("squeue could not be asked about job %s (%s)", job_id, exc)
+        return False
+    return shown.returncode == 0 and bool(shown.stdout.strip())
 
 
 class SlurmLauncher(submitit_launcher.SlurmLauncher):
@@ -79,7 +115,7 @@ class SlurmLauncher(submitit_launcher.SlurmLauncher):
         pairs = zip(jobs, job_overrides, strict=True)
         for idx, (job, overrides) in enumerate(pairs, initial_job_idx):
             try:
-                returns.append(job.results()[0])
+                returns.append(result(job))
             except submitit.core.utils.FailedJobError as exc:  # the job's own error: raised,
                 errors.append(exc)  # after every other job has ended
             except submitit.core.utils.UncompletedJobError:
