@@ -170,12 +170,9 @@ def unbroken(where: Path, *overrides: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def requeue(cluster, job: str) -> bool:
-    """`scontrol requeue` of `job` while it runs (what a preemption does): whether it was."""
-    state = cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).strip()
-    if state != "RUNNING":
-        return False
-    return cluster_ok(cluster, "scontrol", "requeue", job)
+def running(cluster, job: str) -> bool:
+    """Whether slurmctld says `job` runs."""
+    return cluster.run("squeue", "-h", "-j", job, "-o", "%T", check=False).strip() == "RUNNING"
 
 
 def cluster_ok(cluster, *command: str) -> bool:
@@ -220,7 +217,10 @@ def test_a_job_that_times_out_or_is_requeued_continues_its_run_bit_for_bit(
     wait_until("the step it resumes at", lambda: re.search(at_step, log_of(job_dir)), proc, 120)
     at = int(re.findall(at_step, log_of(job_dir))[-1])
     wait_for_step(job_dir, at + 50, proc)  # it steps on from its checkpoint
-    wait_until("a running attempt to requeue", lambda: requeue(cluster, job), proc, 240)
+    wait_until("a running attempt to requeue", lambda: running(cluster, job), proc, 240)
+    # once only: a requeue whose reply timed out on a busy host may still have been done, and a
+    # second would make a third attempt
+    cluster_ok(cluster, "scontrol", "requeue", job)
     wait_until("the attempt after scontrol requeue",
                lambda: log_of(job_dir).count(resumed) == 2, proc, 240)  # fmt: skip
     out, _ = proc.communicate(timeout=600)
@@ -233,7 +233,10 @@ def test_a_job_that_times_out_or_is_requeued_continues_its_run_bit_for_bit(
     submitit_log = "".join(p.read_text() for p in (tmp_path / "sweep" / ".submitit").glob(
         f"{job}/*_log.err"))  # fmt: skip
     assert "this job is timed-out" in submitit_log, submitit_log[-3000:]
-    assert "Restarts=2 " in cluster.run("scontrol", "show", "job", job)  # two attempts after
+    shown = cluster.run("scontrol", "show", "job", job)
+    restarts = int(re.search(r"Restarts=(\d+)", shown).group(1))
+    attempts = log.count(resumed)  # every attempt after the first resumes, and says so
+    assert restarts == attempts == 2, f"Restarts={restarts}, {attempts} resumed: {shown}"
     whole_out, _ = whole.communicate(timeout=600)
     assert whole.returncode == 0, whole_out[-3000:]
     (run,) = runs_of(server, tmp_path / "sweep")
