@@ -47,7 +47,7 @@ def compositions(quotes: Path) -> dict[str, list[str]]:
         "her_off_stride6": ["her='off'", "reward=stride6"],
         "her_backward_beta_active_walk_forward": ["her=backward", "beta=active",
                                                   "validation=walk_forward", "market.fold=1"],
-        "her_forward_file_market": ["her=forward", *file_market],
+        "her_forward_file_market_margin": ["her=forward", *file_market, "objective=margin"],
         "market_sp500_daily": ["market=sp500_daily"],  # real closes a package ships
         # the cuda backend's keys on numpy (CI has no GPU); a server's keys on a SQLite store
         "backend_cuda_keys": ["backend=cuda", "backend.name=numpy"],

@@ -19,6 +19,8 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from mlflow.tracking import MlflowClient
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from scipy.stats import norm
 
 from alpha_rl.errors import ConfigError
@@ -54,7 +56,8 @@ def search(tmp_path: Path, sweep: str, *overrides: str) -> subprocess.CompletedP
 
 
 def study_of(tmp_path: Path) -> optuna.Study:
-    return optuna.load_study(study_name="her_optuna", storage=f"sqlite:///{tmp_path}/optuna.db")
+    journal = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    return optuna.load_study(study_name="her_optuna", storage=journal)
 
 
 def parent_of(client: MlflowClient, tmp_path: Path, sweep: str):

@@ -39,10 +39,10 @@ from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, ta
 from alpha_rl.masking import hide_password
 from alpha_rl.pipeline.configure.objective import METRIC
 from alpha_rl.search.shrinkage import Candidate, describe, report
+from alpha_rl.search.storage import open_storage, stored_file
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader
 from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
-from alpha_rl.tracking.store import sqlite_file
 from alpha_rl.tracking.stores import bound_requests, first_line
 
 REMEDY = "give --tracking-uri of the MLflow store the search logged to"
@@ -102,13 +102,13 @@ def load_study(reader: RunReader, parent: str) -> Any:
             f"--parent {parent}: not the parent run of a search (no {STUDY_TAG} "
             "and search.storage tags)"
         )
-    shown, db = hide_password(storage), sqlite_file(storage)
-    if db is not None and not db.is_file():  # Optuna would create an empty storage there
-        raise AlphaRlError(f"no study storage at {db} (the search.storage tag of --parent "
+    shown, stored = hide_password(storage), stored_file(storage)
+    if stored is not None and not stored.is_file():  # Optuna would create an empty one there
+        raise AlphaRlError(f"no study storage at {stored} (the search.storage tag of --parent "
                            f"{parent}): put the search's storage back there")  # fmt: skip
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        return optuna.load_study(study_name=study_name, storage=storage)
+        return optuna.load_study(study_name=study_name, storage=open_storage(storage))
     except KeyError as exc:
         raise AlphaRlError(f"study {study_name!r} is not in {shown}: {exc}") from exc
     except Exception as exc:  # the storage boundary: whatever Optuna or SQLAlchemy raises
@@ -195,7 +195,9 @@ def run_confirmation(
 def unseen_seeds_and_folds(args: argparse.Namespace, study: Any) -> tuple[list[int], list[int]]:
     """The seeds (--seeds, none the search's own) and walk-forward folds (--folds, or every fold
     that ends before the search's held-out part) the confirmation runs on."""
-    searched_seeds = {int(study.user_attrs.get("seed", 0))}
+    # the seeds its trials ran on (a study made before trials ran on several: its one seed)
+    searched_seeds = {int(s) for s in study.user_attrs.get("seeds") or
+                      [study.user_attrs.get("seed", 0)]}  # fmt: skip
     seeds = [int(s) for s in str(args.seeds).split(",") if s.strip()]
     if searched_seeds & set(seeds):
         raise AlphaRlError(
@@ -205,6 +207,13 @@ def unseen_seeds_and_folds(args: argparse.Namespace, study: Any) -> tuple[list[i
     if args.folds is not None:
         return seeds, [int(f) for f in str(args.folds).split(",") if f.strip()]
     wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
+    if study.user_attrs.get("validation") == "walk_forward":  # the folds it never ran
+        searched = set(study.user_attrs.get("folds") or [])
+        folds = [k for k in range(int(wf.folds)) if k not in searched]
+        if not folds:
+            raise AlphaRlError("the search ran every walk-forward fold: name the folds to "
+                               "confirm on with --folds")  # fmt: skip
+        return seeds, folds
     split = study.user_attrs.get("split")  # the search's own single split
     if split is None:
         split = OmegaConf.load(paths.conf_dir() / "validation" / "single.yaml").split

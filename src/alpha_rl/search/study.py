@@ -1,17 +1,22 @@
 """A hyper-parameter search as an Optuna study driven through Hydra's launcher.
 
 The sweeper (`hydra/sweeper=alpha_rl_optuna`, set by a `hparams_search=` preset) asks the study
-for `n_jobs` trials at a time, launches them as one batch of jobs (the basic launcher runs them
-one after another in this process; `hydra/launcher=local_gpus` one per GPU), and tells the study
-each job's return value: the run's objective (alpha_rl.pipeline.configure.objective). A trial whose
-job fails (a config error, a diverged run, a crash) or returns NaN is told FAIL and the search goes
-on. Every trial is an MLflow run nested under the sweep's parent run and tagged with the study and
-its trial number; after each batch the parent gets the best trial so far as tags.
+for `n_jobs` trials at a time and runs each on its instances, the `seeds` x walk-forward `folds`
+(alpha_rl.search.instances), a wave of instances of every trial of the batch as one batch of jobs
+(the basic launcher runs them one after another in this process, `hydra/launcher=packed` as
+packs, `local_gpus` one per GPU, `slurm` as a job array). Each job returns its run's objective
+(alpha_rl.pipeline.configure.objective); the study is told each as the trial's intermediate value
+at the instance's id, the Wilcoxon pruner may stop a trial between waves, and a trial that ran
+every instance is told their mean. A trial one of whose jobs fails (a config error, a diverged
+run, a crash) or returns NaN is told FAIL and the search goes on. Every run is an MLflow run
+nested under the sweep's parent run and tagged with the study, its trial and instance; after each
+batch the parent gets the best trial so far as tags.
 
-The study lives in SQLite beside the MLflow store (`<store dir>/optuna.db`; `storage` to
-choose), under the preset's name: the same command again adds `n_trials` more trials to it.
-Its user attributes record what a later confirmation needs: the objective, the space, the fixed
-overrides, and the parent run of every search that added trials.
+The study lives in a journal file beside the MLflow store (`storage`: alpha_rl.search.storage),
+under the preset's name: the same command again adds `n_trials` more trials to it, and searches
+in other processes may add theirs at the same time. Its user attributes record what a later
+confirmation needs: the objective, the space, the fixed overrides, the instances, and the parent
+run of every search that added trials.
 """
 
 from __future__ import annotations
@@ -28,72 +33,45 @@ from omegaconf import DictConfig, OmegaConf
 from alpha_rl.errors import ConfigError
 from alpha_rl.pipeline.configure.objective import Objective
 from alpha_rl.search import space as search_space
+from alpha_rl.search.instances import (
+    Instance,
+    PrunerConfig,
+    Running,
+    check_own_keys,
+    folds_of,
+    instances,
+    plain,
+    seeds_of,
+    trial_order,
+)
+from alpha_rl.search.sampler import SAMPLERS, SamplerConfig, grid_size
+from alpha_rl.search.storage import open_storage, storage_url
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.parent import parent_run_for, set_parent_tags, stop_parent
-from alpha_rl.tracking.store import sqlite_path
 
 log = logging.getLogger("alpha_rl.search")
 
-SAMPLERS = ("tpe", "random", "grid")
 RESULTS_FILE = "search_results.yaml"
+NOT_RECORDED = (
+    "hydra.",
+    "hydra/",
+    "tracking.",
+    "tracking=",
+)  # fixed overrides a study may differ in
+SETTINGS = (
+    "study",
+    "storage",
+    "storage_url",
+    "n_trials",
+    "n_jobs",
+    "seeds",
+    "folds",
+    "wave",
+    "pruner",
+    "sampler",
+    "params",
+)  # conf/hydra/sweeper/alpha_rl_optuna.yaml's keys
 STUDY_TAG, TRIAL_TAG = "search.study", "search.trial"
-
-
-@dataclass(frozen=True)
-class SamplerConfig:
-    """hydra.sweeper.sampler: which Optuna sampler and its seed."""
-
-    name: str = "tpe"
-    seed: int | None = 0
-    n_startup_trials: int = 8  # TPE: random trials before the model (Optuna's default is 10)
-
-    def build(self, space: dict, offset: int = 0) -> Any:
-        """The sampler, its seed moved on by `offset` (the trials a resumed study holds)."""
-        import optuna
-
-        seed = None if self.seed is None else self.seed + offset
-        if self.name == "tpe":
-            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials)
-        if self.name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        grid = {}
-        for key, d in space.items():
-            if isinstance(d, optuna.distributions.CategoricalDistribution):
-                grid[key] = list(d.choices)
-            elif isinstance(d, optuna.distributions.IntDistribution) and not d.log:
-                grid[key] = list(range(d.low, d.high + 1, d.step))
-            else:
-                raise ConfigError(
-                    f"hydra.sweeper.sampler.name=grid: {key} is a continuous "
-                    "interval; give it as choice() or range()"
-                )
-        return ask_tell_grid(grid, seed)
-
-
-def ask_tell_grid(grid: dict, seed: int | None) -> Any:
-    """Optuna's GridSampler without its stop at the last grid point, which raises outside
-    `study.optimize` (the search caps its trials at the grid's size itself)."""
-    import optuna
-
-    class AskTellGrid(optuna.samplers.GridSampler):
-        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
-            pass
-
-    return AskTellGrid(grid, seed=seed)
-
-
-def grid_size(space: dict) -> int:
-    """The number of points of a grid over `space` (choices and ranges only)."""
-    from optuna.distributions import CategoricalDistribution
-
-    n = 1
-    for d in space.values():
-        n *= (
-            len(d.choices)
-            if isinstance(d, CategoricalDistribution)
-            else (d.high - d.low) // d.step + 1
-        )
-    return n
 
 
 @dataclass(frozen=True)
@@ -101,14 +79,22 @@ class SearchConfig:
     """The sweeper's settings (conf/hydra/sweeper/alpha_rl_optuna.yaml), checked."""
 
     study: str
-    storage: str
+    storage: str  # the recorded storage string (alpha_rl.search.storage)
     n_trials: int
     n_jobs: int
     sampler: SamplerConfig
     params: dict
+    instances: list[Instance]
+    wave: int  # instances of a trial launched at once (every one when 0)
+    pruner: PrunerConfig
 
     @classmethod
     def build(cls, settings: dict, config: DictConfig) -> SearchConfig:
+        settings = {k: plain(v) for k, v in settings.items()}
+        unknown = sorted(set(settings) - set(SETTINGS))
+        if unknown:
+            raise ConfigError(f"hydra.sweeper: unknown key(s) {', '.join(unknown)} (one of "
+                              f"{', '.join(SETTINGS)})")  # fmt: skip
         study = settings.get("study") or config.hydra.runtime.choices.get("hparams_search")
         if not study:
             raise ConfigError(
@@ -117,12 +103,18 @@ class SearchConfig:
             )
         try:
             n_trials, n_jobs = int(settings.get("n_trials", 0)), int(settings.get("n_jobs", 1))
+            wave = int(settings.get("wave", 0))
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"hydra.sweeper.n_trials, n_jobs: whole numbers ({exc})") from exc
+            raise ConfigError(
+                f"hydra.sweeper.n_trials, n_jobs, wave: whole numbers ({exc})"
+            ) from exc
         if n_trials < 1:
             raise ConfigError(f"hydra.sweeper.n_trials={n_trials}: at least 1")
         if n_jobs < 1:
             raise ConfigError(f"hydra.sweeper.n_jobs={n_jobs}: trials launched at once, >= 1")
+        if wave < 0:
+            raise ConfigError(f"hydra.sweeper.wave={wave}: instances of a trial launched at "
+                              "once, >= 1 (0: all of them)")  # fmt: skip
         given = dict(settings.get("sampler") or {})
         unknown = sorted(set(given) - set(SamplerConfig.__dataclass_fields__))
         if unknown:
@@ -133,17 +125,13 @@ class SearchConfig:
             raise ConfigError(
                 f"hydra.sweeper.sampler.name={sampler.name!r}: one of {', '.join(SAMPLERS)}"
             )
-        storage = settings.get("storage") or default_storage(str(config.tracking.uri))
-        return cls(
-            str(study), str(storage), n_trials, n_jobs, sampler, dict(settings.get("params") or {})
-        )
-
-
-def default_storage(tracking_uri: str) -> str:
-    """`sqlite:///<MLflow store's dir>/optuna.db`, or ./optuna.db beside a tracking server."""
-    path = sqlite_path(tracking_uri)
-    where = path.resolve().parent if path is not None else Path.cwd()
-    return f"sqlite:///{where / 'optuna.db'}"
+        storage = storage_url(str(settings.get("storage") or "journal"),
+                              settings.get("storage_url"), str(config.tracking.uri))  # fmt: skip
+        held = instances(seeds_of(settings.get("seeds", [0])),
+                         folds_of(settings.get("folds"), config.validation))  # fmt: skip
+        return cls(str(study), storage, n_trials, n_jobs, sampler,
+                   dict(settings.get("params") or {}), held, wave or len(held),
+                   PrunerConfig.build(dict(settings.get("pruner") or {})))  # fmt: skip
 
 
 @dataclass
@@ -183,16 +171,19 @@ class Search:
         self.tracking = TrackingConfig.from_cfg(config.tracking)
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.job_idx = 0
+        self.mine: set[int] = set()  # the numbers of this invocation's trials
 
     def run(self, arguments: list[str]) -> Any:
         import optuna
 
         space, fixed = search_space.parse(self.cfg.params, arguments)
+        check_own_keys(space, fixed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(
             study_name=self.cfg.study,
-            storage=self.cfg.storage,
+            storage=open_storage(self.cfg.storage),
             sampler=optuna.samplers.RandomSampler(),  # replaced below, once the study is read
+            pruner=self.cfg.pruner.pruner(),
             direction=self.objective.direction,
             load_if_exists=True,
         )
@@ -202,40 +193,60 @@ class Search:
         n_trials = self.trials_left(space, len(study.trials))
         parent = parent_run_for(self.sweep_dir, self.tracking, create=False)
         before = len(study.trials)
+        n = len(self.cfg.instances)
         log.info(
-            "search %s (%s): %d trials, %d at a time, %s %s; the study has %d trials",
-            self.cfg.study,
-            self.cfg.storage,
-            n_trials,
-            self.cfg.n_jobs,
-            self.objective.direction,
-            self.objective.describe(),
-            before,
-        )
+            "search %s (%s): %d trials, %d at a time, each on %d instance%s (%s) %s at a time, "
+            "pruner %s; %s %s; the study has %d trials",
+            self.cfg.study, self.cfg.storage, n_trials, self.cfg.n_jobs, n, "" if n == 1 else "s",
+            ", ".join(i.describe() for i in self.cfg.instances), self.cfg.wave,
+            self.cfg.pruner.name, self.objective.direction, self.objective.describe(), before,
+        )  # fmt: skip
         done = 0
         while done < n_trials:
             trials = [study.ask(space) for _ in range(min(self.cfg.n_jobs, n_trials - done))]
-            batch = [
-                [
-                    *fixed,
-                    *(search_space.as_override(k, v) for k, v in t.params.items()),
-                    f"{STUDY_TAG}={self.cfg.study}",
-                    f"{TRIAL_TAG}={t.number}",
-                ]
-                for t in trials
-            ]
+            self.mine |= {t.number for t in trials}
+            running = [Running(t, trial_order(n, self.cfg.sampler.seed, t.number)) for t in trials]
             try:
-                returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+                self.run_batch(study, running, fixed)
             except BaseException:  # a dead worker, Ctrl-C: no trial stays RUNNING for ever
-                for trial in trials:
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                for r in running:
+                    if study.trials[r.trial.number].state == optuna.trial.TrialState.RUNNING:
+                        study.tell(r.trial, state=optuna.trial.TrialState.FAIL)
                 raise
-            self.job_idx += len(batch)
-            for trial, ret in zip(trials, returns, strict=True):
-                self.tell(study, trial, result_of(ret))
             done += len(trials)
             self.tag_parent(parent, study)
-        return self.finish(study, before)
+        return self.finish(study)
+
+    def run_batch(self, study: Any, running: list[Running], fixed: list[str]) -> None:
+        """The batch's trials through their instances, a wave at a time; each told its end."""
+        live = list(running)
+        while live:
+            waves = [(r, self.cfg.instances[i]) for r in live for i in r.next_wave(self.cfg.wave)]
+            batch = [
+                [*fixed, *(search_space.as_override(k, v) for k, v in r.trial.params.items()),
+                 f"{STUDY_TAG}={self.cfg.study}", f"{TRIAL_TAG}={r.trial.number}",
+                 *instance.overrides()]
+                for r, instance in waves
+            ]  # fmt: skip
+            returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+            self.job_idx += len(batch)
+            for (r, instance), ret in zip(waves, returns, strict=True):
+                result = result_of(ret)
+                if result.run_id:
+                    r.runs[instance.id] = result.run_id
+                if result.error is not None:
+                    r.error = r.error or f"{instance.describe()}: {result.error}"
+                    continue
+                r.values[instance.id] = result.value
+                r.trial.report(result.value, instance.id)
+            still = []
+            for r in live:
+                goes_on = r.error is None and len(r.values) < len(r.order)
+                if goes_on and not r.trial.should_prune():
+                    still.append(r)
+                    continue
+                self.tell(study, r)
+            live = still
 
     def trials_left(self, space: dict, held: int) -> int:
         """The trials to run: n_trials, or what a grid has left of its points after the `held`
@@ -257,13 +268,15 @@ class Search:
         record = {
             "objective": OmegaConf.to_container(self.config.objective),
             "space": search_space.describe(space),
-            "fixed": sorted(
-                f for f in fixed if not f.lstrip("+~").startswith(("hydra.", "hydra/"))
+            "fixed": sorted(  # what the trials run, not where they are recorded
+                f for f in fixed if not f.lstrip("+~").startswith(NOT_RECORDED)
             ),
-            "seed": int(self.config.seed),  # the seed and split every trial ran on
+            # the instances every trial runs on: instance id -> [seed, fold]
+            "instances": [[i.seed, i.fold] for i in self.cfg.instances],
+            "seeds": sorted({i.seed for i in self.cfg.instances}),
             "validation": str(self.config.validation.name),
             "split": self.config.validation.get("split"),  # single: its training fraction
-            "fold": self.config.market.get("fold"),
+            "folds": sorted({i.fold for i in self.cfg.instances if i.fold is not None}) or None,
         }
         for key, value in record.items():
             old = study.user_attrs.get(key)
@@ -275,29 +288,38 @@ class Search:
                 )
             study.set_user_attr(key, value)
 
-    def tell(self, study: Any, trial: Any, result: TrialResult) -> None:
+    def tell(self, study: Any, r: Running) -> None:
+        """A trial's end: FAIL (a job failed), PRUNED (stopped by the pruner, its partial mean
+        recorded) or COMPLETE with the mean over its instances."""
         import optuna
 
-        if result.run_id:
-            trial.set_user_attr("mlflow_run_id", result.run_id)
-        if result.error is None:
-            study.tell(trial, result.value)
-            log.info(
-                "trial %d: %s = %.6g (%s)",
-                trial.number,
-                self.objective.metric,
-                result.value,
-                ", ".join(f"{k}={v}" for k, v in trial.params.items()),
-            )
+        trial, params = r.trial, ", ".join(f"{k}={v}" for k, v in r.trial.params.items())
+        trial.set_user_attr("sweep", str(self.sweep_dir))  # where its runs' directories are
+        if r.runs:
+            first = r.runs[min(r.runs)]
+            trial.set_user_attr("mlflow_run_id", first)
+            runs = {str(i): run for i, run in sorted(r.runs.items())}
+            trial.set_user_attr("mlflow_run_ids", runs)
+        if r.values:
+            trial.set_user_attr("instances_run", len(r.values))
+        if r.error is not None:
+            trial.set_user_attr("error", r.error[:1000])
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            log.warning("trial %d failed (%s): %s; the search goes on", trial.number, params,
+                        r.error)  # fmt: skip
             return
-        trial.set_user_attr("error", result.error[:1000])
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        log.warning(
-            "trial %d failed (%s): %s; the search goes on",
-            trial.number,
-            ", ".join(f"{k}={v}" for k, v in trial.params.items()),
-            result.error,
-        )
+        value = r.partial_mean()
+        if len(r.values) < len(r.order):
+            trial.set_user_attr("partial_mean", value)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            log.info("trial %d pruned after %d of %d instances (Wilcoxon against trial %d): "
+                     "mean %.6g so far (%s)", trial.number, len(r.values), len(r.order),
+                     study.best_trial.number, value, params)  # fmt: skip
+            return
+        study.tell(trial, value)
+        log.info("trial %d: %s = %.6g, the mean over %d instance%s (%s)", trial.number,
+                 self.objective.source, value, len(r.values), "" if len(r.values) == 1 else "s",
+                 params)  # fmt: skip
 
     def tag_parent(self, parent: str | None, study: Any) -> None:
         """The best trial so far (and the trial counts) as tags of the sweep's parent run."""
@@ -312,6 +334,8 @@ class Search:
             "search.objective": f"{self.objective.direction} {self.objective.describe()}",
             "search.trials_complete": str(states.count(optuna.trial.TrialState.COMPLETE)),
             "search.trials_failed": str(states.count(optuna.trial.TrialState.FAIL)),
+            "search.trials_pruned": str(states.count(optuna.trial.TrialState.PRUNED)),
+            "search.instances": str(len(self.cfg.instances)),
         }
         best = best_trial(study)
         if best is not None:
@@ -325,12 +349,12 @@ class Search:
         if parent not in parents:
             study.set_user_attr("parents", [*parents, parent])
 
-    def finish(self, study: Any, before: int) -> dict:
+    def finish(self, study: Any) -> dict:
         """Log the best trial, write <sweep dir>/search_results.yaml; exit 1 when no trial of
         this invocation completed."""
         import optuna
 
-        added = study.trials[before:]
+        added = [t for t in study.trials if t.number in self.mine]  # not other workers'
         complete = [t for t in added if t.state == optuna.trial.TrialState.COMPLETE]
         best = best_trial(study)
         results = {
@@ -340,6 +364,7 @@ class Search:
             "trials": len(study.trials),
             "added": len(added),
             "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in added),
+            "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in added),
         }
         if best is not None:
             results |= {
@@ -350,10 +375,11 @@ class Search:
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / RESULTS_FILE).write_text(OmegaConf.to_yaml(OmegaConf.create(results)))
         log.info(
-            "search %s: %d of %d trials completed; the study's best: %s",
+            "search %s: %d of %d trials completed (%d pruned); the study's best: %s",
             self.cfg.study,
             len(complete),
             len(added),
+            results["pruned"],
             "none" if best is None else f"trial {best.number}, {best.value:.6g}, {best.params}",
         )
         if not complete:

@@ -210,19 +210,26 @@ def plan_run(cfg: DictConfig) -> Plan:
     check_added_keys(task_overrides(cfg), task_groups(cfg))
     run, agent, env = run_config(cfg), AgentConfig.from_cfg(cfg.agent), EnvConfig.from_cfg(cfg.env)
     check_lot_mult(env)
+    objective, evaluation = Objective.from_cfg(cfg), eval_config(cfg)
+    if objective.baseline is not None:  # the margin is the calendar backtest's
+        if evaluation.backtest is False:
+            raise ConfigError("objective=margin is measured on the calendar backtest: drop "
+                              "eval.backtest.enabled=false (or choose another "
+                              "objective=)")  # fmt: skip
+        evaluation = dataclasses.replace(evaluation, backtest=True)
     plan = Plan(
         run=run,
         env=env,
         replay=ReplayConfig.from_cfg(cfg.replay, learner_updates(run, agent)),
         agent=agent,
         her=HerConfig.from_cfg(cfg),
-        eval=eval_config(cfg),
+        eval=evaluation,
         validation=validation_config(cfg, max(env.perception.horizons)),
         reward=reward_config(cfg),
         beta=beta_config(cfg),
         backend=backend_config(cfg),
         alpha=alpha_config(cfg),
-        objective=Objective.from_cfg(cfg),
+        objective=objective,
     )
     check_plan(plan)
     check_memory(plan, settings.integer(cfg, "isv.size", lambda v: v >= 1, ">= 1", "conf/isv/"))

@@ -60,8 +60,12 @@ def describe_run(tracker: Tracker, session: Session, cfg: DictConfig, job: Job, 
 
 
 def search_tags(cfg: DictConfig) -> dict[str, str]:
-    """The tags that name a search trial's study and number (cfg.search)."""
-    return {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
+    """The tags that name a search trial's study and number, and the instance (seed, fold) of
+    the trial the run is (cfg.search)."""
+    tags = {"search.study": str(cfg.search.study), "search.trial": str(cfg.search.trial)}
+    if cfg.search.get("instance") is not None:
+        tags["search.instance"] = str(cfg.search.instance)
+    return tags
 
 
 def say_outcome(run_dir: Path, status: str, steps: int, reason: str | None,

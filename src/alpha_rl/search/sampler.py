@@ -1,0 +1,67 @@
+"""The sampler of a search (`hydra.sweeper.sampler`): Optuna's TPE, random or grid sampler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from alpha_rl.errors import ConfigError
+
+SAMPLERS = ("tpe", "random", "grid")
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """hydra.sweeper.sampler: which Optuna sampler and its seed."""
+
+    name: str = "tpe"
+    seed: int | None = 0
+    n_startup_trials: int = 8  # TPE: random trials before the model (Optuna's default is 10)
+
+    def build(self, space: dict, offset: int = 0) -> Any:
+        """The sampler, its seed moved on by `offset` (the trials a resumed study holds)."""
+        import optuna
+
+        seed = None if self.seed is None else self.seed + offset
+        if self.name == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials)
+        if self.name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        grid = {}
+        for key, d in space.items():
+            if isinstance(d, optuna.distributions.CategoricalDistribution):
+                grid[key] = list(d.choices)
+            elif isinstance(d, optuna.distributions.IntDistribution) and not d.log:
+                grid[key] = list(range(d.low, d.high + 1, d.step))
+            else:
+                raise ConfigError(
+                    f"hydra.sweeper.sampler.name=grid: {key} is a continuous "
+                    "interval; give it as choice() or range()"
+                )
+        return ask_tell_grid(grid, seed)
+
+
+def ask_tell_grid(grid: dict, seed: int | None) -> Any:
+    """Optuna's GridSampler without its stop at the last grid point, which raises outside
+    `study.optimize` (the search caps its trials at the grid's size itself)."""
+    import optuna
+
+    class AskTellGrid(optuna.samplers.GridSampler):
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            pass
+
+    return AskTellGrid(grid, seed=seed)
+
+
+def grid_size(space: dict) -> int:
+    """The number of points of a grid over `space` (choices and ranges only)."""
+    from optuna.distributions import CategoricalDistribution
+
+    n = 1
+    for d in space.values():
+        n *= (
+            len(d.choices)
+            if isinstance(d, CategoricalDistribution)
+            else (d.high - d.low) // d.step + 1
+        )
+    return n
