@@ -70,6 +70,9 @@ ui: $(STAMP) ## MLflow UI + tracking server on 127.0.0.1 over a store (STORE=mlf
 	@test -f "$(STORE)" || { echo "no tracking store at $(STORE): run \`make train\` first or pass STORE=<file.db>"; exit 2; }
 	@$(PY) -m alpha_rl.tracking server --db sqlite:///$(abspath $(STORE)) --artifacts $(dir $(abspath $(STORE)))mlartifacts --host 127.0.0.1 --port $(PORT) --log $(dir $(abspath $(STORE)))mlflow_server.log
 
+dashboard: $(STAMP) ## optuna-dashboard on 127.0.0.1 over a search's studies (STUDIES=optuna.journal, or the search.storage tag's URL; PORT=8080)
+	@$(PY) -m alpha_rl.search.dashboard "$(or $(STUDIES),optuna.journal)" --port $(if $(filter command line environment,$(origin PORT)),$(PORT),8080)
+
 tracking-server: $(STAMP) ## tracking server for a cluster's jobs (DB=postgresql://user@dbhost/mlflow HOST PORT ARTIFACTS; beyond loopback ARGS="--auth --credentials FILE")
 	$(PY) -m alpha_rl.tracking server --db "$(DB)" --artifacts "$(ARTIFACTS)" --host $(HOST) --port $(PORT) $(ARGS)
 

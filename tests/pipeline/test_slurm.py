@@ -18,6 +18,8 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 
 from tests.helpers import wait_for_step
 from tests.mlflow_server import started_server
@@ -325,25 +327,33 @@ def test_an_sqlite_store_is_refused_before_any_job_and_a_failed_setup_line_named
 def test_a_search_runs_its_trials_as_jobs_and_keeps_its_study_on_the_submitting_host(
     tmp_path: Path, cluster, server: str
 ) -> None:
-    """hparams_search under the slurm launcher: each batch of n_jobs trials is one job array;
-    every trial's run is in the server, FINISHED, and its objective is the study's value for
-    it. The study's storage (optuna.db beside the sweep's command, as with a server) is written
-    by the sweeper alone, on the host that submitted: the jobs hand their objective back
-    through submitit, so no node opens the SQLite file."""
+    """hparams_search under the slurm launcher: the runs of a batch of n_jobs trials on their
+    seeds are one job array; every run is in the server, FINISHED, its objective the trial's
+    intermediate value at its instance and the trial's value their mean. The study's journal
+    (optuna.journal beside the sweep's command, as with a server) is written by the sweeper
+    alone, on the host that submitted: the jobs hand their objective back through submitit, so
+    no node opens it."""
     proc = sweep(tmp_path, cluster, server, "hparams_search=her_optuna", "steps=20",
                  "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=2",
-                 "hydra.sweeper.n_jobs=2", "her.threshold=choice(1.5)",
-                 "her.priority_boost=choice(3.0)", "her.lookahead=choice(4,6)")  # fmt: skip
+                 "hydra.sweeper.n_jobs=2", "hydra.sweeper.seeds=[0,1]",
+                 "her.threshold=choice(1.5)", "her.priority_boost=choice(3.0)",
+                 "her.lookahead=choice(4,6)")  # fmt: skip
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-4000:]
-    assert "2 jobs: 2 FINISHED" in out and "confirm it: " in out, out[-3000:]
+    assert "4 jobs: 4 FINISHED" in out and "confirm it: " in out, out[-3000:]
     arrays = {name.split("_")[0] for name in slurm_jobs(tmp_path / "sweep").values()}
-    assert len(arrays) == 1 and len(slurm_jobs(tmp_path / "sweep")) == 2  # one array of 2
-    study = optuna.load_study(study_name="her_optuna", storage=f"sqlite:///{tmp_path}/optuna.db")
+    assert len(arrays) == 1 and len(slurm_jobs(tmp_path / "sweep")) == 4  # one array of 4
+    journal = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    study = optuna.load_study(study_name="her_optuna", storage=journal)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
     for trial in study.trials:
-        run = store(server).get_run(trial.user_attrs["mlflow_run_id"])
-        assert run.info.status == "FINISHED" and run.data.tags["search.trial"] == str(trial.number)
-        assert run.data.metrics["search/objective"] == trial.value
-    opened = [line for line in out.splitlines() if "optuna.db" in line]
+        assert set(trial.intermediate_values) == {0, 1}  # seeds 0 and 1
+        assert trial.value == pytest.approx(sum(trial.intermediate_values.values()) / 2)
+        for instance, run_id in trial.user_attrs["mlflow_run_ids"].items():
+            run = store(server).get_run(run_id)
+            assert run.info.status == "FINISHED"
+            assert run.data.tags["search.trial"] == str(trial.number)
+            value = trial.intermediate_values[int(instance)]
+            assert run.data.metrics["search/objective"] == value
+    opened = [line for line in out.splitlines() if "optuna.journal" in line]
     assert opened, out[-3000:]  # the sweeper says where its study is

@@ -37,7 +37,7 @@ from alpha_rl.killcheck.config import Criteria
 from alpha_rl.killcheck.judge import judge
 from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, table
 from alpha_rl.masking import hide_password
-from alpha_rl.pipeline.configure.objective import METRIC
+from alpha_rl.pipeline.configure.objective import MARGIN, METRIC
 from alpha_rl.search.shrinkage import Candidate, describe, report
 from alpha_rl.search.storage import open_storage, stored_file
 from alpha_rl.search.study import STUDY_TAG
@@ -279,7 +279,10 @@ def run(args: argparse.Namespace) -> int:
         "confirm_parent": confirm_parent,
         "sweep": str(sweep),
     }
-    metric = str(study.user_attrs.get("objective", {}).get("metric", METRIC))
+    objective = study.user_attrs.get("objective", {})
+    metric = str(objective.get("metric", METRIC))
+    if metric == MARGIN:  # the margin over the baseline the search declared
+        metric = f"{MARGIN} over {objective.get('baseline', 'auto')}"
     print(describe(rep, metric))
     (out / "confirm.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
     described = note(treatments, verdict, "search", time.strftime("%Y-%m-%dT%H:%M:%S"))

@@ -53,6 +53,26 @@ def last_value(run: RunRecord, key: str) -> float:
     return float(points[-1][1]) if points else math.nan
 
 
+def mean_interval(values: np.ndarray, level: float = 0.95) -> list[float]:
+    """Student's t interval of the mean of `values` (runs on seeds and folds); NaN under 2."""
+    from scipy.stats import t
+
+    if values.size < 2:
+        return [math.nan, math.nan]
+    half = float(t.ppf(0.5 + level / 2, values.size - 1) * values.std(ddof=1)) / math.sqrt(
+        values.size
+    )
+    return [float(values.mean()) - half, float(values.mean()) + half]
+
+
+def claim(row: dict) -> str:
+    """Whether a confirmed objective is above 0 (a margin: above its baseline) by its interval."""
+    lo, hi = row["interval"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "no interval (fewer than 2 runs)"
+    return "above 0" if lo > 0 else ("below 0" if hi < 0 else "not told from 0")
+
+
 def report(
     study: Any, picks: list[Candidate], runs: list[RunRecord], search_runs: dict[int, RunRecord]
 ) -> dict:
@@ -75,6 +95,7 @@ def report(
                 "params": c.params,
                 "search": c.search_value,
                 "confirmed": confirmed,
+                "interval": mean_interval(values),
                 "runs": int(values.size),
                 "shrinkage": c.search_value - confirmed,
             }
@@ -117,14 +138,16 @@ def describe(rep: dict, metric: str) -> str:
         f"({rep['trials_completed']} completed); {metric} in the search and confirmed:"
     ]
     for row in rep["candidates"]:
+        lo, hi = row["interval"]
+        confirmed = (f"{row['confirmed']:.6g} [{lo:.6g}, {hi:.6g}] ({row['runs']} runs, 95% t "
+                     f"interval of the mean: {claim(row)})")  # fmt: skip
         if row["candidate"] == "default":
-            lines.append(f"  default      confirmed {row['confirmed']:.6g} ({row['runs']} runs)")
+            lines.append(f"  default      confirmed {confirmed}")
             continue
         rel = row["shrinkage"] / abs(row["search"]) if row["search"] else math.nan
         lines.append(
-            f"  {row['candidate']:<12} search {row['search']:.6g} -> confirmed "
-            f"{row['confirmed']:.6g} ({row['runs']} runs): shrank by "
-            f"{row['shrinkage']:.6g} ({rel:.1%})  {row['params']}"
+            f"  {row['candidate']:<12} search {row['search']:.6g} -> confirmed {confirmed}: "
+            f"shrank by {row['shrinkage']:.6g} ({rel:.1%})  {row['params']}"
         )
     lines.append(
         f"winner {rep['winner']}: held-out Sharpe {rep['winner_sharpe']:.4g} per "
