@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.portable import mean
+from alpha_rl.search.sampler import named_settings
 
 PRUNERS = ("wilcoxon", "none")
 
@@ -67,14 +68,7 @@ class PrunerConfig:
 
     @classmethod
     def build(cls, given: dict) -> PrunerConfig:
-        unknown = sorted(set(given) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"hydra.sweeper.pruner: unknown key(s) {', '.join(unknown)} "
-                              "(name, p_threshold, n_startup_steps)")  # fmt: skip
-        cfg = cls(**given)
-        if cfg.name not in PRUNERS:
-            raise ConfigError(f"hydra.sweeper.pruner.name={cfg.name!r}: one of "
-                              f"{', '.join(PRUNERS)}")  # fmt: skip
+        cfg = named_settings(cls, given, "hydra.sweeper.pruner", PRUNERS)
         if not 0.0 < float(cfg.p_threshold) < 1.0:
             raise ConfigError(f"hydra.sweeper.pruner.p_threshold={cfg.p_threshold}: in (0, 1)")
         if int(cfg.n_startup_steps) < 0:

@@ -10,6 +10,19 @@ from alpha_rl.errors import ConfigError
 SAMPLERS = ("tpe", "random", "grid")
 
 
+def named_settings(cls: type, given: dict, where: str, names: tuple[str, ...]) -> Any:
+    """`cls(**given)` of a section of named settings (`where`: hydra.sweeper.sampler, ...):
+    ConfigError for a key the dataclass lacks, or a `name` not among `names`."""
+    fields = tuple(cls.__dataclass_fields__)
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} ({', '.join(fields)})")
+    made = cls(**given)
+    if made.name not in names:
+        raise ConfigError(f"{where}.name={made.name!r}: one of {', '.join(names)}")
+    return made
+
+
 @dataclass(frozen=True)
 class SamplerConfig:
     """hydra.sweeper.sampler: which Optuna sampler and its seed."""

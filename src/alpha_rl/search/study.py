@@ -44,7 +44,7 @@ from alpha_rl.search.instances import (
     seeds_of,
     trial_order,
 )
-from alpha_rl.search.sampler import SAMPLERS, SamplerConfig, grid_size
+from alpha_rl.search.sampler import SAMPLERS, SamplerConfig, grid_size, named_settings
 from alpha_rl.search.storage import open_storage, storage_url
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.parent import parent_run_for, set_parent_tags, stop_parent
@@ -115,16 +115,8 @@ class SearchConfig:
         if wave < 0:
             raise ConfigError(f"hydra.sweeper.wave={wave}: instances of a trial launched at "
                               "once, >= 1 (0: all of them)")  # fmt: skip
-        given = dict(settings.get("sampler") or {})
-        unknown = sorted(set(given) - set(SamplerConfig.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"hydra.sweeper.sampler: unknown key(s) {', '.join(unknown)} "
-                              "(name, seed, n_startup_trials)")  # fmt: skip
-        sampler = SamplerConfig(**given)
-        if sampler.name not in SAMPLERS:
-            raise ConfigError(
-                f"hydra.sweeper.sampler.name={sampler.name!r}: one of {', '.join(SAMPLERS)}"
-            )
+        sampler = named_settings(SamplerConfig, dict(settings.get("sampler") or {}),
+                                 "hydra.sweeper.sampler", SAMPLERS)  # fmt: skip
         storage = storage_url(str(settings.get("storage") or "journal"),
                               settings.get("storage_url"), str(config.tracking.uri))  # fmt: skip
         held = instances(seeds_of(settings.get("seeds", [0])),
