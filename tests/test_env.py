@@ -140,6 +140,50 @@ def check_ledger(backend: Backend, stride: int) -> None:
     assert env.harvest_trade_stats().trades == 0, "harvest clears the accumulators"
 
 
+# the trading rules' ledger: (t, the action asked, the action taken, fills, realised PnL) with
+# env.decision_interval=2 (decisions at even ticks) and env.min_hold=3 from tick 1 on
+RULES_LEDGER = [
+    (1, LONG, FLAT, 0, 0.0),  # odd tick: no decision, stays flat
+    (2, LONG, LONG, 1, 0.0),  # opens long at ask 100.75
+    (3, SHORT, LONG, 0, 0.0),  # odd tick: holds
+    (4, FLAT, LONG, 0, 0.0),  # a decision, but held 2 steps < min_hold 3: holds
+    (5, FLAT, LONG, 0, 0.0),  # odd tick
+    (6, FLAT, FLAT, 1, (100.00 - 100.75) * 20),  # held 4 steps: closes at bid 100.00
+    (7, SHORT, FLAT, 0, 0.0),  # odd tick: stays flat
+    (8, SHORT, SHORT, 1, 0.0),  # opens short at bid 99.50
+    (9, LONG, SHORT, 0, 0.0),  # odd tick
+    (10, LONG, FLAT, 1, -(100.25 - 99.50) * 20),  # the last step: the forced close, whatever
+]  # fmt: skip
+
+
+def test_the_trading_rules_decide_every_interval_and_hold_a_trade_its_minimum_numpy() -> None:
+    check_rules_ledger(NumpyBackend())
+
+
+def check_rules_ledger(backend: Backend) -> None:
+    """The ledger book with env.decision_interval=2 and env.min_hold=3: the actions taken, the
+    fills (c2 = -fee x lot per fill) and the closes' PnL (c0) by hand; the trade stats after."""
+    rules = ["env.decision_interval=2", "env.min_hold=3"]
+    env = make_env(backend, ledger_book(), [*LEDGER_OVERRIDES[:-2], "reward=stride6", *rules])
+    env.reset(np.array([1]))
+    a = env.arrays
+    for t, asked, taken, fills, pnl in RULES_LEDGER:
+        env.step(backend.upload(np.array([asked], np.int32)))
+        got = {k: backend.download(a[k]) for k in ("eff_action", "rc", "pos")}
+        assert got["eff_action"].tolist() == [taken], t
+        assert got["pos"].tolist() == [{FLAT: 0, LONG: 1, SHORT: -1}[taken]], t
+        assert (got["rc"][2], got["rc"][0]) == (np.float32(-1.0 * fills), np.float32(pnl)), t
+    stats = env.harvest_trade_stats()
+    assert (stats.trades, stats.realised, stats.duration) == (2, -30.0, 6.0)  # held 4 + 2
+
+
+def test_the_trading_rules_are_checked_by_name() -> None:
+    for key, bad in (("decision_interval", 0), ("min_hold", -1), ("decision_interval", 1.5)):
+        cfg, _ = compose_train([f"env.{key}={bad}"])
+        with pytest.raises(ConfigError, match=f"env.{key}"):
+            EnvConfig.from_cfg(cfg.env)
+
+
 def test_a_session_gap_forces_the_close_at_the_last_tick_before_it_numpy() -> None:
     check_session_ledger(NumpyBackend())
 

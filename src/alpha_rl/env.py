@@ -59,6 +59,9 @@ class PerceptionConfig:
         return self.hidden_dim if self.projection else self.features
 
 
+MAX_RULE_STEPS = 1 << 20  # the trading rules' ticks and steps: whole numbers exact in float32
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Settings of the environment (conf/env/*.yaml)."""
@@ -68,6 +71,8 @@ class EnvConfig:
     multiplier: float
     fee_per_lot: float
     perception: PerceptionConfig
+    decision_interval: int = 1  # the agent acts at ticks t % decision_interval == 0, else holds
+    min_hold: int = 0  # steps a trade is held before it may be closed or flipped
 
     @classmethod
     def from_cfg(cls, node: DictConfig) -> EnvConfig:
@@ -94,7 +99,15 @@ class EnvConfig:
                     env, "env.perception.hidden_dim", lambda v: v >= 1, ">= 1", where
                 ),
             ),
+            decision_interval=_rule(env, "decision_interval", 1, "ticks", where),
+            min_hold=_rule(env, "min_hold", 0, "steps", where),
         )
+
+
+def _rule(env: DictConfig, key: str, least: int, unit: str, where: str) -> int:
+    """A trading rule's whole number of ticks or steps, least..MAX_RULE_STEPS."""
+    return settings.integer(env, f"env.{key}", lambda v: least <= v <= MAX_RULE_STEPS,
+                            f"in {least}..{MAX_RULE_STEPS} ({unit})", where)  # fmt: skip
 
 
 def _horizons(env: DictConfig, where: str) -> tuple[int, ...]:
@@ -198,6 +211,7 @@ class SlotIndices:
     mag_ratio: int
     aux_align_ema: int
     costs: int  # lot, lot x multiplier, fee per lot (the env part's own numbers)
+    trading: int  # the decision interval and the minimum holding steps (ENV_TRADING)
     perception: int  # 1 / pnl_scale_ticks, 1 / time_scale_steps
 
     @classmethod
@@ -218,6 +232,7 @@ class SlotIndices:
             at(vocab.SLOT_REWARD_MAG_RATIO),
             stride7(vocab.SLOT_REWARD_AUX_ALIGN_EMA),
             layout.index(vocab.SLOT_ENV_COSTS),
+            layout.index(vocab.SLOT_ENV_TRADING),
             layout.index(vocab.SLOT_PERCEPTION_SCALES),
         )
 
@@ -326,6 +341,7 @@ class Environment:
             starts=self.device_starts, action=action, aux_prob=aux_prob, isv=self.isv.array,
             **{k: a[k] for k in (*STATE_I32, *STATE_F32, *OUT_F32, *OUT_U8, *OUT_I32, *STATS)},
             rc=a["rc"], n=self.num_envs, T=book.T, L=book.L, costs_idx=s.costs,
+            trading_idx=s.trading,
             w_idx=s.weights, scale_idx=s.scale,
             kappa_idx=s.kappa, lambda_idx=s.lam, rho_idx=s.rho, w_aux_idx=s.w_aux,
             beta_scale_idx=s.beta_scale, run_seed=self.run_seed, n_starts=self.starts.size,

@@ -101,6 +101,7 @@ SLOT_PER_EPS = "per_eps"
 SLOT_PER_BETA_SCHEDULE = "per_beta_schedule"  # beta0, the learner updates beta anneals over
 # the environment's (env.*): the env step's and HER's
 SLOT_ENV_COSTS = "env_costs"  # lot, lot x multiplier, fee per lot (ENV_COSTS)
+SLOT_ENV_TRADING = "env_trading"  # decision interval, minimum holding steps (ENV_TRADING)
 SLOT_PERCEPTION_SCALES = "perception_scales"  # 1 / pnl_scale_ticks, 1 / time_scale_steps
 # α's (alpha.* with the learner's Adam settings: ALPHA_NUMBERS) and β's controller's (beta.*)
 SLOT_ALPHA_ADAM = "alpha_adam"

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from alpha_rl.backend.numpy import NumpyBackend
-from tests.test_env import VARIANT, check_ledger, check_session_ledger, make_env, random_book
+from tests.test_env import (
+    VARIANT,
+    check_ledger,
+    check_rules_ledger,
+    check_session_ledger,
+    make_env,
+    random_book,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -22,7 +29,14 @@ def test_session_ledger_cuda(cuda_backend) -> None:
     check_session_ledger(cuda_backend)
 
 
-@pytest.mark.parametrize("variant", ["reward=stride6", "reward=stride7", "beta=active", "sessions"])
+def test_rules_ledger_cuda(cuda_backend) -> None:
+    check_rules_ledger(cuda_backend)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["reward=stride6", "reward=stride7", "beta=active", "sessions", "env.decision_interval=3"],
+)
 def test_environment_runs_identically_on_both_backends(cuda_backend, variant: str) -> None:
     book, gen = random_book(11, T=500), np.random.default_rng(12)
     if variant == "sessions":  # forced closes at every session's end

@@ -45,6 +45,7 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
         "peak_mid": gen.uniform(35, 45, size=n).astype(np.float32),
     }  # fmt: skip
     arrays["isv"][30:33] = [2.0, 20.0, 0.5]  # ENV_COSTS: lot, lot x multiplier, fee per lot
+    arrays["isv"][40:42] = [3.0, 7.0]  # ENV_TRADING: decide every 3 ticks, hold 7 steps
     for name in ("stat_trades", "stat_realised", "stat_available", "stat_duration"):
         arrays[name] = gen.normal(size=n).astype(np.float32)
     for arg in experience.ENV_STEP.args:  # poisoned outputs: each must be written
@@ -54,30 +55,31 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
     return arrays
 
 
-def scalars(n: int, starts: int) -> list:
-    # n, T, L, costs, w, scale, kappa, lambda, rho, w_aux, beta, n_starts
-    return [n, T, L, 30, 10, 20, 21, 22, 23, 24, 25, starts]
+def scalars(n: int, starts: int, trading: int = 40) -> list:
+    # n, T, L, costs, trading (-1: absent), w, scale, kappa, lambda, rho, w_aux, beta, n_starts
+    return [n, T, L, 30, trading, 10, 20, 21, 22, 23, 24, 25, starts]
 
 
 @pytest.mark.parametrize("stride", [6, 7])
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("null", ["none", "aux"])
+@pytest.mark.parametrize("null", ["none", "aux", "rules"])
 def test_experience_env_step_matches_reference(
     cuda_backend, stride: int, n: int, null: str
 ) -> None:
     host = random_inputs(n, stride, seed=n * 7 + stride)
-    if null != "none":
+    if null == "aux":
         host["aux_prob"] = None
+    trading = -1 if null == "rules" else 40  # the rules absent: every tick, no minimum
     want = {k: None if v is None else v.copy() for k, v in host.items()}
     args = [want[a.name] for a in experience.ENV_STEP.args if a.is_pointer] + scalars(
-        n, host["starts"].size
+        n, host["starts"].size, trading
     )
     oracle(*args, rc_stride=stride)
 
     step = KernelRuntime(cuda_backend, {"RC_STRIDE": stride}).bind(experience.ENV_STEP)
     dev = {k: None if v is None else cuda_backend.upload(v) for k, v in host.items()}
     pointers = [dev[a.name] for a in experience.ENV_STEP.args if a.is_pointer]
-    step(**by_name(experience.ENV_STEP, *pointers, *scalars(n, host["starts"].size)))
+    step(**by_name(experience.ENV_STEP, *pointers, *scalars(n, host["starts"].size, trading)))
     for name in OUT_NAMES:
         got = cuda_backend.download(dev[name])
         bad = np.flatnonzero(~((got == want[name]) | (np.isnan(got) & np.isnan(want[name]))))

@@ -13,6 +13,9 @@ F32, I32 = np.float32, np.int32
 MIN_EPISODE_TICKS = 3
 # the env part's numbers, in their order at isv[costs_idx] (its `env_costs` slot)
 ENV_COSTS = ("lot", "lot_mult", "fee")
+# the env's trading rules, in their order at isv[trading_idx] (its `env_trading` slot): act every
+# `interval` ticks (holding in between), hold a trade at least `min_hold` steps
+ENV_TRADING = ("interval", "min_hold")
 
 
 def start_ticks(session_last: np.ndarray, history: int) -> np.ndarray:
@@ -62,6 +65,7 @@ ENV_STEP = STEM.kernel(
         Scalar(name, I32)
         for name in (
             "costs_idx",
+            "trading_idx",
             "w_idx",
             "scale_idx",
             "kappa_idx",
@@ -74,5 +78,6 @@ ENV_STEP = STEM.kernel(
     Scalar("n_starts", I32),
     launch=Grid1D(over="n", block=256),
     doc="one env step: fills at the touch, reward components, done, trade stats, restarts; "
-    "lot, lot x multiplier and the fee per lot at isv[costs_idx + k] (ENV_COSTS)",
+    "lot, lot x multiplier and the fee per lot at isv[costs_idx + k] (ENV_COSTS); the decision "
+    "interval and minimum holding steps at isv[trading_idx + k] (ENV_TRADING)",
 )

@@ -134,9 +134,11 @@ def _env(plan: Plan) -> Fill:
     p = e.perception
     values = {
         vocab.SLOT_ENV_COSTS: (e.lot, e.lot * e.multiplier, e.fee_per_lot),
+        vocab.SLOT_ENV_TRADING: (float(e.decision_interval), float(e.min_hold)),
         vocab.SLOT_PERCEPTION_SCALES: (1.0 / p.pnl_scale_ticks, 1.0 / p.time_scale_steps),
     }
     return values, [(vocab.SLOT_ENV_COSTS, "the env step"),
+                    (vocab.SLOT_ENV_TRADING, "the env step"),
                     (vocab.SLOT_PERCEPTION_SCALES, "the observation")]  # fmt: skip
 
 
@@ -218,6 +220,7 @@ PARTS: tuple[Part, ...] = (
         "environment",
         {
             vocab.SLOT_ENV_COSTS: "env.lot, env.multiplier and env.fee_per_lot",
+            vocab.SLOT_ENV_TRADING: "env.decision_interval and env.min_hold",
             vocab.SLOT_PERCEPTION_SCALES: "env.perception.pnl_scale_ticks and "
             "env.perception.time_scale_steps",
         },
