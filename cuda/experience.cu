@@ -2,10 +2,11 @@
 //
 // experience_env_step, one thread per env b (n = B), env at tick t = cursor[b], position d:
 //   target = direction of action[b] (FLAT/LONG/SHORT -> 0/+1/-1), but the position d is kept
-//   (target = d) between decisions, at ticks t with t % interval != 0, and while a trade has
-//   been held fewer than min_hold steps (d != 0, trade_len < min_hold): the env's trading rules,
-//   interval and min_hold at isv[trading_idx + 0, 1] (ENV_TRADING; 1 and 0 with a NULL isv or a
-//   negative trading_idx).
+//   (target = d) between decisions, at ticks with (tick0 + t) % interval != 0 (tick0: row 0's
+//   tick in the source series, so every slice of one series decides at the same ticks), and
+//   while a trade has been held fewer than min_hold steps (d != 0, trade_len < min_hold): the
+//   env's trading rules, interval and min_hold at isv[trading_idx + 0, 1] (ENV_TRADING; 1 and 0
+//   with a negative trading_idx).
 //   On the episode's last step (t + 1 >= session_last[t]: the next tick ends the data or the
 //   trading session, a time gap follows it) the target is forced to 0 whatever the rules: the
 //   forced close is a normal trade close. eff_action is the target's action.
@@ -82,7 +83,8 @@ extern "C" __global__ void experience_env_step(
     int* __restrict__ closed_dir, int* __restrict__ eff_action, float* __restrict__ fill_mid,
     float* __restrict__ post_mid, float* __restrict__ stat_trades,
     float* __restrict__ stat_realised, float* __restrict__ stat_available,
-    float* __restrict__ stat_duration, int n, int T, int L, int costs_idx, int trading_idx,
+    float* __restrict__ stat_duration, int n, int T, int L, int tick0, int costs_idx,
+    int trading_idx,
     int w_idx, int scale_idx, int kappa_idx, int lambda_idx, int rho_idx, int w_aux_idx,
     int beta_scale_idx, int n_starts, const AgentAxis agent_axis) {
     agent_slice(agent_axis, bid_px, ask_px, session_last, starts, action, aux_prob, isv, run_seed,
@@ -96,14 +98,14 @@ extern "C" __global__ void experience_env_step(
     const float lot = isv[costs_idx], lot_mult = isv[costs_idx + 1], fee = isv[costs_idx + 2];
 
     // the env's trading rules (ENV_TRADING): decide every `interval` ticks, hold `min_hold` steps
-    const bool rules = isv != nullptr && trading_idx >= 0;  // absent: every tick, no minimum
+    const bool rules = trading_idx >= 0;  // absent: every tick, no minimum
     const int interval = rules ? static_cast<int>(isv[trading_idx]) : 1;
     const int min_hold = rules ? static_cast<int>(isv[trading_idx + 1]) : 0;
 
     const int t = cursor[b];
     const int d = pos[b];
     const bool last = t + 1 >= session_last[t];
-    const bool holds = t % interval != 0 || (d != 0 && trade_len[b] < min_hold);
+    const bool holds = (tick0 + t) % interval != 0 || (d != 0 && trade_len[b] < min_hold);
     const int target = last ? 0 : (holds ? d : action_direction(action[b]));
     const Prices now = touch(bid_px, ask_px, t, L);
     const Prices next = touch(bid_px, ask_px, t + 1, L);

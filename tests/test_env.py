@@ -177,6 +177,22 @@ def check_rules_ledger(backend: Backend) -> None:
     assert (stats.trades, stats.realised, stats.duration) == (2, -30.0, 6.0)  # held 4 + 2
 
 
+def test_decisions_keep_the_source_series_phase_in_a_slice() -> None:
+    """A book sliced from tick 1 of its series decides at its odd ticks (the series' even
+    ones): the training and held-out parts of one series decide at the same ticks."""
+    whole = ledger_book()
+    part = whole.slice(1, whole.T)
+    assert part.start == 1
+    env = make_env(NumpyBackend(), part, [*LEDGER_OVERRIDES[:-2], "reward=stride6",
+                                          "env.decision_interval=2"])  # fmt: skip
+    env.reset(np.array([1]))  # the slice's tick 1: the series' tick 2, a decision
+    taken = []
+    for asked in (LONG, FLAT, FLAT):  # at the series' ticks 2, 3, 4
+        env.step(env.backend.upload(np.array([asked], np.int32)))
+        taken.append(int(env.backend.download(env.arrays["eff_action"])[0]))
+    assert taken == [LONG, LONG, FLAT]
+
+
 def test_the_trading_rules_are_checked_by_name() -> None:
     for key, bad in (("decision_interval", 0), ("min_hold", -1), ("decision_interval", 1.5)):
         cfg, _ = compose_train([f"env.{key}={bad}"])

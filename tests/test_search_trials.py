@@ -79,12 +79,18 @@ def test_a_trial_worse_than_the_best_on_every_instance_is_pruned_by_wilcoxon(tmp
     assert best.value == pytest.approx(np.mean([10.0 + i.seed + 3 * i.fold for i in held]))
     for trial in others:
         assert trial.state == optuna.trial.TrialState.PRUNED, trial
-        ran = trial.intermediate_values
+        ran = dict(trial.intermediate_values)
+        partial = ran.pop(len(held))  # its partial mean, at the step past the last instance's
+        assert trial.value == partial  # Optuna's value of a pruned trial: its last step's
         assert 2 <= len(ran) < len(held) and len(ran) % 2 == 0  # whole waves, not all of them
         order = trial_order(len(held), 0, trial.number)
         assert sorted(ran) == sorted(order[: len(ran)])  # in the trial's own order
         assert ran == {i: held[i].seed + 3.0 * held[i].fold for i in ran}
-        assert trial.user_attrs["partial_mean"] == pytest.approx(np.mean(list(ran.values())))
+        assert (
+            partial
+            == trial.user_attrs["partial_mean"]
+            == pytest.approx(np.mean(list(ran.values())))
+        )
         assert trial.user_attrs["instances_run"] == len(ran)
         jobs = [j for j in launcher.jobs if j["search.trial"] == str(trial.number)]
         assert len(jobs) == len(ran)  # the pruned instances never ran
@@ -118,6 +124,11 @@ def test_without_waves_or_with_a_failed_instance_nothing_is_pruned(tmp_path: Pat
         ({"pruner": {"name": "median"}}, "hydra.sweeper.pruner.name='median': one of wilcoxon"),
         ({"pruner": {"p": 0.1}}, "hydra.sweeper.pruner: unknown key(s) p"),
         ({"waves": 2}, "hydra.sweeper: unknown key(s) waves"),
+        ({"wave": 1.5}, "hydra.sweeper.wave=1.5: instances of a trial launched at once"),
+        ({"pruner": {"p_threshold": "x"}}, "hydra.sweeper.pruner.p_threshold='x': a number"),
+        ({"pruner": {"n_startup_steps": -1}}, "hydra.sweeper.pruner.n_startup_steps=-1"),
+        ({"sampler": {"seed": "a"}}, "hydra.sweeper.sampler.seed='a': the sampler's seed"),
+        ({"storage_url": 3}, "hydra.sweeper.storage_url=3: a file path or a URL"),
     ],
 )
 def test_bad_search_settings_are_refused_by_name(tmp_path: Path, setting: dict, says: str):
@@ -129,6 +140,19 @@ def test_the_search_refuses_to_search_or_fix_what_it_sets_itself(tmp_path: Path)
     search = made_up_search(tmp_path, MadeUp(lambda *a: 0.0))
     with pytest.raises(ConfigError, match="seed: the search sets it on each run"):
         search.run(["seed=3"])
+
+
+def test_a_study_made_with_other_instances_is_refused(tmp_path: Path) -> None:
+    """A search resumes a study only on the instances it was made with (another search of the
+    same study may have recorded its own at the same moment)."""
+    made_up_search(tmp_path, MadeUp(lambda *a: 1.0), seeds=[0, 1], n_trials=1).run([])
+    other = made_up_search(tmp_path, MadeUp(lambda *a: 1.0), seeds=[0, 2], n_trials=1)
+    with pytest.raises(ConfigError, match="was created with instances"):
+        other.run([])
+    with pytest.raises(ConfigError, match=r"runs its trials on the instances \[\[0, 0\]"):
+        study = optuna.load_study(study_name="her_optuna", storage=open_storage(
+            other.cfg.storage))  # fmt: skip
+        other.same_instances(study)
 
 
 def test_storages_are_recorded_as_one_string() -> None:

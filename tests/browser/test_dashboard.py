@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,25 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 DOCS_SHOT = paths.project_root() / "docs" / "img" / "optuna_dashboard.png"
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def server_left(group: int) -> bool:
+    """Whether a process of the process group `group` is still alive (zombies aside)."""
+    import psutil
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        alive = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os.getpgid(p.pid) == group and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        if not alive:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def printed_link(proc: subprocess.Popen, timeout_s: float = 120.0) -> str:
@@ -63,6 +83,7 @@ def test_the_dashboard_shows_a_searchs_trials_and_their_values_by_seed(tmp_path:
         ["make", "-s", "-C", str(paths.project_root()), "dashboard",
          f"STUDIES={tmp_path / 'optuna.journal'}", "PORT=0"],
         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # make and the server it starts: one group, stopped as one
     )  # fmt: skip
     try:
         link = printed_link(dashboard)
@@ -89,7 +110,8 @@ def test_the_dashboard_shows_a_searchs_trials_and_their_values_by_seed(tmp_path:
             finally:
                 browser.close()
     finally:
-        dashboard.terminate()
+        os.killpg(dashboard.pid, signal.SIGTERM)
         dashboard.wait(timeout=30)
+        assert not server_left(dashboard.pid), "the dashboard outlived the test"
     DOCS_SHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, DOCS_SHOT)

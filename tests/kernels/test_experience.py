@@ -56,8 +56,9 @@ def random_inputs(n: int, stride: int, seed: int) -> dict:
 
 
 def scalars(n: int, starts: int, trading: int = 40) -> list:
-    # n, T, L, costs, trading (-1: absent), w, scale, kappa, lambda, rho, w_aux, beta, n_starts
-    return [n, T, L, 30, trading, 10, 20, 21, 22, 23, 24, 25, starts]
+    # n, T, L, tick0 (the slice's first tick: 5), costs, trading (-1: absent), w, scale, kappa,
+    # lambda, rho, w_aux, beta, n_starts
+    return [n, T, L, 5, 30, trading, 10, 20, 21, 22, 23, 24, 25, starts]
 
 
 @pytest.mark.parametrize("stride", [6, 7])

@@ -61,6 +61,7 @@ ENV_STEP = STEM.kernel(
     Scalar("n", I32),
     Scalar("T", I32),
     Scalar("L", I32),
+    Scalar("tick0", I32),  # row 0's tick in the source series (Book.start): the decisions' phase
     *(
         Scalar(name, I32)
         for name in (

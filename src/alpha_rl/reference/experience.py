@@ -3,8 +3,9 @@
 The arithmetic is float32, one rounding per operation, in the kernel's order, so on the same
 inputs every output equals the kernel's exactly. See the kernel's header for the full contract;
 in short, for env b at tick t with position d and target position `target` (the action's
-direction, or d between decisions, t % interval != 0, and while a trade is younger than
-min_hold steps; 0 on an episode's last step whatever the rules):
+direction, or d between decisions, (tick0 + t) % interval != 0 with tick0 row 0's tick in the
+source series, and while a trade is younger than min_hold steps; 0 on an episode's last step
+whatever the rules):
     close (target != d, d != 0) at the touch of t:  c0 = d * (exit - entry_px) * lot_mult,
         c5 = -rho * (d * (peak_mid - entry_px) * lot_mult - c0),
         c6 = scale_b * max(0, (2 p_up - 1) * d) * max(0, c0)            (stride 7 only)
@@ -71,7 +72,7 @@ def experience_env_step(
     cursor, pos, trade_len, episode, entry_px, entry_mid, peak_mid,
     rc, reward_raw, reward, done, opened, closed, stored, prev_dir, closed_dir, eff_action,
     fill_mid, post_mid, stat_trades, stat_realised, stat_available, stat_duration,
-    n, T, L, costs_idx, trading_idx,
+    n, T, L, tick0, costs_idx, trading_idx,
     w_idx, scale_idx, kappa_idx, lambda_idx, rho_idx, w_aux_idx, beta_scale_idx,
     n_starts,
     *, rc_stride,
@@ -81,11 +82,11 @@ def experience_env_step(
     if n <= 0:
         return
     lot, lot_mult, fee = (F32(v) for v in isv[costs_idx : costs_idx + 3])  # ENV_COSTS
-    rules = isv is not None and trading_idx >= 0  # ENV_TRADING; absent: every tick, no minimum
+    rules = trading_idx >= 0  # ENV_TRADING; absent: every tick, no minimum
     interval, min_hold = (int(isv[trading_idx]), int(isv[trading_idx + 1])) if rules else (1, 0)
     t, d = cursor[:n].copy(), pos[:n].copy()
     last = t + 1 >= session_last[t]
-    holds = (t % interval != 0) | ((d != 0) & (trade_len[:n] < min_hold))
+    holds = ((int(tick0) + t) % interval != 0) | ((d != 0) & (trade_len[:n] < min_hold))
     target = np.where(last, 0, np.where(holds, d, action_direction(action[:n]))).astype(np.int32)
     bid, ask, mid = _touch(bid_px, ask_px, t, L)
     _, _, next_mid = _touch(bid_px, ask_px, t + 1, L)

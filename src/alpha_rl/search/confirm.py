@@ -177,6 +177,7 @@ def run_confirmation(
         f"hydra.searchpath=[file://{(out / 'conf').resolve()}]",
         f"+{GROUP}={','.join(c.name for c in picks)}",
         "validation=walk_forward",
+        *layout_overrides(study),
         f"market.fold={','.join(map(str, folds))}",
         f"seed={','.join(map(str, seeds))}",
         *extra,
@@ -190,6 +191,12 @@ def run_confirmation(
     if done.returncode != 0:
         raise AlphaRlError(f"the confirmation's multirun exited {done.returncode} ({sweep})")
     return sweep
+
+
+def layout_overrides(study: Any) -> list[str]:
+    """A walk-forward search's fold layout (validation.folds, ...), for folds that are its own."""
+    layout = study.user_attrs.get("walk_forward") or {}
+    return [f"validation.{k}={'null' if v is None else v}" for k, v in sorted(layout.items())]
 
 
 def unseen_seeds_and_folds(args: argparse.Namespace, study: Any) -> tuple[list[int], list[int]]:
@@ -207,9 +214,10 @@ def unseen_seeds_and_folds(args: argparse.Namespace, study: Any) -> tuple[list[i
     if args.folds is not None:
         return seeds, [int(f) for f in str(args.folds).split(",") if f.strip()]
     wf = OmegaConf.load(paths.conf_dir() / "validation" / "walk_forward.yaml")
-    if study.user_attrs.get("validation") == "walk_forward":  # the folds it never ran
+    if study.user_attrs.get("validation") == "walk_forward":  # the folds of its layout it never ran
         searched = set(study.user_attrs.get("folds") or [])
-        folds = [k for k in range(int(wf.folds)) if k not in searched]
+        layout = study.user_attrs.get("walk_forward") or {}
+        folds = [k for k in range(int(layout.get("folds") or wf.folds)) if k not in searched]
         if not folds:
             raise AlphaRlError("the search ran every walk-forward fold: name the folds to "
                                "confirm on with --folds")  # fmt: skip
@@ -281,8 +289,9 @@ def run(args: argparse.Namespace) -> int:
     }
     objective = study.user_attrs.get("objective", {})
     metric = str(objective.get("metric", METRIC))
-    if metric == MARGIN:  # the margin over the baseline the search declared
-        metric = f"{MARGIN} over {objective.get('baseline', 'auto')}"
+    if metric == MARGIN:  # the margin over the baseline the search declared (and resolved)
+        baseline = study.user_attrs.get("baseline") or objective.get("baseline", "auto")
+        metric = f"{MARGIN} over {baseline}"
     print(describe(rep, metric))
     (out / "confirm.json").write_text(json.dumps(rep, indent=2, default=str) + "\n")
     described = note(treatments, verdict, "search", time.strftime("%Y-%m-%dT%H:%M:%S"))

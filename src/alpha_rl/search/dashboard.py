@@ -31,10 +31,14 @@ class Quiet(WSGIRequestHandler):
 
 
 def recorded(storage: str) -> str:
-    """A storage as a search records it: an RDB's URL as it is, a file as `journal://<path>`."""
+    """A storage as a search records it: an RDB's URL as it is, an SQLite file (.db, .sqlite)
+    as its URL, another file as `journal://<path>`."""
     if "://" in storage:
         return storage
-    return JOURNAL + str(Path(storage).resolve())
+    path = Path(storage).resolve()
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        return f"sqlite:///{path}"
+    return JOURNAL + str(path)
 
 
 def studies(storage: str) -> tuple[object, list[str]]:

@@ -15,8 +15,11 @@ partial mean is recorded (the user attribute `partial_mean`, with `instances_run
 
 from __future__ import annotations
 
+import json
+import math
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +27,7 @@ from omegaconf import OmegaConf
 
 from alpha_rl.errors import ConfigError
 from alpha_rl.portable import mean
-from alpha_rl.search.sampler import named_settings
+from alpha_rl.search.sampler import named_settings, whole
 
 PRUNERS = ("wilcoxon", "none")
 
@@ -69,11 +72,11 @@ class PrunerConfig:
     @classmethod
     def build(cls, given: dict) -> PrunerConfig:
         cfg = named_settings(cls, given, "hydra.sweeper.pruner", PRUNERS)
-        if not 0.0 < float(cfg.p_threshold) < 1.0:
-            raise ConfigError(f"hydra.sweeper.pruner.p_threshold={cfg.p_threshold}: in (0, 1)")
-        if int(cfg.n_startup_steps) < 0:
-            raise ConfigError(f"hydra.sweeper.pruner.n_startup_steps={cfg.n_startup_steps}: "
-                              "paired instances before a trial may be pruned, >= 0")  # fmt: skip
+        p = cfg.p_threshold
+        if not isinstance(p, int | float) or isinstance(p, bool) or not 0.0 < p < 1.0:
+            raise ConfigError(f"hydra.sweeper.pruner.p_threshold={p!r}: a number in (0, 1)")
+        whole(cfg.n_startup_steps, "hydra.sweeper.pruner.n_startup_steps", 0,
+              "paired instances before a trial may be pruned")  # fmt: skip
         return cfg
 
     def pruner(self) -> Any:
@@ -151,3 +154,31 @@ class Running:
 
     def partial_mean(self) -> float:
         return float(mean(np.array([self.values[i] for i in sorted(self.values)])))
+
+
+@dataclass
+class TrialResult:
+    """What one job gave back: its value (NaN: failed), its MLflow run and why it failed."""
+
+    value: float
+    run_id: str | None
+    error: str | None
+
+
+def result_of(ret: Any) -> TrialResult:
+    """The objective a Hydra JobReturn carries, NaN when the job failed or returned none."""
+    from hydra.core.utils import JobStatus
+
+    run_id = None
+    if ret.hydra_cfg is not None:
+        record = Path(ret.hydra_cfg.hydra.runtime.output_dir) / "tracking.json"
+        if record.is_file():
+            run_id = json.loads(record.read_text()).get("run_id")
+    if ret.status != JobStatus.COMPLETED:
+        return TrialResult(
+            math.nan, run_id, f"{type(ret._return_value).__name__}: {ret._return_value}"
+        )
+    value = ret._return_value
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return TrialResult(math.nan, run_id, "the run did not finish with a finite objective")
+    return TrialResult(float(value), run_id, None)

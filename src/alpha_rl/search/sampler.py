@@ -10,6 +10,15 @@ from alpha_rl.errors import ConfigError
 SAMPLERS = ("tpe", "random", "grid")
 
 
+def whole(value: Any, key: str, least: int, what: str, none_ok: bool = False) -> int | None:
+    """A whole-number setting `key` >= least; ConfigError naming it and `what` it is."""
+    if value is None and none_ok:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ConfigError(f"{key}={value!r}: {what}, a whole number >= {least}")
+    return value
+
+
 def named_settings(cls: type, given: dict, where: str, names: tuple[str, ...]) -> Any:
     """`cls(**given)` of a section of named settings (`where`: hydra.sweeper.sampler, ...):
     ConfigError for a key the dataclass lacks, or a `name` not among `names`."""
@@ -21,6 +30,16 @@ def named_settings(cls: type, given: dict, where: str, names: tuple[str, ...]) -
     if made.name not in names:
         raise ConfigError(f"{where}.name={made.name!r}: one of {', '.join(names)}")
     return made
+
+
+def checked_sampler(given: dict) -> SamplerConfig:
+    """hydra.sweeper.sampler, each key checked by name."""
+    cfg = named_settings(SamplerConfig, given, "hydra.sweeper.sampler", SAMPLERS)
+    whole(cfg.seed, "hydra.sweeper.sampler.seed", 0, "the sampler's seed (null: fresh entropy)",
+          none_ok=True)  # fmt: skip
+    whole(cfg.n_startup_trials, "hydra.sweeper.sampler.n_startup_trials", 0,
+          "random trials before TPE's model")  # fmt: skip
+    return cfg
 
 
 @dataclass(frozen=True)

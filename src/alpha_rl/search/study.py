@@ -21,9 +21,7 @@ run of every search that added trials.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,17 +39,19 @@ from alpha_rl.search.instances import (
     folds_of,
     instances,
     plain,
+    result_of,
     seeds_of,
     trial_order,
 )
-from alpha_rl.search.sampler import SAMPLERS, SamplerConfig, grid_size, named_settings
-from alpha_rl.search.storage import open_storage, storage_url
+from alpha_rl.search.sampler import SamplerConfig, checked_sampler, grid_size, whole
+from alpha_rl.search.storage import SQLITE_FILE, journal_file, open_storage, storage_url
 from alpha_rl.tracking.config import TrackingConfig
 from alpha_rl.tracking.parent import parent_run_for, set_parent_tags, stop_parent
 
 log = logging.getLogger("alpha_rl.search")
 
 RESULTS_FILE = "search_results.yaml"
+WALK_FORWARD_KEYS = ("folds", "scheme", "test_fraction", "embargo")
 NOT_RECORDED = (
     "hydra.",
     "hydra/",
@@ -101,57 +101,23 @@ class SearchConfig:
                 "hydra.sweeper.study: name the study (a hparams_search= preset "
                 "names it after itself)"
             )
-        try:
-            n_trials, n_jobs = int(settings.get("n_trials", 0)), int(settings.get("n_jobs", 1))
-            wave = int(settings.get("wave", 0))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"hydra.sweeper.n_trials, n_jobs, wave: whole numbers ({exc})"
-            ) from exc
-        if n_trials < 1:
-            raise ConfigError(f"hydra.sweeper.n_trials={n_trials}: at least 1")
-        if n_jobs < 1:
-            raise ConfigError(f"hydra.sweeper.n_jobs={n_jobs}: trials launched at once, >= 1")
-        if wave < 0:
-            raise ConfigError(f"hydra.sweeper.wave={wave}: instances of a trial launched at "
-                              "once, >= 1 (0: all of them)")  # fmt: skip
-        sampler = named_settings(SamplerConfig, dict(settings.get("sampler") or {}),
-                                 "hydra.sweeper.sampler", SAMPLERS)  # fmt: skip
-        storage = storage_url(str(settings.get("storage") or "journal"),
-                              settings.get("storage_url"), str(config.tracking.uri))  # fmt: skip
+        n_trials = whole(settings.get("n_trials", 0), "hydra.sweeper.n_trials", 1,
+                         "trials this invocation adds")  # fmt: skip
+        n_jobs = whole(settings.get("n_jobs", 1), "hydra.sweeper.n_jobs", 1,
+                       "trials launched at once")  # fmt: skip
+        wave = whole(settings.get("wave", 0), "hydra.sweeper.wave", 0,
+                     "instances of a trial launched at once (0: all of them)")  # fmt: skip
+        sampler = checked_sampler(dict(settings.get("sampler") or {}))
+        url = settings.get("storage_url")
+        if url is not None and not isinstance(url, str):
+            raise ConfigError(f"hydra.sweeper.storage_url={url!r}: a file path or a URL")
+        storage = storage_url(str(settings.get("storage") or "journal"), url,
+                              str(config.tracking.uri))  # fmt: skip
         held = instances(seeds_of(settings.get("seeds", [0])),
                          folds_of(settings.get("folds"), config.validation))  # fmt: skip
         return cls(str(study), storage, n_trials, n_jobs, sampler,
                    dict(settings.get("params") or {}), held, wave or len(held),
                    PrunerConfig.build(dict(settings.get("pruner") or {})))  # fmt: skip
-
-
-@dataclass
-class TrialResult:
-    """What one job gave back: its value (NaN: failed), its MLflow run and why it failed."""
-
-    value: float
-    run_id: str | None
-    error: str | None
-
-
-def result_of(ret: Any) -> TrialResult:
-    """The objective a Hydra JobReturn carries, NaN when the job failed or returned none."""
-    from hydra.core.utils import JobStatus
-
-    run_id = None
-    if ret.hydra_cfg is not None:
-        record = Path(ret.hydra_cfg.hydra.runtime.output_dir) / "tracking.json"
-        if record.is_file():
-            run_id = json.loads(record.read_text()).get("run_id")
-    if ret.status != JobStatus.COMPLETED:
-        return TrialResult(
-            math.nan, run_id, f"{type(ret._return_value).__name__}: {ret._return_value}"
-        )
-    value = ret._return_value
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        return TrialResult(math.nan, run_id, "the run did not finish with a finite objective")
-    return TrialResult(float(value), run_id, None)
 
 
 class Search:
@@ -180,6 +146,7 @@ class Search:
             load_if_exists=True,
         )
         self.record(study, space, fixed)
+        self.say_old_storage()
         # a resumed study draws on: its sampler's seed moves on by the trials it already holds
         study.sampler = self.cfg.sampler.build(space, len(study.trials))
         n_trials = self.trials_left(space, len(study.trials))
@@ -195,6 +162,7 @@ class Search:
         )  # fmt: skip
         done = 0
         while done < n_trials:
+            self.same_instances(study)  # another search may have made the study since
             trials = [study.ask(space) for _ in range(min(self.cfg.n_jobs, n_trials - done))]
             self.mine |= {t.number for t in trials}
             running = [Running(t, trial_order(n, self.cfg.sampler.seed, t.number)) for t in trials]
@@ -269,6 +237,11 @@ class Search:
             "validation": str(self.config.validation.name),
             "split": self.config.validation.get("split"),  # single: its training fraction
             "folds": sorted({i.fold for i in self.cfg.instances if i.fold is not None}) or None,
+            # walk-forward: the layout its folds are of, which a confirmation's folds must share
+            "walk_forward": {k: self.config.validation.get(k) for k in WALK_FORWARD_KEYS}
+            if self.config.validation.name == "walk_forward"
+            else None,
+            "baseline": self.objective.baseline,  # objective=margin: the one it is over
         }
         for key, value in record.items():
             old = study.user_attrs.get(key)
@@ -279,6 +252,25 @@ class Search:
                     "overrides too) or name another study (hydra.sweeper.study)"
                 )
             study.set_user_attr(key, value)
+
+    def say_old_storage(self) -> None:
+        """A warning when a study database of the former default lies beside the journal: the
+        studies in it are not this one (hydra.sweeper.storage=rdb resumes them)."""
+        journal = journal_file(self.cfg.storage)
+        if journal is not None and (journal.parent / SQLITE_FILE).is_file():
+            log.warning("%s holds studies of earlier searches; this search writes %s. To resume "
+                        "one of them: hydra.sweeper.storage=rdb", journal.parent / SQLITE_FILE,
+                        journal)  # fmt: skip
+
+    def same_instances(self, study: Any) -> None:
+        """ConfigError unless the study's instances are this search's (a search that began at
+        the same moment with other seeds or folds may have recorded its own)."""
+        mine = [[i.seed, i.fold] for i in self.cfg.instances]
+        recorded = study.user_attrs.get("instances")
+        if recorded != mine:
+            raise ConfigError(f"study {self.cfg.study!r} in {self.cfg.storage} runs its trials on "
+                              f"the instances {recorded}, not {mine}: give the same seeds and "
+                              "folds, or name another study (hydra.sweeper.study)")  # fmt: skip
 
     def tell(self, study: Any, r: Running) -> None:
         """A trial's end: FAIL (a job failed), PRUNED (stopped by the pruner, its partial mean
@@ -303,6 +295,9 @@ class Search:
         value = r.partial_mean()
         if len(r.values) < len(r.order):
             trial.set_user_attr("partial_mean", value)
+            # reported at the step past the last instance's, which Optuna takes as a pruned
+            # trial's value (its last step) and the pruner never pairs (no trial runs it)
+            trial.report(value, len(self.cfg.instances))
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             log.info("trial %d pruned after %d of %d instances (Wilcoxon against trial %d): "
                      "mean %.6g so far (%s)", trial.number, len(r.values), len(r.order),
