@@ -19,8 +19,6 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from mlflow.tracking import MlflowClient
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from scipy.stats import norm
 
 from alpha_rl.errors import ConfigError
@@ -28,6 +26,7 @@ from alpha_rl.search import confirm as confirm_module
 from alpha_rl.search import space
 from alpha_rl.search.confirm import unseen_folds
 from alpha_rl.search.shrinkage import deflated_sharpe
+from alpha_rl.search.storage import JOURNAL, open_storage
 from alpha_rl.search.study import STUDY_TAG
 from tests.bad_stores import PASSWORD, fingerprint, make
 from tests.helpers import paste
@@ -56,7 +55,7 @@ def search(tmp_path: Path, sweep: str, *overrides: str) -> subprocess.CompletedP
 
 
 def study_of(tmp_path: Path) -> optuna.Study:
-    journal = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    journal = open_storage(f"{JOURNAL}{tmp_path / 'optuna.journal'}")
     return optuna.load_study(study_name="her_optuna", storage=journal)
 
 

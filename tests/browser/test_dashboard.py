@@ -17,10 +17,9 @@ from pathlib import Path
 
 import optuna
 import pytest
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 
 from alpha_rl import paths
+from alpha_rl.search.storage import JOURNAL, open_storage
 from tests.conftest import required_tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -76,7 +75,7 @@ def test_the_dashboard_shows_a_searchs_trials_and_their_values_by_seed(tmp_path:
     )  # fmt: skip
     assert search.returncode == 0, search.stderr[-3000:]
     assert (tmp_path / "optuna.journal").is_file()  # beside the MLflow store
-    journal = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    journal = open_storage(f"{JOURNAL}{tmp_path / 'optuna.journal'}")
     best = optuna.load_study(study_name="her_optuna", storage=journal).best_trial
     shot = tmp_path / "optuna_dashboard.png"
     dashboard = subprocess.Popen(

@@ -18,9 +18,8 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 
+from alpha_rl.search.storage import JOURNAL, open_storage
 from tests.helpers import wait_for_step
 from tests.mlflow_server import started_server
 
@@ -343,7 +342,7 @@ def test_a_search_runs_its_trials_as_jobs_and_keeps_its_study_on_the_submitting_
     assert "4 jobs: 4 FINISHED" in out and "confirm it: " in out, out[-3000:]
     arrays = {name.split("_")[0] for name in slurm_jobs(tmp_path / "sweep").values()}
     assert len(arrays) == 1 and len(slurm_jobs(tmp_path / "sweep")) == 4  # one array of 4
-    journal = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    journal = open_storage(f"{JOURNAL}{tmp_path / 'optuna.journal'}")
     study = optuna.load_study(study_name="her_optuna", storage=journal)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
     for trial in study.trials:

@@ -39,7 +39,7 @@ from alpha_rl.killcheck.report import EXIT, NOTE_TAG, note, overall, summary, ta
 from alpha_rl.masking import hide_password
 from alpha_rl.pipeline.configure.objective import MARGIN, METRIC
 from alpha_rl.search.shrinkage import Candidate, describe, report
-from alpha_rl.search.storage import open_storage, stored_file
+from alpha_rl.search.storage import existing_storage
 from alpha_rl.search.study import STUDY_TAG
 from alpha_rl.tracking import RunReader
 from alpha_rl.tracking.parent import PARENT_FILE, recorded_parent
@@ -102,13 +102,11 @@ def load_study(reader: RunReader, parent: str) -> Any:
             f"--parent {parent}: not the parent run of a search (no {STUDY_TAG} "
             "and search.storage tags)"
         )
-    shown, stored = hide_password(storage), stored_file(storage)
-    if stored is not None and not stored.is_file():  # Optuna would create an empty one there
-        raise AlphaRlError(f"no study storage at {stored} (the search.storage tag of --parent "
-                           f"{parent}): put the search's storage back there")  # fmt: skip
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    shown = hide_password(storage)
+    opened = existing_storage(storage, f" (the search.storage tag of --parent {parent}): put "
+                                       "the search's storage back there")  # fmt: skip
     try:
-        return optuna.load_study(study_name=study_name, storage=open_storage(storage))
+        return optuna.load_study(study_name=study_name, storage=opened)
     except KeyError as exc:
         raise AlphaRlError(f"study {study_name!r} is not in {shown}: {exc}") from exc
     except Exception as exc:  # the storage boundary: whatever Optuna or SQLAlchemy raises

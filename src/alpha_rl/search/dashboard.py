@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from alpha_rl.errors import AlphaRlError
 from alpha_rl.masking import hide_password
-from alpha_rl.search.storage import JOURNAL, JOURNAL_FILE, open_storage, stored_file
+from alpha_rl.search.storage import JOURNAL, JOURNAL_FILE, existing_storage
 from alpha_rl.tracking.stores import first_line
 
 
@@ -46,18 +46,12 @@ def studies(storage: str) -> tuple[object, list[str]]:
     (nothing is created) or cannot be read."""
     import optuna
 
-    shown, stored = hide_password(storage), stored_file(storage)
-    if stored is not None and not stored.is_file():
-        raise AlphaRlError(f"no study storage at {stored}: run a search first (hparams_search="
-                           "...) or give the storage its parent run's search.storage tag "
-                           "names")  # fmt: skip
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    remedy = ": run a search first (hparams_search=...) or give the storage its parent run's "
+    opened = existing_storage(storage, remedy + "search.storage tag names")
     try:
-        opened = open_storage(storage)
         return opened, [s.study_name for s in optuna.get_all_study_summaries(opened)]
-    except AlphaRlError:
-        raise
     except Exception as exc:  # the storage boundary: whatever Optuna or SQLAlchemy raises
+        shown = hide_password(storage)
         raise AlphaRlError(f"study storage {shown} cannot be read ({first_line(exc)})") from exc
 
 

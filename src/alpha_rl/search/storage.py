@@ -55,6 +55,18 @@ def stored_file(recorded: str) -> Path | None:
     return journal_file(recorded) or sqlite_file(recorded)
 
 
+def existing_storage(recorded: str, remedy: str) -> Any:
+    """`open_storage` of a storage a search wrote; AlphaRlError "no study storage at <file>"
+    followed by `remedy` when its file is absent (Optuna would create an empty one there)."""
+    import optuna
+
+    stored = stored_file(recorded)
+    if stored is not None and not stored.is_file():
+        raise AlphaRlError(f"no study storage at {stored}{remedy}")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return open_storage(recorded)
+
+
 def open_storage(recorded: str) -> Any:
     """What Optuna takes as `storage` for a recorded storage string (a journal's file made with
     its directory; an RDB's URL as it is)."""
